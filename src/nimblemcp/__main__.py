@@ -1,0 +1,3 @@
+from nimblemcp.cli import main
+
+main()

@@ -1,0 +1,218 @@
+"""Content blocks for tool results, prompt messages and embedded resources.
+
+Blocks are plain JSON-ready dicts (typed as TypedDicts), so returning them costs
+nothing. The helpers take care of base64 and of leaving out empty optional fields.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections.abc
+import mimetypes
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, NotRequired, TypedDict
+
+__all__ = [
+    "Annotations",
+    "AudioContent",
+    "ContentBlock",
+    "EmbeddedResource",
+    "ImageContent",
+    "ResourceLink",
+    "TextContent",
+    "audio",
+    "blob_resource",
+    "embedded",
+    "image",
+    "resource_link",
+    "text",
+    "text_resource",
+]
+
+
+class Annotations(TypedDict, total=False):
+    audience: list[Literal["user", "assistant"]]
+    priority: float
+    lastModified: str
+
+
+class TextContent(TypedDict):
+    type: Literal["text"]
+    text: str
+    annotations: NotRequired[Annotations]
+    _meta: NotRequired[dict[str, Any]]
+
+
+class ImageContent(TypedDict):
+    type: Literal["image"]
+    data: str
+    mimeType: str
+    annotations: NotRequired[Annotations]
+    _meta: NotRequired[dict[str, Any]]
+
+
+class AudioContent(TypedDict):
+    type: Literal["audio"]
+    data: str
+    mimeType: str
+    annotations: NotRequired[Annotations]
+    _meta: NotRequired[dict[str, Any]]
+
+
+class ResourceLink(TypedDict):
+    type: Literal["resource_link"]
+    uri: str
+    name: str
+    title: NotRequired[str]
+    description: NotRequired[str]
+    mimeType: NotRequired[str]
+    size: NotRequired[int]
+    annotations: NotRequired[Annotations]
+    _meta: NotRequired[dict[str, Any]]
+
+
+class EmbeddedResource(TypedDict):
+    type: Literal["resource"]
+    resource: dict[str, Any]
+    annotations: NotRequired[Annotations]
+    _meta: NotRequired[dict[str, Any]]
+
+
+ContentBlock = TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource
+
+CONTENT_TYPES = frozenset({"text", "image", "audio", "resource_link", "resource"})
+_BLOCK_CLASSES: tuple[Any, ...] = (
+    TextContent,
+    ImageContent,
+    AudioContent,
+    ResourceLink,
+    EmbeddedResource,
+)
+
+
+def _extras(block: dict[str, Any], annotations: Annotations | None, meta: dict[str, Any] | None) -> Any:
+    if annotations:
+        block["annotations"] = annotations
+    if meta:
+        block["_meta"] = meta
+    return block
+
+
+def text(
+    value: str, *, annotations: Annotations | None = None, meta: dict[str, Any] | None = None
+) -> TextContent:
+    """A text block."""
+    return _extras({"type": "text", "text": value}, annotations, meta)
+
+
+def _b64(data: bytes | str) -> str:
+    return data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
+
+
+def _read(path: str | Path, mime_type: str | None) -> tuple[bytes, str]:
+    p = Path(path)
+    guessed = mime_type or mimetypes.guess_type(p.name)[0] or "application/octet-stream"
+    return p.read_bytes(), guessed
+
+
+def image(
+    data: bytes | str | None = None,
+    mime_type: str | None = None,
+    *,
+    path: str | Path | None = None,
+    annotations: Annotations | None = None,
+    meta: dict[str, Any] | None = None,
+) -> ImageContent:
+    """An image block from raw bytes, a base64 string, or a file (`path=`)."""
+    if path is not None:
+        data, mime_type = _read(path, mime_type)
+    if data is None or mime_type is None:
+        raise ValueError("image() needs data and mime_type, or path")
+    return _extras({"type": "image", "data": _b64(data), "mimeType": mime_type}, annotations, meta)
+
+
+def audio(
+    data: bytes | str | None = None,
+    mime_type: str | None = None,
+    *,
+    path: str | Path | None = None,
+    annotations: Annotations | None = None,
+    meta: dict[str, Any] | None = None,
+) -> AudioContent:
+    """An audio block from raw bytes, a base64 string, or a file (`path=`)."""
+    if path is not None:
+        data, mime_type = _read(path, mime_type)
+    if data is None or mime_type is None:
+        raise ValueError("audio() needs data and mime_type, or path")
+    return _extras({"type": "audio", "data": _b64(data), "mimeType": mime_type}, annotations, meta)
+
+
+def resource_link(
+    uri: str,
+    name: str,
+    *,
+    title: str | None = None,
+    description: str | None = None,
+    mime_type: str | None = None,
+    size: int | None = None,
+    annotations: Annotations | None = None,
+    meta: dict[str, Any] | None = None,
+) -> ResourceLink:
+    """A link to a resource the client may read (it need not be listed)."""
+    block: dict[str, Any] = {"type": "resource_link", "uri": uri, "name": name}
+    for key, value in (("title", title), ("description", description), ("mimeType", mime_type), ("size", size)):
+        if value is not None:
+            block[key] = value
+    return _extras(block, annotations, meta)
+
+
+def text_resource(uri: str, value: str, mime_type: str | None = None) -> dict[str, Any]:
+    """`TextResourceContents`: one entry of a `resources/read` result."""
+    contents: dict[str, Any] = {"uri": uri, "text": value}
+    if mime_type:
+        contents["mimeType"] = mime_type
+    return contents
+
+
+def blob_resource(uri: str, data: bytes | str, mime_type: str | None = None) -> dict[str, Any]:
+    """`BlobResourceContents`: binary contents, base64 on the wire."""
+    contents: dict[str, Any] = {"uri": uri, "blob": _b64(data)}
+    if mime_type:
+        contents["mimeType"] = mime_type
+    return contents
+
+
+def embedded(
+    uri: str,
+    value: str | bytes,
+    mime_type: str | None = None,
+    *,
+    annotations: Annotations | None = None,
+    meta: dict[str, Any] | None = None,
+) -> EmbeddedResource:
+    """An embedded resource block: text for `str`, blob for `bytes`."""
+    contents = (
+        text_resource(uri, value, mime_type)
+        if isinstance(value, str)
+        else blob_resource(uri, value, mime_type)
+    )
+    return _extras({"type": "resource", "resource": contents}, annotations, meta)
+
+
+def is_content_block(value: Any) -> bool:
+    return type(value) is dict and value.get("type") in CONTENT_TYPES
+
+
+def is_content_hint(tp: Any) -> bool:
+    """True for return annotations that mean "content blocks", not structured output."""
+    if tp in _BLOCK_CLASSES:
+        return True
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return all(is_content_hint(a) or a is str for a in args)
+    if origin in (list, tuple, collections.abc.Sequence):
+        return bool(args) and all(is_content_hint(a) or a is str for a in args if a is not Ellipsis)
+    return False

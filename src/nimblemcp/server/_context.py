@@ -1,0 +1,174 @@
+"""The one per-request Context a handler may ask for by annotating a parameter.
+
+Built once per request by the dispatcher from the request's own `_meta` (BASE-08:
+nothing is remembered between requests). Emitting progress or logs is non-blocking
+and safe from sync handlers running in worker threads. Must not import transports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+from nimblemcp.types._meta import LOG_LEVELS, RequestMeta, log_rank
+
+if TYPE_CHECKING:
+    from nimblemcp.server._server import Server
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+class _Sent:
+    """What emitting methods return: ignorable, and also awaitable for async callers."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield
+
+    def __bool__(self) -> bool:
+        return True
+
+
+_SENT = _Sent()
+
+
+class Context:
+    """What one request told the server, and the ways a handler can talk back."""
+
+    __slots__ = (
+        "_cancelled",
+        "_done",
+        "_emit",
+        "_last_progress",
+        "_loop",
+        "_loop_thread",
+        "_meta",
+        "method",
+        "params",
+        "request_id",
+        "server",
+        "subject",
+    )
+
+    def __init__(
+        self,
+        server: Server,
+        request_id: str | int,
+        method: str,
+        params: dict[str, Any],
+        meta: RequestMeta,
+        emit: Emit | None,
+        subject: str | None = None,
+    ) -> None:
+        self.server = server
+        self.request_id = request_id
+        self.method = method
+        self.params = params
+        self.subject = subject
+        self._meta = meta
+        self._emit = emit
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._last_progress: float | None = None
+        self._cancelled = False
+        self._done = False
+
+    # -- what the request said ------------------------------------------------------
+
+    @property
+    def protocol_version(self) -> str:
+        return self._meta.version
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return self._meta.client_capabilities
+
+    @property
+    def client_info(self) -> dict[str, Any] | None:
+        """Self-reported and unverified: for display and logs only (META-04)."""
+        return self._meta.client_info
+
+    @property
+    def progress_token(self) -> str | int | None:
+        return self._meta.progress_token
+
+    @property
+    def log_level(self) -> str | None:
+        rank = self._meta.log_level
+        return None if rank is None else LOG_LEVELS[rank]
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The request's raw `_meta` (trace context and custom keys included)."""
+        return self._meta.raw
+
+    # -- cancellation -----------------------------------------------------------------
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the client abandoned this request; sync handlers should poll it."""
+        return self._cancelled
+
+    def _cancel(self) -> None:
+        self._cancelled = True
+
+    # -- talking back on the request's own stream -----------------------------------------
+
+    def _send(self, message: dict[str, Any]) -> None:
+        emit = self._emit
+        if emit is None or self._done or self._cancelled:
+            return
+        if threading.get_ident() == self._loop_thread:
+            emit(message)
+        else:
+            self._loop.call_soon_threadsafe(self._send, message)
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> _Sent:
+        """Send `notifications/progress` if the request asked for it (PROG-02/03).
+
+        Values that do not increase are dropped: the spec requires strictly
+        increasing progress. Works with or without `await`.
+        """
+        token = self._meta.progress_token
+        if token is None:
+            return _SENT
+        if self._last_progress is not None and progress <= self._last_progress:
+            return _SENT
+        self._last_progress = progress
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        self._send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        return _SENT
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> _Sent:
+        """Send `notifications/message` only when the request opted in at or below
+        `level` (LOG-02/03). Never put secrets or personal data here (LOG-06)."""
+        gate = self._meta.log_level
+        if gate is None or log_rank(level) < gate:
+            return _SENT
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        self._send({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+        return _SENT
+
+    def debug(self, data: Any, logger: str | None = None) -> _Sent:
+        return self.log("debug", data, logger)
+
+    def info(self, data: Any, logger: str | None = None) -> _Sent:
+        return self.log("info", data, logger)
+
+    def warning(self, data: Any, logger: str | None = None) -> _Sent:
+        return self.log("warning", data, logger)
+
+    def error(self, data: Any, logger: str | None = None) -> _Sent:
+        return self.log("error", data, logger)

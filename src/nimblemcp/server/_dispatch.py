@@ -1,0 +1,316 @@
+"""The request path: `_meta` check, version, method table, handler, result shaping.
+
+`prepare()` does every check that needs no I/O, so the HTTP transport can compare
+headers with the body before anything runs; `execute()` runs the handler and
+shapes the result (`resultType`, caching hints, `serverInfo`). List payloads are
+built once per registry change, not per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from nimblemcp.errors import (
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    ProtocolError,
+    ResourceNotFound,
+    UnsupportedProtocolVersion,
+)
+from nimblemcp.jsonrpc import classify, error_response, request_id_of
+from nimblemcp.server._context import Context, Emit
+from nimblemcp.types._meta import SERVER_INFO, RequestMeta, parse_request_meta
+from nimblemcp.types._versions import MODERN_VERSIONS
+from nimblemcp.types.methods import METHODS, MethodSpec
+
+if TYPE_CHECKING:
+    from nimblemcp.server._server import Server
+
+logger = logging.getLogger("nimblemcp.server")
+
+Handler = Callable[[Context, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+_MAX_COMPLETIONS = 100
+
+
+class Prepared(NamedTuple):
+    """A request that passed every check that needs no I/O."""
+
+    id: str | int
+    method: str
+    params: dict[str, Any]
+    meta: RequestMeta
+    spec: MethodSpec
+    handler: Handler
+
+
+def _cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+
+
+def _offset(cursor: Any, size: int) -> int:
+    if not isinstance(cursor, str):
+        raise InvalidParams("cursor must be a string")
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode()).decode()
+        if not text.startswith("o:"):
+            raise ValueError
+        offset = int(text[2:])
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidParams("Invalid cursor") from None
+    if offset < 0 or offset > size:
+        raise InvalidParams("Invalid cursor")
+    return offset
+
+
+class Dispatcher:
+    """Owns the handler table and the precomputed list payloads of one Server."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.supported_versions: list[str] = list(MODERN_VERSIONS)
+        self.handlers: dict[str, Handler] = {
+            "server/discover": self._discover,
+            "tools/list": self._list_tools,
+            "tools/call": self._call_tool,
+            "resources/list": self._list_resources,
+            "resources/templates/list": self._list_templates,
+            "resources/read": self._read_resource,
+            "prompts/list": self._list_prompts,
+            "prompts/get": self._get_prompt,
+            "completion/complete": self._complete,
+        }
+        self._pages: dict[str, Any] = {}
+        self._caps: dict[str, Any] | None = None
+        self._server_meta = {SERVER_INFO: server.info}
+
+    def invalidate(self) -> None:
+        """Forget precomputed payloads; called on every registry change."""
+        self._pages.clear()
+        self._caps = None
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        caps = self._caps
+        if caps is None:
+            caps = self._caps = self.server.capabilities()
+        return caps
+
+    # -- the pipeline --------------------------------------------------------------------
+
+    def prepare(self, message: Any) -> Prepared:
+        """Checks in the spec's order: shape, `_meta`, version, method (CHECKLIST pipeline)."""
+        rid = message["id"]
+        method: str = message["method"]
+        params = message.get("params")
+        if params is None:
+            raise InvalidParams("params with _meta is required")
+        meta = parse_request_meta(params)
+        if meta.version not in self.supported_versions:
+            raise UnsupportedProtocolVersion(meta.version, self.supported_versions)
+        spec = METHODS.get(method)
+        handler = self.handlers.get(method)
+        if spec is None or handler is None:
+            raise MethodNotFound(f"Method not found: {method}")
+        if spec.capability is not None and spec.capability not in self.capabilities:
+            raise MethodNotFound(f"Method not supported by this server: {method}")
+        return Prepared(rid, method, params, meta, spec, handler)
+
+    async def execute(
+        self, req: Prepared, emit: Emit | None = None, subject: str | None = None
+    ) -> dict[str, Any]:
+        """Run a prepared request; always returns a response message."""
+        ctx = Context(self.server, req.id, req.method, req.params, req.meta, emit, subject)
+        try:
+            result = await req.handler(ctx, req.params)
+        except ProtocolError as exc:
+            return error_response(req.id, exc)
+        except asyncio.CancelledError:
+            ctx._cancel()
+            raise
+        except Exception:
+            logger.exception("handler for %s failed", req.method)
+            return error_response(req.id, InternalError())
+        finally:
+            ctx._done = True
+        return {"jsonrpc": "2.0", "id": req.id, "result": self._shape(req, result)}
+
+    async def handle(
+        self, message: Any, emit: Emit | None = None, subject: str | None = None
+    ) -> dict[str, Any] | None:
+        try:
+            kind = classify(message)
+        except InvalidRequest as exc:
+            return error_response(request_id_of(message), exc)
+        if kind != "request":
+            return None  # notifications and stray responses are never answered
+        try:
+            req = self.prepare(message)
+        except ProtocolError as exc:
+            return error_response(message["id"], exc)
+        return await self.execute(req, emit, subject)
+
+    def _shape(self, req: Prepared, result: dict[str, Any]) -> dict[str, Any]:
+        if "_meta" in result:
+            if SERVER_INFO not in result["_meta"]:
+                result["_meta"] = {**result["_meta"], **self._server_meta}
+        else:
+            result["_meta"] = self._server_meta
+        kind = result.setdefault("resultType", "complete")
+        if req.spec.cacheable and kind == "complete" and "ttlMs" not in result:
+            ttl, scope = self.server.cache_hints[req.method]
+            result["ttlMs"] = ttl
+            result["cacheScope"] = scope
+        return result
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def _discover(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "supportedVersions": self.supported_versions,
+            "capabilities": self.capabilities,
+        }
+        if self.server.instructions:
+            result["instructions"] = self.server.instructions
+        return result
+
+    def _page(self, method: str, key: str, items: Callable[[], list[Any]], params: dict[str, Any]) -> dict[str, Any]:
+        """One page of a list; pages are built once per registry change."""
+        cursor = params.get("cursor")
+        cache_key = f"{method}\x00{cursor}"
+        page = self._pages.get(cache_key)
+        if page is None:
+            everything = self._pages.get(method)
+            if everything is None:
+                everything = self._pages[method] = [x.definition for x in items()]
+            size = self.server.page_size
+            start = 0 if cursor is None else _offset(cursor, len(everything))
+            if size is None:
+                page = {key: everything[start:] if start else everything}
+            else:
+                page = {key: everything[start : start + size]}
+                if start + size < len(everything):
+                    page["nextCursor"] = _cursor(start + size)
+            if len(self._pages) < 1024:  # bounded: cursors come from clients
+                self._pages[cache_key] = page
+        return dict(page)
+
+    async def _list_tools(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page("tools/list", "tools", lambda: list(self.server.tools.values()), params)
+
+    async def _list_resources(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page("resources/list", "resources", lambda: list(self.server.resources.values()), params)
+
+    async def _list_templates(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page(
+            "resources/templates/list", "resourceTemplates",
+            lambda: list(self.server.templates.values()), params,
+        )
+
+    async def _list_prompts(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page("prompts/list", "prompts", lambda: list(self.server.prompts.values()), params)
+
+    async def _call_tool(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParams("tools/call needs a string 'name'")
+        tool = self.server.tools.get(name)
+        if tool is None:
+            raise InvalidParams(f"Unknown tool: {name}")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        elif not isinstance(arguments, dict):
+            raise InvalidParams("tools/call 'arguments' must be an object")
+        return await tool.call(ctx, arguments)  # type: ignore[arg-type]
+
+    async def _read_resource(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise InvalidParams("resources/read needs a string 'uri'")
+        entry = self.server.resources.get(uri)
+        if entry is not None:
+            contents = await entry.read(ctx)
+            ttl, scope = entry.ttl_ms, entry.cache_scope
+        else:
+            for template in self.server.templates.values():
+                values = template.match(uri)
+                if values is not None:
+                    contents = await template.read(ctx, uri, values)
+                    ttl, scope = template.ttl_ms, template.cache_scope
+                    break
+            else:
+                raise ResourceNotFound(uri)
+        result: dict[str, Any] = {"resultType": "complete", "contents": contents}
+        if ttl is not None or scope is not None:
+            d_ttl, d_scope = self.server.cache_hints["resources/read"]
+            result["ttlMs"] = d_ttl if ttl is None else ttl
+            result["cacheScope"] = scope or d_scope
+        return result
+
+    async def _get_prompt(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParams("prompts/get needs a string 'name'")
+        prompt = self.server.prompts.get(name)
+        if prompt is None:
+            raise InvalidParams(f"Unknown prompt: {name}")
+        return await prompt.get(ctx, params.get("arguments"))
+
+    async def _complete(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        ref = params.get("ref")
+        argument = params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise InvalidParams("completion/complete needs 'ref' and 'argument' objects")
+        arg_name = argument.get("name")  # type: ignore[union-attr]
+        value = argument.get("value", "")  # type: ignore[union-attr]
+        if not isinstance(arg_name, str) or not isinstance(value, str):
+            raise InvalidParams("argument needs string 'name' and 'value'")
+        context = params.get("context")
+        context_args: dict[str, str] = {}
+        if isinstance(context, dict) and isinstance(context.get("arguments"), dict):  # type: ignore[union-attr]
+            context_args = context["arguments"]  # type: ignore[index]
+        completer: Callable[..., Any] | None = None
+        ref_type = ref.get("type")  # type: ignore[union-attr]
+        if ref_type == "ref/prompt":
+            prompt = self.server.prompts.get(ref.get("name"))  # type: ignore[union-attr, arg-type]
+            if prompt is None:
+                raise InvalidParams(f"Unknown prompt: {ref.get('name')}")  # type: ignore[union-attr]
+            completer = prompt.completers.get(arg_name)
+        elif ref_type == "ref/resource":
+            uri = ref.get("uri")  # type: ignore[union-attr]
+            template = self.server.templates.get(uri)  # type: ignore[arg-type]
+            if template is not None:
+                completer = template.completers.get(arg_name)
+            elif uri not in self.server.resources:
+                raise InvalidParams(f"Unknown resource or template: {uri}")
+        else:
+            raise InvalidParams("ref.type must be 'ref/prompt' or 'ref/resource'")
+        values: Any = []
+        if completer is not None:
+            values = completer(value, context_args)
+        elif self.server.completion_handler is not None:
+            values = self.server.completion_handler(ref, arg_name, value, context_args)
+        if asyncio.iscoroutine(values):
+            values = await values
+        return {"resultType": "complete", "completion": _completion(values)}
+
+
+def _completion(values: Any) -> dict[str, Any]:
+    if isinstance(values, dict):
+        out = dict(values)  # type: ignore[arg-type]
+        items = [str(v) for v in out.get("values", [])]
+    else:
+        out = {}
+        items = [str(v) for v in values or []]
+    total = out.get("total", len(items))
+    completion: dict[str, Any] = {"values": items[:_MAX_COMPLETIONS], "total": total}
+    completion["hasMore"] = bool(out.get("hasMore", len(items) > _MAX_COMPLETIONS))
+    return completion

@@ -1,0 +1,111 @@
+"""Prompts: a function whose string arguments fill a list of messages."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any, Literal
+
+from nimblemcp.content import is_content_block, text
+from nimblemcp.errors import InvalidParams
+from nimblemcp.server._context import Context
+from nimblemcp.server._schema import parse_docstring
+
+Role = Literal["user", "assistant"]
+
+
+def message(role: Role, content: Any) -> dict[str, Any]:
+    """One prompt message; `content` is a block or a string (becomes a text block)."""
+    return {"role": role, "content": text(content) if isinstance(content, str) else content}
+
+
+def user(content: Any) -> dict[str, Any]:
+    return message("user", content)
+
+
+def assistant(content: Any) -> dict[str, Any]:
+    return message("assistant", content)
+
+
+def _to_messages(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, str) or is_content_block(value):
+        return [user(value)]
+    if isinstance(value, dict) and "role" in value:
+        return [value]  # type: ignore[list-item]
+    if isinstance(value, list | tuple):
+        out: list[dict[str, Any]] = []
+        for item in value:  # type: ignore[union-attr]
+            out.extend(_to_messages(item))
+        return out
+    raise TypeError("a prompt must return a string, content blocks or messages")
+
+
+class PromptEntry:
+    __slots__ = ("completers", "ctx_param", "definition", "fn", "is_async", "name", "required", "names")
+
+    def __init__(
+        self, fn: Callable[..., Any], *, name: str | None = None, title: str | None = None,
+        description: str | None = None, icons: list[dict[str, Any]] | None = None,
+        meta: dict[str, Any] | None = None,
+        complete: dict[str, Callable[..., Any]] | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.is_async = inspect.iscoroutinefunction(fn)
+        summary, arg_docs = parse_docstring(fn.__doc__)
+        self.ctx_param: str | None = None
+        args: list[dict[str, Any]] = []
+        required: list[str] = []
+        for p in inspect.signature(fn).parameters.values():
+            ann = p.annotation
+            if ann is Context or ann == "Context" or (isinstance(ann, type) and issubclass(ann, Context)):
+                self.ctx_param = p.name
+                continue
+            arg: dict[str, Any] = {"name": p.name}
+            if p.name in arg_docs:
+                arg["description"] = arg_docs[p.name]
+            is_required = p.default is inspect.Parameter.empty
+            arg["required"] = is_required
+            if is_required:
+                required.append(p.name)
+            args.append(arg)
+        self.required = tuple(required)
+        self.names = frozenset(a["name"] for a in args)
+        self.completers = dict(complete or {})
+        d: dict[str, Any] = {"name": self.name}
+        if title:
+            d["title"] = title
+        desc = description if description is not None else summary
+        if desc:
+            d["description"] = desc
+        if args:
+            d["arguments"] = args
+        if icons:
+            d["icons"] = icons
+        if meta:
+            d["_meta"] = meta
+        self.definition = d
+
+    async def get(self, ctx: Context, arguments: Any) -> dict[str, Any]:
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict) or not all(
+            isinstance(v, str) for v in arguments.values()  # type: ignore[union-attr]
+        ):
+            raise InvalidParams("prompt arguments must be an object of strings")
+        missing = [n for n in self.required if n not in arguments]
+        if missing:
+            raise InvalidParams(f"Missing required argument(s) for prompt {self.name}: {', '.join(missing)}")
+        kwargs: dict[str, Any] = {k: v for k, v in arguments.items() if k in self.names}  # type: ignore[union-attr]
+        if self.ctx_param is not None:
+            kwargs[self.ctx_param] = ctx
+        if self.is_async:
+            value = await self.fn(**kwargs)
+        else:
+            value = await asyncio.to_thread(self.fn, **kwargs)
+        result: dict[str, Any] = {"resultType": "complete"}
+        if "description" in self.definition:
+            result["description"] = self.definition["description"]
+        result["messages"] = _to_messages(value)
+        return result

@@ -1,0 +1,499 @@
+"""JSON Schemas and argument validators built from type hints, once, at registration.
+
+Plain hints (str, int, float, bool, None, list/dict/tuple of those, Optional, Union,
+Literal, Enum, Any) get a small hand-built schema and validator, so a server made of
+such tools never imports pydantic and starts fast. Pydantic models, TypedDicts,
+dataclasses and `Annotated[..., Field(...)]` go through pydantic (imported lazily).
+Must not import transports, the client or the server registry.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from nimblemcp.server._refs import inline_refs
+
+Validator = Callable[[Any, str], Any]
+
+
+class ArgumentError(ValueError):
+    """An argument did not match the tool's input schema (a tool execution error)."""
+
+
+_NoneType = type(None)
+
+
+def _is_simple(tp: Any) -> bool:
+    if tp in (str, int, float, bool, _NoneType, None, Any, object):
+        return True
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return all(isinstance(m.value, str | int) for m in tp)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Literal:
+        return all(isinstance(a, str | int | bool) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return all(_is_simple(a) for a in args)
+    if origin in (list, set, frozenset, tuple) or origin is typing.Sequence:
+        return all(_is_simple(a) for a in args if a is not Ellipsis)
+    if origin in (dict, Mapping):
+        return len(args) != 2 or (args[0] is str and _is_simple(args[1]))
+    if tp in (list, dict, tuple):
+        return True
+    if origin is typing.Annotated:
+        return _is_simple(args[0]) and all(isinstance(a, str) for a in args[1:])
+    return False
+
+
+def simple_schema(tp: Any) -> dict[str, Any]:
+    """JSON Schema for a hint accepted by `_is_simple`."""
+    if tp is str:
+        return {"type": "string"}
+    if tp is bool:
+        return {"type": "boolean"}
+    if tp is int:
+        return {"type": "integer"}
+    if tp is float:
+        return {"type": "number"}
+    if tp is None or tp is _NoneType:
+        return {"type": "null"}
+    if tp is Any or tp is object:
+        return {}
+    if tp is list or tp is tuple:
+        return {"type": "array"}
+    if tp is dict:
+        return {"type": "object"}
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return {"enum": [m.value for m in tp]}
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        schema = simple_schema(args[0])
+        text = " ".join(a for a in args[1:] if isinstance(a, str))
+        if text:
+            schema = {**schema, "description": text}
+        return schema
+    if origin is typing.Literal:
+        return {"enum": list(args)}
+    if origin in (typing.Union, types.UnionType):
+        non_null = [a for a in args if a is not _NoneType]
+        parts = [simple_schema(a) for a in non_null]
+        if len(non_null) < len(args):
+            if len(parts) == 1 and "type" in parts[0] and isinstance(parts[0]["type"], str):
+                return {**parts[0], "type": [parts[0]["type"], "null"]}
+            parts.append({"type": "null"})
+        return parts[0] if len(parts) == 1 else {"anyOf": parts}
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return {"type": "array", "items": simple_schema(args[0])}
+        return {
+            "type": "array",
+            "prefixItems": [simple_schema(a) for a in args],
+            "minItems": len(args),
+            "maxItems": len(args),
+        }
+    if origin in (list, set, frozenset) or origin is typing.Sequence:
+        schema: dict[str, Any] = {"type": "array"}
+        if args:
+            schema["items"] = simple_schema(args[0])
+        if origin in (set, frozenset):
+            schema["uniqueItems"] = True
+        return schema
+    if origin in (dict, Mapping):
+        schema = {"type": "object"}
+        if len(args) == 2 and args[1] is not Any:
+            schema["additionalProperties"] = simple_schema(args[1])
+        return schema
+    raise TypeError(f"unsupported type hint {tp!r}")
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def simple_validator(tp: Any) -> Validator:
+    """A function (value, path) -> converted value that raises ArgumentError."""
+
+    def fail(expected: str, value: Any, path: str) -> ArgumentError:
+        return ArgumentError(f"{path}: expected {expected}, got {_type_name(value)}")
+
+    if tp is str:
+
+        def v_str(value: Any, path: str) -> Any:
+            if type(value) is str:
+                return value
+            raise fail("a string", value, path)
+
+        return v_str
+    if tp is bool:
+
+        def v_bool(value: Any, path: str) -> Any:
+            if type(value) is bool:
+                return value
+            raise fail("a boolean", value, path)
+
+        return v_bool
+    if tp is int:
+
+        def v_int(value: Any, path: str) -> Any:
+            if type(value) is int:
+                return value
+            if type(value) is float and value.is_integer():
+                return int(value)
+            raise fail("an integer", value, path)
+
+        return v_int
+    if tp is float:
+
+        def v_float(value: Any, path: str) -> Any:
+            if type(value) is float or type(value) is int:
+                return float(value)
+            raise fail("a number", value, path)
+
+        return v_float
+    if tp is None or tp is _NoneType:
+
+        def v_none(value: Any, path: str) -> Any:
+            if value is None:
+                return None
+            raise fail("null", value, path)
+
+        return v_none
+    if tp is Any or tp is object:
+        return lambda value, path: value
+    if tp is list or tp is tuple or tp is dict:
+        json_type = list if tp is not dict else dict
+        kind = "an array" if json_type is list else "an object"
+
+        def v_container(value: Any, path: str) -> Any:
+            if isinstance(value, json_type):
+                return tuple(value) if tp is tuple else value
+            raise fail(kind, value, path)
+
+        return v_container
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        by_value = {m.value: m for m in tp}
+
+        def v_enum(value: Any, path: str) -> Any:
+            try:
+                return by_value[value]
+            except (KeyError, TypeError):
+                raise ArgumentError(f"{path}: must be one of {list(by_value)}") from None
+
+        return v_enum
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        return simple_validator(args[0])
+    if origin is typing.Literal:
+        allowed = list(args)
+
+        def v_literal(value: Any, path: str) -> Any:
+            for a in allowed:
+                if value == a and type(value) is type(a):
+                    return a
+            raise ArgumentError(f"{path}: must be one of {allowed}")
+
+        return v_literal
+    if origin in (typing.Union, types.UnionType):
+        inner = [simple_validator(a) for a in args]
+
+        def v_union(value: Any, path: str) -> Any:
+            for check in inner:
+                try:
+                    return check(value, path)
+                except ArgumentError:
+                    continue
+            raise ArgumentError(f"{path}: {_type_name(value)} matches none of the allowed types")
+
+        return v_union
+    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        items = [simple_validator(a) for a in args]
+
+        def v_tuple(value: Any, path: str) -> Any:
+            if not isinstance(value, list) or len(value) != len(items):  # type: ignore[arg-type]
+                raise fail(f"an array of {len(items)} items", value, path)
+            return tuple(check(x, f"{path}[{i}]") for i, (check, x) in enumerate(zip(items, value)))  # type: ignore[arg-type]
+
+        return v_tuple
+    if origin in (list, set, frozenset, tuple) or origin is typing.Sequence:
+        item = simple_validator(args[0]) if args else simple_validator(Any)
+        build: Callable[[Any], Any] = origin if origin in (set, frozenset, tuple) else list  # type: ignore[assignment]
+
+        def v_list(value: Any, path: str) -> Any:
+            if not isinstance(value, list):
+                raise fail("an array", value, path)
+            return build(item(x, f"{path}[{i}]") for i, x in enumerate(value))  # type: ignore[arg-type]
+
+        return v_list
+    if origin in (dict, Mapping):
+        val = simple_validator(args[1]) if len(args) == 2 else simple_validator(Any)
+
+        def v_dict(value: Any, path: str) -> Any:
+            if not isinstance(value, dict):
+                raise fail("an object", value, path)
+            return {k: val(x, f"{path}.{k}") for k, x in value.items()}  # type: ignore[union-attr]
+
+        return v_dict
+    raise TypeError(f"unsupported type hint {tp!r}")
+
+
+# --- docstrings -----------------------------------------------------------------
+
+_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
+_GOOGLE_ARG = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SPHINX_ARG = re.compile(r"^\s*:param\s+(?:\w+\s+)?(\w+)\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str | None) -> tuple[str | None, dict[str, str]]:
+    """The summary (text before any section) and per-argument descriptions."""
+    if not doc:
+        return None, {}
+    lines = inspect.cleandoc(doc).splitlines()
+    summary: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for line in lines:
+        m = _SECTION.match(line)
+        if m:
+            section = m.group(1)
+            current = None
+            continue
+        sm = _SPHINX_ARG.match(line)
+        if sm:
+            current = sm.group(1)
+            params[current] = sm.group(2).strip()
+            section = "Args"
+            continue
+        if line.strip().startswith(":"):
+            section = "other"
+            continue
+        if section is None:
+            summary.append(line)
+        elif section in ("Args", "Arguments", "Parameters"):
+            gm = _GOOGLE_ARG.match(line)
+            if gm and (len(line) - len(line.lstrip())) <= 4:
+                current = gm.group(1).lstrip("*")
+                params[current] = gm.group(2).strip()
+            elif current and line.strip():
+                params[current] = (params[current] + " " + line.strip()).strip()
+    text = "\n".join(summary).strip()
+    return (text or None), params
+
+
+# --- whole signatures -------------------------------------------------------------
+
+
+class ArgumentSpec:
+    """Input schema + validator for one function, built once."""
+
+    __slots__ = ("context_param", "names", "schema", "validate")
+
+    def __init__(
+        self,
+        schema: dict[str, Any],
+        validate: Callable[[dict[str, Any]], dict[str, Any]],
+        names: tuple[str, ...],
+        context_param: str | None,
+    ) -> None:
+        self.schema = schema
+        self.validate = validate
+        self.names = names
+        self.context_param = context_param
+
+
+def _is_context(tp: Any) -> bool:
+    from nimblemcp.server._context import Context
+
+    return isinstance(tp, type) and issubclass(tp, Context)
+
+
+def build_arguments(fn: Callable[..., Any], arg_docs: Mapping[str, str]) -> ArgumentSpec:
+    """Inspect `fn` and build its `inputSchema` and argument validator."""
+    sig = inspect.signature(fn)
+    hints = typing.get_type_hints(fn, include_extras=True)
+    context_param: str | None = None
+    fields: list[tuple[str, Any, Any]] = []  # name, hint, default (inspect.Parameter.empty)
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"{fn.__name__}: *args/**kwargs cannot be tool arguments")
+        hint = hints.get(p.name, Any)
+        if _is_context(hint):
+            context_param = p.name
+            continue
+        fields.append((p.name, hint, p.default))
+    names = tuple(f[0] for f in fields)
+    if all(_is_simple(h) for _, h, _ in fields):
+        return _simple_arguments(fields, arg_docs, names, context_param)
+    return _pydantic_arguments(fn, fields, arg_docs, names, context_param)
+
+
+def _simple_arguments(
+    fields: list[tuple[str, Any, Any]],
+    arg_docs: Mapping[str, str],
+    names: tuple[str, ...],
+    context_param: str | None,
+) -> ArgumentSpec:
+    empty = inspect.Parameter.empty
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    checks: list[tuple[str, Validator, bool, Any]] = []
+    for name, hint, default in fields:
+        schema = dict(simple_schema(hint))
+        if name in arg_docs and "description" not in schema:
+            schema["description"] = arg_docs[name]
+        if default is empty:
+            required.append(name)
+        elif default is None or isinstance(default, str | int | float | bool):
+            schema["default"] = default
+        props[name] = schema
+        checks.append((name, simple_validator(hint), default is empty, default))
+    root: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        root["required"] = required
+
+    def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, check, is_required, default in checks:
+            if name in arguments:
+                out[name] = check(arguments[name], name)
+            elif is_required:
+                raise ArgumentError(f"{name}: missing required argument")
+            else:
+                out[name] = default
+        return out
+
+    return ArgumentSpec(root, validate, names, context_param)
+
+
+def _pydantic_arguments(
+    fn: Callable[..., Any],
+    fields: list[tuple[str, Any, Any]],
+    arg_docs: Mapping[str, str],
+    names: tuple[str, ...],
+    context_param: str | None,
+) -> ArgumentSpec:
+    import pydantic
+
+    empty = inspect.Parameter.empty
+    definitions: dict[str, Any] = {}
+    for name, hint, default in fields:
+        field_kwargs: dict[str, Any] = {}
+        if name in arg_docs:
+            field_kwargs["description"] = arg_docs[name]
+        if default is not empty:
+            field_kwargs["default"] = default
+        definitions[name] = (hint, pydantic.Field(**field_kwargs))
+    model = pydantic.create_model(  # type: ignore[call-overload]
+        f"{fn.__name__}_arguments",
+        __config__=pydantic.ConfigDict(arbitrary_types_allowed=False),
+        **definitions,
+    )
+    schema = inline_refs(model.model_json_schema())
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)  # type: ignore[union-attr]
+    validator = model.__pydantic_validator__
+
+    def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+        try:
+            instance = validator.validate_python(arguments)
+        except pydantic.ValidationError as exc:
+            parts = [
+                f"{'.'.join(str(x) for x in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            ]
+            raise ArgumentError("; ".join(parts)) from None
+        return {n: getattr(instance, n) for n in names}
+
+    return ArgumentSpec(schema, validate, names, context_param)
+
+
+# --- return types -------------------------------------------------------------------
+
+
+class OutputSpec:
+    """How a function's return value becomes `structuredContent`, if it does."""
+
+    __slots__ = ("dump", "schema", "wrap")
+
+    def __init__(
+        self, schema: dict[str, Any], dump: Callable[[Any], Any], wrap: bool
+    ) -> None:
+        self.schema = schema
+        self.dump = dump
+        self.wrap = wrap  # non-object values travel as {"result": value}
+
+
+def _unstructured(tp: Any) -> bool:
+    from nimblemcp.content import is_content_hint
+
+    if tp in (inspect.Signature.empty, Any, object, None, _NoneType, str):
+        return True
+    return is_content_hint(tp)
+
+
+def build_output(fn: Callable[..., Any]) -> OutputSpec | None:
+    """An output schema from the return annotation, or None for unstructured tools."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    tp = hints.get("return", inspect.Signature.empty)
+    if _unstructured(tp):
+        return None
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+        origin = typing.get_origin(tp)
+    if _is_simple(tp):
+        schema = simple_schema(tp)
+        is_object = schema.get("type") == "object"
+        if is_object:
+            return OutputSpec(schema, lambda v: v, False)
+        return OutputSpec(
+            {"type": "object", "properties": {"result": schema}, "required": ["result"]},
+            _plain_dump,
+            True,
+        )
+    import pydantic
+
+    adapter: Any = pydantic.TypeAdapter(tp)
+    schema = inline_refs(adapter.json_schema(mode="serialization"))
+    schema.pop("title", None)
+
+    def dump(value: Any) -> Any:
+        return adapter.dump_python(value, mode="json")
+
+    if schema.get("type") == "object":
+        return OutputSpec(schema, dump, False)
+    return OutputSpec(
+        {"type": "object", "properties": {"result": schema}, "required": ["result"]},
+        dump,
+        True,
+    )
+
+
+def _plain_dump(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple | set | frozenset):
+        return [_plain_dump(v) for v in value]  # type: ignore[misc]
+    return value

@@ -1,0 +1,248 @@
+"""The Server: a registry of tools, resources, prompts and completions.
+
+Registration builds everything that can be built once (schemas, validators, wire
+definitions, list payloads); request handling lives in `_dispatch`. The server never
+imports a transport: `run()` imports the chosen one lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, overload
+
+from nimblemcp.server._dispatch import Dispatcher
+from nimblemcp.server._prompts import PromptEntry
+from nimblemcp.server._resources import ResourceEntry, TemplateEntry
+from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
+
+F = Callable[..., Any]
+
+# Caching hints sent when nothing more specific is configured (CACHE-01). The
+# capabilities of a server rarely change; lists may change at runtime, so they stay
+# fresh for a minute; resource contents default to "always refetch".
+DEFAULT_CACHE_HINTS: dict[str, tuple[int, str]] = {
+    "server/discover": (3_600_000, "public"),
+    "tools/list": (60_000, "public"),
+    "prompts/list": (60_000, "public"),
+    "resources/list": (60_000, "public"),
+    "resources/templates/list": (60_000, "public"),
+    "resources/read": (0, "public"),
+}
+
+
+class Server:
+    """An MCP server. Register with decorators, then `run()` it or mount its ASGI app."""
+
+    def __init__(
+        self,
+        name: str,
+        version: str = "0.1.0",
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        instructions: str | None = None,
+        website_url: str | None = None,
+        icons: list[Icon] | None = None,
+        page_size: int | None = None,
+        cache_hints: dict[str, tuple[int, str]] | None = None,
+        logging: bool = True,
+    ) -> None:
+        info: dict[str, Any] = {"name": name, "version": version}
+        for key, value in (("title", title), ("description", description),
+                           ("websiteUrl", website_url), ("icons", icons)):
+            if value:
+                info[key] = value
+        self.info = info
+        self.name = name
+        self.instructions = instructions
+        if page_size is not None and page_size < 1:
+            raise ValueError("page_size must be >= 1")
+        self.page_size = page_size
+        self.cache_hints = {**DEFAULT_CACHE_HINTS, **(cache_hints or {})}
+        for ttl, scope in self.cache_hints.values():
+            if ttl < 0 or scope not in ("public", "private"):
+                raise ValueError("cache hints need ttl >= 0 and scope 'public' or 'private'")
+        self.logging_enabled = logging
+        self.tools: dict[str, ToolEntry] = {}
+        self.resources: dict[str, ResourceEntry] = {}
+        self.templates: dict[str, TemplateEntry] = {}
+        self.prompts: dict[str, PromptEntry] = {}
+        self.completion_handler: F | None = None
+        self.extensions: dict[str, dict[str, Any]] = {}
+        # Called with "tools" | "prompts" | "resources" whenever a list changes; the
+        # subscription layer hooks in here.
+        self.change_listeners: list[Callable[[str], None]] = []
+        self.dispatcher = Dispatcher(self)
+
+    # -- registration ------------------------------------------------------------------
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        structured_output: bool | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Callable[[F], F]: ...
+    def tool(self, fn: F | None = None, /, **options: Any) -> Any:
+        """Register a function as a tool: `@server.tool` or `@server.tool(name=...)`.
+
+        The input schema comes from the type hints, descriptions from the docstring.
+        A structured return type (a model, TypedDict, dict, number...) adds an
+        `outputSchema` and `structuredContent`; `str` and content blocks do not.
+        """
+
+        def register(f: F) -> F:
+            self.add_tool(f, **options)
+            return f
+
+        return register(fn) if fn is not None else register
+
+    def add_tool(self, fn: F, **options: Any) -> ToolEntry:
+        entry = ToolEntry(fn, **options)
+        if entry.name in self.tools:
+            raise ValueError(f"a tool named {entry.name!r} is already registered")
+        self.tools[entry.name] = entry
+        self._changed("tools")
+        return entry
+
+    def remove_tool(self, name: str) -> None:
+        del self.tools[name]
+        self._changed("tools")
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        size: int | None = None,
+        icons: list[Icon] | None = None,
+        annotations: dict[str, Any] | None = None,
+        meta: dict[str, Any] | None = None,
+        ttl_ms: int | None = None,
+        cache_scope: str | None = None,
+        complete: dict[str, F] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a resource; a URI with `{variables}` registers a template."""
+
+        def register(f: F) -> F:
+            common: dict[str, Any] = {
+                "name": name, "title": title, "description": description,
+                "mime_type": mime_type, "icons": icons, "annotations": annotations,
+                "meta": meta, "ttl_ms": ttl_ms, "cache_scope": cache_scope,
+            }
+            if "{" in uri:
+                self.add_template(TemplateEntry(uri, f, complete=complete, **common))
+            else:
+                self.add_resource(ResourceEntry(uri, f, size=size, **common))
+            return f
+
+        return register
+
+    def add_resource(self, entry: ResourceEntry) -> None:
+        self.resources[entry.uri] = entry
+        self._changed("resources")
+
+    def remove_resource(self, uri: str) -> None:
+        del self.resources[uri]
+        self._changed("resources")
+
+    def add_template(self, entry: TemplateEntry) -> None:
+        self.templates[entry.uri_template] = entry
+        self._changed("resources")
+
+    def prompt(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        complete: dict[str, F] | None = None,
+    ) -> Any:
+        """Register a prompt: its string parameters are the prompt's arguments."""
+
+        def register(f: F) -> F:
+            entry = PromptEntry(f, name=name, title=title, description=description,
+                                icons=icons, meta=meta, complete=complete)  # type: ignore[arg-type]
+            self.add_prompt(entry)
+            return f
+
+        return register(fn) if fn is not None else register
+
+    def add_prompt(self, entry: PromptEntry) -> None:
+        if entry.name in self.prompts:
+            raise ValueError(f"a prompt named {entry.name!r} is already registered")
+        self.prompts[entry.name] = entry
+        self._changed("prompts")
+
+    def remove_prompt(self, name: str) -> None:
+        del self.prompts[name]
+        self._changed("prompts")
+
+    def completion(self, fn: F) -> F:
+        """Register a fallback completer: `fn(ref, argument_name, value, context_args)`
+        returning a list of strings (or a `{"values", "total", "hasMore"}` dict)."""
+        self.completion_handler = fn
+        self.dispatcher.invalidate()
+        return fn
+
+    def _changed(self, kind: str) -> None:
+        self.dispatcher.invalidate()
+        for listener in self.change_listeners:
+            listener(kind)
+
+    # -- what the server advertises ---------------------------------------------------
+
+    def capabilities(self) -> dict[str, Any]:
+        """Capabilities matching what is registered (DISC-04)."""
+        caps: dict[str, Any] = {}
+        if self.tools:
+            caps["tools"] = {}
+        if self.resources or self.templates:
+            caps["resources"] = {}
+        if self.prompts:
+            caps["prompts"] = {}
+        if self.prompts or self.templates or self.completion_handler is not None:
+            caps["completions"] = {}
+        if self.logging_enabled:
+            caps["logging"] = {}
+        if self.extensions:
+            caps["extensions"] = dict(self.extensions)
+        return caps
+
+    # -- running -----------------------------------------------------------------------
+
+    async def handle(
+        self, message: Any, emit: Callable[[dict[str, Any]], None] | None = None,
+        subject: str | None = None,
+    ) -> dict[str, Any] | None:
+        """Turn one decoded message into its response (None for notifications)."""
+        return await self.dispatcher.handle(message, emit, subject)
+
+    def run(self, transport: str = "stdio", **options: Any) -> None:
+        """Serve until stdin closes (stdio) or the process is stopped (http)."""
+        if transport == "stdio":
+            from nimblemcp.transports.stdio import run_stdio
+
+            run_stdio(self, **options)
+        elif transport == "http":
+            from nimblemcp.transports.http import run_http  # type: ignore[import-not-found]
+
+            run_http(self, **options)  # type: ignore[misc]
+        else:
+            raise ValueError(f"unknown transport {transport!r} (use 'stdio' or 'http')")

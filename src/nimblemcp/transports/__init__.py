@@ -1,0 +1,1 @@
+"""Transports: thin byte movers around the transport-agnostic server core."""

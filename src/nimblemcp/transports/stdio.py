@@ -1,0 +1,183 @@
+"""stdio server transport: newline-delimited JSON-RPC on stdin/stdout (STDIO-01..06).
+
+While it runs, stdout belongs to the protocol alone: fd 1 is pointed at stderr and
+`sys.stdout` is replaced, so a stray `print()` or a C library writing to fd 1 lands on
+stderr; protocol messages go to a private duplicate of the original stdout.
+Requests run concurrently as tasks; `notifications/cancelled` cancels one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+from nimblemcp.errors import ParseError, ProtocolError
+from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
+
+if TYPE_CHECKING:
+    from nimblemcp.server._server import Server
+
+logger = logging.getLogger("nimblemcp.stdio")
+
+MAX_LINE = 16 * 1024 * 1024
+SHUTDOWN_GRACE = 2.0
+
+
+def protect_stdout() -> int:
+    """Reserve the real stdout for the protocol; return the fd to write messages to."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return proto_fd
+
+
+def _pollable(fd: int) -> bool:
+    """Pipes and sockets work with the event loop; files and /dev/null do not."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class _Writer:
+    """Writes whole lines to the protocol fd; never interleaves two messages."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.transport: asyncio.WriteTransport | None = None
+
+    async def open(self) -> None:
+        loop = asyncio.get_running_loop()
+        if not _pollable(self.fd):
+            return  # a regular file: plain blocking writes are fine
+        try:
+            pipe = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
+            self.transport, _ = await loop.connect_write_pipe(asyncio.Protocol, pipe)
+        except (ValueError, OSError):
+            self.transport = None  # a regular file: plain blocking writes are fine
+
+    def write(self, message: dict[str, Any]) -> None:
+        data = encode(message) + b"\n"
+        if self.transport is not None:
+            if not self.transport.is_closing():
+                self.transport.write(data)
+            return
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+
+
+async def _lines(fd: int) -> Any:
+    """Yield raw lines from fd; a pipe uses the loop, anything else a reader thread."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE, loop=loop)
+    try:
+        if not _pollable(fd):
+            raise ValueError("not a pipe")
+        pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    except (ValueError, OSError):
+
+        def pump() -> None:
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                for line in f:
+                    loop.call_soon_threadsafe(reader.feed_data, line)
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+        threading.Thread(target=pump, daemon=True, name="nimblemcp-stdin").start()
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial.strip():
+                yield exc.partial
+            return
+        except asyncio.LimitOverrunError as exc:
+            # Skip the oversized message whole, then report it without an id.
+            await reader.readexactly(exc.consumed)
+            with contextlib.suppress(asyncio.LimitOverrunError, asyncio.IncompleteReadError):
+                while True:
+                    try:
+                        await reader.readuntil(b"\n")
+                        break
+                    except asyncio.LimitOverrunError as more:
+                        await reader.readexactly(more.consumed)
+            yield None
+            continue
+        yield line
+
+
+async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None) -> None:
+    """Serve one client on the given fds until stdin reaches EOF."""
+    writer = _Writer(out_fd if out_fd is not None else protect_stdout())
+    await writer.open()
+    dispatcher = server.dispatcher
+    inflight: dict[tuple[type, Any], asyncio.Task[None]] = {}
+
+    async def run(req: Any, key: tuple[type, Any]) -> None:
+        try:
+            response = await dispatcher.execute(req, writer.write)
+        except asyncio.CancelledError:
+            return  # cancelled requests get no response (CANC-03)
+        writer.write(response)
+
+    def on_message(message: Any) -> None:
+        try:
+            kind = classify(message)
+        except ProtocolError as exc:
+            writer.write(error_response(request_id_of(message), exc))
+            return
+        if kind == "notification":
+            if message["method"] == "notifications/cancelled":
+                params = message.get("params") or {}
+                rid = params.get("requestId")
+                task = inflight.get((type(rid), rid))
+                if task is not None:
+                    task.cancel()
+            return
+        if kind != "request":
+            return
+        try:
+            req = dispatcher.prepare(message)
+        except ProtocolError as exc:
+            writer.write(error_response(message["id"], exc))
+            return
+        key = (type(req.id), req.id)
+        task = inflight[key] = asyncio.create_task(run(req, key))
+        task.add_done_callback(lambda _t: inflight.pop(key, None))
+
+    async for line in _lines(in_fd):
+        if line is None:
+            writer.write(error_response(None, ParseError("Message too large")))
+            continue
+        if not line.strip():
+            continue
+        try:
+            message = decode(line)
+        except ParseError as exc:
+            writer.write(error_response(None, exc))
+            continue
+        on_message(message)
+
+    # stdin closed (STDIO-06): give in-flight work a moment, then stop.
+    if inflight:
+        _done, pending = await asyncio.wait(list(inflight.values()), timeout=SHUTDOWN_GRACE)
+        for task in pending:
+            task.cancel()
+    if writer.transport is not None:
+        writer.transport.close()
+
+
+def run_stdio(server: Server) -> None:
+    """Run `server` on this process's stdin/stdout (blocking)."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_stdio(server))

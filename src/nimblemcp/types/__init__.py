@@ -1,0 +1,48 @@
+"""Protocol vocabulary: versions, `_meta` keys, the method table and the wire shapes.
+
+One type set serves every protocol revision: newer fields are optional and unknown
+fields are tolerated. Knows nothing of servers, clients or I/O.
+"""
+
+from nimblemcp.types._meta import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LOG_LEVEL,
+    LOG_LEVELS,
+    PROGRESS_TOKEN,
+    PROTOCOL_VERSION,
+    SERVER_INFO,
+    SUBSCRIPTION_ID,
+    RequestMeta,
+    parse_request_meta,
+)
+from nimblemcp.types._versions import (
+    LATEST_VERSION,
+    LEGACY_VERSIONS,
+    MODERN_VERSIONS,
+    SUPPORTED_VERSIONS,
+    is_modern,
+    version_index,
+)
+from nimblemcp.types.methods import METHODS, MethodSpec
+
+__all__ = [
+    "CLIENT_CAPABILITIES",
+    "CLIENT_INFO",
+    "LATEST_VERSION",
+    "LEGACY_VERSIONS",
+    "LOG_LEVEL",
+    "LOG_LEVELS",
+    "METHODS",
+    "MODERN_VERSIONS",
+    "PROGRESS_TOKEN",
+    "PROTOCOL_VERSION",
+    "SERVER_INFO",
+    "SUBSCRIPTION_ID",
+    "SUPPORTED_VERSIONS",
+    "MethodSpec",
+    "RequestMeta",
+    "is_modern",
+    "parse_request_meta",
+    "version_index",
+]

@@ -1,0 +1,88 @@
+"""Reserved `_meta` keys and the per-request `_meta` check (CHECKLIST section 2)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from nimblemcp.errors import InvalidParams
+
+PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+PROGRESS_TOKEN = "progressToken"
+
+# RFC 5424 order, least severe first (LOG-04).
+LOG_LEVELS: tuple[str, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+_LOG_RANK = {name: i for i, name in enumerate(LOG_LEVELS)}
+
+_EMPTY: dict[str, Any] = {}
+
+
+class RequestMeta(NamedTuple):
+    """What one request says about itself; nothing is inferred from earlier requests."""
+
+    version: str
+    client_capabilities: dict[str, Any]
+    client_info: dict[str, Any] | None
+    log_level: int | None  # rank in LOG_LEVELS, None = no logging for this request
+    progress_token: str | int | None
+    raw: dict[str, Any]
+
+
+def parse_request_meta(params: Any) -> RequestMeta:
+    """Check `params._meta` (META-01/02, LOG-05, PROG-01) and return its parts.
+
+    The version is returned as sent; whether it is supported is the caller's call.
+    """
+    if not isinstance(params, dict):
+        raise InvalidParams("params must be an object carrying _meta")
+    meta = params.get("_meta")  # type: ignore[union-attr]
+    if not isinstance(meta, dict):
+        raise InvalidParams("params._meta is required")
+    version = meta.get(PROTOCOL_VERSION)  # type: ignore[union-attr]
+    if not isinstance(version, str):
+        raise InvalidParams(f"params._meta is missing {PROTOCOL_VERSION}")
+    caps = meta.get(CLIENT_CAPABILITIES, None)  # type: ignore[union-attr]
+    if not isinstance(caps, dict):
+        raise InvalidParams(f"params._meta is missing {CLIENT_CAPABILITIES}")
+    info = meta.get(CLIENT_INFO)  # type: ignore[union-attr]
+    level = meta.get(LOG_LEVEL)  # type: ignore[union-attr]
+    rank: int | None = None
+    if level is not None:
+        rank = _LOG_RANK.get(level) if isinstance(level, str) else None
+        if rank is None:
+            raise InvalidParams(f"unknown log level in {LOG_LEVEL}: {level!r}")
+    token = meta.get(PROGRESS_TOKEN)  # type: ignore[union-attr]
+    if token is not None and (not isinstance(token, str | int) or isinstance(token, bool)):
+        raise InvalidParams("progressToken must be a string or an integer")
+    return RequestMeta(
+        version,
+        caps,  # type: ignore[arg-type]
+        info if isinstance(info, dict) else None,  # type: ignore[arg-type]
+        rank,
+        token,  # type: ignore[arg-type]
+        meta,  # type: ignore[arg-type]
+    )
+
+
+def log_rank(level: str) -> int:
+    """Rank of a level name in LOG_LEVELS; unknown names raise ValueError."""
+    try:
+        return _LOG_RANK[level]
+    except KeyError:
+        raise ValueError(f"unknown log level {level!r}") from None
+
+
+EMPTY_META = _EMPTY
