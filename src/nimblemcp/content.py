@@ -212,7 +212,13 @@ def is_content_hint(tp: Any) -> bool:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        return all(is_content_hint(a) or a is str for a in args)
+        return any(is_content_hint(a) for a in args) and all(
+            is_content_hint(a) or a is str for a in args
+        )
     if origin in (list, tuple, collections.abc.Sequence):
-        return bool(args) and all(is_content_hint(a) or a is str for a in args if a is not Ellipsis)
+        items = [a for a in args if a is not Ellipsis]
+        # list[str] is structured data; only lists that hold content blocks are content.
+        return any(is_content_hint(a) for a in items) and all(
+            is_content_hint(a) or a is str for a in items
+        )
     return False
