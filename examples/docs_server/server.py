@@ -1,0 +1,125 @@
+"""The project documents server: the example people build when they learn MCP.
+
+A folder of Markdown documents exposed three ways:
+- tools `list_docs`, `read_doc(name)` and `search_docs(query)` the model can call,
+- every document as a resource `docs://<name>` the host can attach,
+- a prompt `review_brief` that asks the model to find risks the brief does not cover.
+
+Run it:  python -m nimblemcp run examples/docs_server/server.py            (stdio)
+         python -m nimblemcp run examples/docs_server/server.py --transport http
+Set DOCS_DIR to serve another folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from nimblemcp import Server, ToolError, embedded, user
+
+DOCS_DIR = Path(os.environ.get("DOCS_DIR", Path(__file__).parent / "docs")).resolve()
+
+server = Server(
+    "project-docs",
+    "1.0.0",
+    title="Project documents",
+    instructions=(
+        "Project documents (brief, risks, glossary). Use list_docs to see what exists, "
+        "read_doc to read one, search_docs to find lines mentioning a term."
+    ),
+)
+
+
+def _doc_path(name: str) -> Path:
+    """The file for a document name; refuses anything that could leave DOCS_DIR."""
+    if not name or "/" in name or "\\" in name or name.startswith(".") or "\x00" in name:
+        raise ToolError(f"Invalid document name {name!r}: use a plain file name like 'brief.md'.")
+    path = (DOCS_DIR / name).resolve()
+    if path.parent != DOCS_DIR or not path.is_file():
+        raise ToolError(f"No document named {name!r}. Available: {', '.join(_names())}.")
+    return path
+
+
+def _names() -> list[str]:
+    return sorted(p.name for p in DOCS_DIR.glob("*.md") if p.is_file())
+
+
+@server.tool(annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False})
+def list_docs() -> list[str]:
+    """List the names of all project documents."""
+    return _names()
+
+
+@server.tool(annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False})
+def read_doc(name: str) -> str:
+    """Read one project document.
+
+    Args:
+        name: The document's file name, e.g. "brief.md" (see list_docs).
+    """
+    return _doc_path(name).read_text(encoding="utf-8")
+
+
+@server.tool(annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False})
+def search_docs(query: str) -> list[str]:
+    """Find the lines of all documents that mention a term (case-insensitive).
+
+    Args:
+        query: The word or phrase to look for.
+    """
+    needle = query.strip().lower()
+    if not needle:
+        raise ToolError("The query must not be empty.")
+    hits: list[str] = []
+    for name in _names():
+        for number, line in enumerate((DOCS_DIR / name).read_text(encoding="utf-8").splitlines(), 1):
+            if needle in line.lower():
+                hits.append(f"{name}:{number}: {line.strip()}")
+    return hits
+
+
+def _register_document(name: str) -> None:
+    def read() -> str:
+        return (DOCS_DIR / name).read_text(encoding="utf-8")
+
+    server.resource(f"docs://{name}", name=name, mime_type="text/markdown",
+                    description=f"The project document {name}")(read)
+
+
+for _name in _names():
+    _register_document(_name)
+
+
+def _complete_name(value: str, _context: dict[str, str]) -> list[str]:
+    return [n for n in _names() if n.startswith(value)]
+
+
+@server.resource("docs://{name}", mime_type="text/markdown", complete={"name": _complete_name})
+def document(name: str) -> str:
+    """Any document in the folder, including ones added after start-up."""
+    try:
+        return _doc_path(name).read_text(encoding="utf-8")
+    except ToolError as exc:
+        from nimblemcp import ResourceNotFound
+
+        raise ResourceNotFound(f"docs://{name}", str(exc)) from None
+
+
+@server.prompt(title="Review the brief")
+def review_brief() -> list[dict[str, object]]:
+    """Read the project brief and list the risks it does not cover yet."""
+    brief = DOCS_DIR / "brief.md"
+    risks = DOCS_DIR / "risks.md"
+    return [
+        user(embedded("docs://brief.md", brief.read_text(encoding="utf-8"), "text/markdown")),
+        user(embedded("docs://risks.md", risks.read_text(encoding="utf-8"), "text/markdown")),
+        user(
+            "Read the project brief above and list the risks it does not cover yet. "
+            "Skip the risks already in the risk list; for each new one, say why it matters "
+            "and suggest one mitigation."
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    server.run()
