@@ -1,0 +1,109 @@
+"""Cold start: spawn a stdio server -> first `server/discover` response.
+
+    python benchmarks/cold_start.py [--rounds 20]
+
+Every round spawns each server once (order rotated per round, so drift and cache
+effects spread evenly) and times from Popen to the first response line to a
+2026-07-28 `server/discover`. A peer that answers `server/discover` with an error
+gets an `initialize` instead, and the output says so. Baseline: `python -c pass`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+
+from _common import (INITIALIZED, MAIN_PY, PEER_PY, discover_request, ensure_peers,
+                     initialize_request, line, median, pct, save, say, spawn, stdio_commands, table)
+
+
+def first_response(proc: subprocess.Popen[bytes]) -> dict:
+    assert proc.stdout is not None
+    while True:
+        raw = proc.stdout.readline()
+        if not raw:
+            raise RuntimeError("server closed stdout before answering")
+        try:
+            msg = json.loads(raw)
+        except ValueError:
+            continue  # a stray non-protocol line
+        if "id" in msg:
+            return msg
+
+
+def one_spawn(name: str, argv: list[str]) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    proc = spawn(argv, name)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(line(discover_request()))
+        proc.stdin.flush()
+        msg = first_response(proc)
+        how = "server/discover"
+        if "error" in msg:
+            proc.stdin.write(line(initialize_request()))
+            proc.stdin.flush()
+            msg = first_response(proc)
+            how = "initialize (fallback: no server/discover)"
+            if "error" in msg:
+                raise RuntimeError(f"{name}: {msg}")
+        elapsed = time.perf_counter() - t0
+        if how.startswith("initialize"):
+            proc.stdin.write(line(INITIALIZED))
+    finally:
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=5)
+        except Exception:
+            proc.kill()
+            proc.wait()
+    return elapsed, how
+
+
+def baseline(py: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([py, "-c", "pass"], check=True)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=20)
+    args = ap.parse_args()
+    ensure_peers()
+    cmds = stdio_commands()
+    jobs: dict[str, object] = {"python -c pass": lambda: (baseline(MAIN_PY), "exit"),
+                               "python -c pass (peer venv)": lambda: (baseline(PEER_PY), "exit")}
+    for name, argv in cmds.items():
+        jobs[name] = (lambda n=name, a=argv: one_spawn(n, a))
+    names = list(jobs)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    how: dict[str, str] = {}
+    for fn in jobs.values():  # warm the page cache and .pyc files; not counted
+        fn()  # type: ignore[operator]
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for n in order:
+            t, h = jobs[n]()  # type: ignore[operator]
+            times[n].append(t)
+            how[n] = h
+    ref = median(times["mcp"])
+    rows, data = [], {}
+    for n in names:
+        m = median(times[n])
+        data[n] = {"median_ms": m * 1e3, "p90_ms": pct(times[n], 90) * 1e3,
+                   "min_ms": min(times[n]) * 1e3, "answered": how[n]}
+        rows.append([n, f"{m * 1e3:.1f}", f"{min(times[n]) * 1e3:.1f}",
+                     f"{pct(times[n], 90) * 1e3:.1f}", f"{ref / m:.2f}x", how[n]])
+    out = (f"Cold start, spawn -> first response over stdio ({args.rounds} interleaved rounds)\n\n"
+           + table(["server", "median ms", "min ms", "p90 ms", "speed vs mcp", "first request"], rows)
+           + f"\n\nnimblemcp vs mcp: {ref / median(times['nimblemcp']):.2f}x (target >= 4x); "
+           f"via CLI: {ref / median(times['nimblemcp-cli']):.2f}x")
+    say(out)
+    save("cold_start", out, {"rounds": args.rounds, "results": data})
+
+
+if __name__ == "__main__":
+    main()
