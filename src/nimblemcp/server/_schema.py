@@ -46,9 +46,24 @@ def _is_simple(tp: Any) -> bool:
         return len(args) != 2 or (args[0] is str and _is_simple(args[1]))
     if tp in (list, dict, tuple):
         return True
+    if typing.is_typeddict(tp):
+        # Handled here rather than by pydantic, which refuses `typing.TypedDict`
+        # before Python 3.12; also keeps such servers free of the pydantic import.
+        return all(_is_simple(h) for h in _typeddict_hints(tp).values())
     if origin is typing.Annotated:
         return _is_simple(args[0]) and all(isinstance(a, str) for a in args[1:])
     return False
+
+
+def _typeddict_hints(tp: Any) -> dict[str, Any]:
+    return typing.get_type_hints(tp, include_extras=True)
+
+
+def _strip_required(tp: Any) -> Any:
+    """`Required[X]` / `NotRequired[X]` -> X (key presence comes from the TypedDict)."""
+    while typing.get_origin(tp) in (typing.Required, typing.NotRequired):
+        tp = typing.get_args(tp)[0]
+    return tp
 
 
 def simple_schema(tp: Any) -> dict[str, Any]:
@@ -71,6 +86,16 @@ def simple_schema(tp: Any) -> dict[str, Any]:
         return {"type": "object"}
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return {"enum": [m.value for m in tp]}
+    if typing.is_typeddict(tp):
+        hints = _typeddict_hints(tp)
+        schema = {
+            "type": "object",
+            "properties": {k: simple_schema(_strip_required(h)) for k, h in hints.items()},
+        }
+        required = [k for k in hints if k in tp.__required_keys__]
+        if required:
+            schema["required"] = required
+        return schema
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is typing.Annotated:
@@ -199,6 +224,22 @@ def simple_validator(tp: Any) -> Validator:
                 raise ArgumentError(f"{path}: must be one of {list(by_value)}") from None
 
         return v_enum
+    if typing.is_typeddict(tp):
+        fields = {k: simple_validator(_strip_required(h)) for k, h in _typeddict_hints(tp).items()}
+        required_keys = frozenset(tp.__required_keys__)
+
+        def v_typeddict(value: Any, path: str) -> Any:
+            if not isinstance(value, dict):
+                raise fail("an object", value, path)
+            out = dict(value)  # type: ignore[arg-type]
+            for key in required_keys - out.keys():
+                raise ArgumentError(f"{path}.{key}: missing required field")
+            for key, check in fields.items():
+                if key in out:
+                    out[key] = check(out[key], f"{path}.{key}")
+            return out
+
+        return v_typeddict
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is typing.Annotated:

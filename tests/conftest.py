@@ -1,0 +1,178 @@
+"""Shared fixtures: the spec directory, a schema.json validator, small servers."""
+
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SPEC_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "spec"
+SCHEMA_DIR = SPEC_DIR / "schema" / "2026-07-28"
+EXAMPLES_DIR = SCHEMA_DIR / "examples"
+
+
+def _require_spec() -> None:
+    # Fail loudly: the conformance tests are the point, a skip would hide their loss.
+    if not (SCHEMA_DIR / "schema.json").is_file():
+        raise RuntimeError(
+            f"MCP spec not found at {SPEC_DIR}; clone it to ../shared/spec beside the repo"
+        )
+
+
+class SchemaBook:
+    """Validates an instance against one `$defs` entry of the 2026-07-28 schema.json."""
+
+    def __init__(self) -> None:
+        import jsonschema
+        from referencing import Registry, Resource
+
+        _require_spec()
+        self.root: dict[str, Any] = json.loads((SCHEMA_DIR / "schema.json").read_text())
+        uri = "urn:mcp:2026-07-28"
+        resource = Resource.from_contents(self.root)
+        self.registry: Any = Registry().with_resource(uri, resource)
+        self.uri = uri
+        self._cls = jsonschema.Draft202012Validator
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def defs(self) -> dict[str, Any]:
+        return self.root["$defs"]  # type: ignore[no-any-return]
+
+    def validator(self, name: str) -> Any:
+        v = self._cache.get(name)
+        if v is None:
+            assert name in self.defs, f"schema.json has no $defs/{name}"
+            v = self._cls({"$ref": f"{self.uri}#/$defs/{name}"}, registry=self.registry)
+            self._cache[name] = v
+        return v
+
+    def check(self, name: str, instance: Any) -> None:
+        errors = sorted(self.validator(name).iter_errors(instance), key=lambda e: list(e.path))
+        assert not errors, f"not a valid {name}: " + "; ".join(
+            f"{list(e.path)}: {e.message[:200]}" for e in errors[:5]
+        )
+
+
+_BOOK: SchemaBook | None = None
+
+
+@pytest.fixture(scope="session")
+def schemas() -> SchemaBook:
+    global _BOOK
+    if _BOOK is None:
+        _BOOK = SchemaBook()
+    return _BOOK
+
+
+def example_files() -> list[Path]:
+    _require_spec()
+    files = sorted(EXAMPLES_DIR.rglob("*.json"))
+    if not files:
+        raise RuntimeError(f"no example files under {EXAMPLES_DIR}")
+    return files
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt "
+
+
+def build_full_server() -> Any:
+    """A server using every feature once: the source of our wire samples."""
+    from typing import TypedDict
+
+    import pydantic
+
+    import nimblemcp as m
+
+    server = m.Server("full", "1.2.3", instructions="Use the tools.", title="Full server")
+
+    class Weather(TypedDict):
+        city: str
+        celsius: float
+
+    class Point(pydantic.BaseModel):
+        x: int
+        y: int
+
+    @server.tool(title="Echo", annotations={"readOnlyHint": True, "idempotentHint": True},
+                 icons=[{"src": "https://example.com/e.png", "mimeType": "image/png"}])
+    def echo(message: str) -> str:
+        """Echo a message.
+
+        Args:
+            message: what to echo back
+        """
+        return message
+
+    @server.tool()
+    def picture() -> m.ContentBlock:
+        return m.image(PNG, "image/png")
+
+    @server.tool()
+    def sound() -> m.ContentBlock:
+        return m.audio(WAV, "audio/wav")
+
+    @server.tool()
+    def link() -> m.ContentBlock:
+        return m.resource_link("docs://brief", "brief", mime_type="text/markdown",
+                               annotations={"audience": ["user"], "priority": 0.5})
+
+    @server.tool()
+    def embed() -> list[m.ContentBlock]:
+        return [m.embedded("docs://brief", "# Brief", "text/markdown"),
+                m.embedded("bin://x", b"\x00\x01", "application/octet-stream")]
+
+    @server.tool()
+    def weather(city: str) -> Weather:
+        return {"city": city, "celsius": 21.5}
+
+    @server.tool()
+    def point(x: int, y: int) -> Point:
+        return Point(x=x, y=y)
+
+    @server.tool()
+    def numbers(n: int) -> list[int]:
+        return list(range(n))
+
+    @server.tool()
+    def fail(reason: str) -> str:
+        raise m.ToolError(reason)
+
+    @server.tool()
+    async def work(ctx: m.Context) -> str:
+        await ctx.report_progress(1, 2, "half")
+        await ctx.report_progress(2, 2)
+        await ctx.info({"step": "done"}, logger="work")
+        return "ok"
+
+    @server.resource("docs://brief", mime_type="text/markdown", description="The brief")
+    def brief() -> str:
+        return "# Brief"
+
+    @server.resource("bin://logo", mime_type="image/png")
+    def logo() -> bytes:
+        return PNG
+
+    @server.resource("docs://{name}", mime_type="text/markdown",
+                     complete={"name": lambda value, ctx: [n for n in ("brief", "risks") if n.startswith(value)]})
+    def doc(name: str) -> str:
+        return f"# {name}"
+
+    @server.prompt(complete={"topic": lambda value, ctx: ["alpha", "beta"]})
+    def review(topic: str, tone: str = "calm") -> list[dict[str, Any]]:
+        """Review a topic.
+
+        Args:
+            topic: what to review
+            tone: how to sound
+        """
+        return [m.user(f"Review {topic} ({tone})"), m.assistant(m.text("Sure."))]
+
+    return server
+
+
+@pytest.fixture
+def full_server() -> Any:
+    return build_full_server()
