@@ -17,8 +17,10 @@ HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "servers"
 RESULTS = HERE / "results"
 # Never the pyenv shim: it adds ~60 ms to every start.
-MAIN_PY = os.environ.get("NIMBLE_PY", "/root/.pyenv/versions/3.11.7/bin/python3")
+MAIN_PY = os.environ.get("MAIN_PY", "/root/.pyenv/versions/3.11.7/bin/python3")
 PEER_PY = str(HERE / ".venv-peers" / "bin" / "python")
+# nimblemcp runs from its own clean venv (same base interpreter as the peers' venv).
+NIMBLE_PY = os.environ.get("NIMBLE_PY", str(HERE / ".venv-nimble" / "bin" / "python"))
 
 VERSION = "2026-07-28"
 META = {
@@ -54,8 +56,8 @@ def line(msg: dict) -> bytes:
 # "nimblemcp" is `python file.py` calling server.run() directly.
 def stdio_commands() -> dict[str, list[str]]:
     return {
-        "nimblemcp": [MAIN_PY, str(SERVERS / "nimble_server.py")],
-        "nimblemcp-cli": [MAIN_PY, "-m", "nimblemcp", "run", str(SERVERS / "nimble_server.py")],
+        "nimblemcp": [NIMBLE_PY, str(SERVERS / "nimble_server.py")],
+        "nimblemcp-cli": [NIMBLE_PY, "-m", "nimblemcp", "run", str(SERVERS / "nimble_server.py")],
         "mcp": [PEER_PY, str(SERVERS / "mcp_server.py")],
         "fastmcp": [PEER_PY, str(SERVERS / "fastmcp_server.py")],
     }
@@ -78,7 +80,7 @@ def spawn(argv: list[str], name: str) -> subprocess.Popen[bytes]:
 
 
 def ensure_peers() -> None:
-    if not Path(PEER_PY).exists():
+    if not (Path(PEER_PY).exists() and Path(NIMBLE_PY).exists()):
         subprocess.run(["bash", str(HERE / "_peers.sh")], check=True)
 
 

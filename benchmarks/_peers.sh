@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Create benchmarks/.venv-peers with the peer SDKs we compare against, isolated from the
-# main interpreter (peers must not pollute nimblemcp's environment).
-#   bash benchmarks/_peers.sh            # idempotent; re-run is cheap once installed
+# Create the benchmark environments, isolated from the main interpreter:
+#   .venv-peers   the official SDK (mcp) and FastMCP, plus uvicorn[standard]
+#   .venv-nimble  nimblemcp from this work tree (editable, [http] extras)
+# Both come from the same base interpreter with no extra .pth start-up hooks, so cold
+# start compares like with like (the main interpreter's site-packages carries a .pth
+# that imports certifi at every start: ~25 ms that is no part of nimblemcp).
+#   bash benchmarks/_peers.sh            # idempotent; a re-run is cheap once installed
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
 PY="${PYTHON:-/root/.pyenv/versions/3.11.7/bin/python3}"
-VENV="$HERE/.venv-peers"
 MCP_VERSION="${MCP_VERSION:-2.3.0}"
 FASTMCP_VERSION="${FASTMCP_VERSION:-4.1.6}"
-if [ ! -x "$VENV/bin/python" ]; then
-  "$PY" -m venv "$VENV"
-fi
-want="mcp==$MCP_VERSION fastmcp==$FASTMCP_VERSION"
+
+VENV="$HERE/.venv-peers"
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 if ! "$VENV/bin/python" - "$MCP_VERSION" "$FASTMCP_VERSION" <<'PYEOF' 2>/dev/null
 import sys
 from importlib.metadata import version
@@ -21,6 +24,14 @@ sys.exit(0 if ok else 1)
 PYEOF
 then
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q $want "uvicorn[standard]"
+  "$VENV/bin/python" -m pip install -q "mcp==$MCP_VERSION" "fastmcp==$FASTMCP_VERSION" "uvicorn[standard]"
 fi
 "$VENV/bin/python" -c "from importlib.metadata import version as v; print('peers venv:', 'mcp', v('mcp'), '| fastmcp', v('fastmcp'), '| uvicorn', v('uvicorn'))"
+
+NV="$HERE/.venv-nimble"
+[ -x "$NV/bin/python" ] || "$PY" -m venv "$NV"
+if ! "$NV/bin/python" -c "import nimblemcp, uvicorn, uvloop, httptools" 2>/dev/null; then
+  "$NV/bin/python" -m pip install -q --upgrade pip
+  "$NV/bin/python" -m pip install -q -e "$ROOT[http]"
+fi
+"$NV/bin/python" -c "import nimblemcp, uvicorn; print('nimble venv: nimblemcp from', nimblemcp.__file__, '| uvicorn', uvicorn.__version__)"

@@ -15,7 +15,7 @@ import json
 import subprocess
 import time
 
-from _common import (INITIALIZED, MAIN_PY, PEER_PY, discover_request, ensure_peers,
+from _common import (INITIALIZED, MAIN_PY, NIMBLE_PY, SERVERS, discover_request, ensure_peers,
                      initialize_request, line, median, pct, save, say, spawn, stdio_commands, table)
 
 
@@ -74,8 +74,11 @@ def main() -> None:
     args = ap.parse_args()
     ensure_peers()
     cmds = stdio_commands()
-    jobs: dict[str, object] = {"python -c pass": lambda: (baseline(MAIN_PY), "exit"),
-                               "python -c pass (peer venv)": lambda: (baseline(PEER_PY), "exit")}
+    # The main interpreter's site-packages runs a .pth hook at every start (see
+    # _peers.sh); the "main interpreter" rows show what that costs.
+    cmds["nimblemcp (main interpreter)"] = [MAIN_PY, str(SERVERS / "nimble_server.py")]
+    jobs: dict[str, object] = {"python -c pass": lambda: (baseline(NIMBLE_PY), "exit"),
+                               "python -c pass (main interpreter)": lambda: (baseline(MAIN_PY), "exit")}
     for name, argv in cmds.items():
         jobs[name] = (lambda n=name, a=argv: one_spawn(n, a))
     names = list(jobs)

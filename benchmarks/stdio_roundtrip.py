@@ -1,0 +1,122 @@
+"""stdio round trip: one long-lived process per server, sequential `tools/call echo`.
+
+    python benchmarks/stdio_roundtrip.py [--calls 3000] [--rounds 10]
+
+Every server gets the same 2026-07-28 `tools/call` body (all three speak it on
+stdio); a peer that rejected `server/discover` would get an `initialize` handshake
+first, and the output says so. Calls are sent one at a time (send, wait for the
+response, send the next) in interleaved rounds: each round runs calls/rounds calls
+on every server in rotated order. Per-call latency is client-observed wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+
+from _common import (INITIALIZED, call_request, discover_request, ensure_peers,
+                     initialize_request, line, median, pct, save, say, spawn, stdio_commands,
+                     table)
+
+
+class Conn:
+    def __init__(self, name: str, argv: list[str]) -> None:
+        self.name = name
+        self.proc = spawn(argv, name)
+        self.next_id = 1
+        self.wire = "2026-07-28"
+        reply = self.request(discover_request(self._id()))
+        if "error" in reply:
+            self.wire = "2025-11-25 (initialize fallback)"
+            reply = self.request(initialize_request(self._id()))
+            self.send(INITIALIZED)
+        # Pre-encode nothing per server: each call is encoded the same way for all.
+
+    def _id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def send(self, msg: dict) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line(msg))
+        self.proc.stdin.flush()
+
+    def request(self, msg: dict) -> dict:
+        self.send(msg)
+        assert self.proc.stdout is not None
+        while True:
+            raw = self.proc.stdout.readline()
+            if not raw:
+                raise RuntimeError(f"{self.name} closed stdout")
+            try:
+                reply = json.loads(raw)
+            except ValueError:
+                continue
+            if reply.get("id") == msg["id"]:
+                return reply
+
+    def call_batch(self, n: int, out: list[float]) -> None:
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        for _ in range(n):
+            data = line(call_request(self._id()))
+            t0 = time.perf_counter()
+            stdin.write(data)
+            stdin.flush()
+            raw = stdout.readline()
+            out.append(time.perf_counter() - t0)
+            if b'"result"' not in raw or b"hello" not in raw:
+                raise RuntimeError(f"{self.name}: unexpected reply {raw[:300]!r}")
+
+    def close(self) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=3000, help="measured calls per server")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=300)
+    args = ap.parse_args()
+    ensure_peers()
+    cmds = stdio_commands()
+    cmds.pop("nimblemcp-cli")  # same process after start-up as the direct run
+    conns = [Conn(n, a) for n, a in cmds.items()]
+    try:
+        lat: dict[str, list[float]] = {c.name: [] for c in conns}
+        for c in conns:
+            c.call_batch(args.warmup, [])
+        per_round = args.calls // args.rounds
+        for r in range(args.rounds):
+            for c in conns[r % len(conns):] + conns[:r % len(conns)]:
+                c.call_batch(per_round, lat[c.name])
+    finally:
+        for c in conns:
+            c.close()
+    ref = median(lat["mcp"])
+    rows, data = [], {}
+    for c in conns:
+        v = lat[c.name]
+        m, p99 = median(v), pct(v, 99)
+        data[c.name] = {"median_us": m * 1e6, "p99_us": p99 * 1e6, "calls": len(v),
+                        "calls_per_s": len(v) / sum(v), "wire": c.wire}
+        rows.append([c.name, f"{m * 1e6:.0f}", f"{p99 * 1e6:.0f}", f"{len(v) / sum(v):.0f}",
+                     f"{ref / m:.2f}x", c.wire])
+    out = (f"stdio round trip, sequential tools/call echo ({args.calls} calls per server, "
+           f"{args.rounds} interleaved rounds, {args.warmup} warm-up)\n\n"
+           + table(["server", "median us", "p99 us", "calls/s", "speed vs mcp", "wire"], rows)
+           + f"\n\nnimblemcp vs mcp (median): {ref / median(lat['nimblemcp']):.2f}x (target >= 2.5x)")
+    say(out)
+    save("stdio_roundtrip", out, {"calls": args.calls, "rounds": args.rounds, "results": data})
+
+
+if __name__ == "__main__":
+    main()
