@@ -87,7 +87,7 @@ class Dispatcher:
             "prompts/get": self._get_prompt,
             "completion/complete": self._complete,
         }
-        self._pages: dict[str, Any] = {}
+        self._pages: dict[Any, Any] = {}
         self._caps: dict[str, Any] | None = None
         self._server_meta = {SERVER_INFO: server.info}
 
@@ -184,8 +184,10 @@ class Dispatcher:
     def _page(self, method: str, key: str, items: Callable[[], list[Any]], params: dict[str, Any]) -> dict[str, Any]:
         """One page of a list; pages are built once per registry change."""
         cursor = params.get("cursor")
-        cache_key = f"{method}\x00{cursor}"
-        page = self._pages.get(cache_key)
+        # Keyed by the cursor's JSON value itself: a client sending the string "None"
+        # must not be served the first page (PAG-03).
+        cache_key = (method, type(cursor).__name__, cursor if isinstance(cursor, str | None) else None)
+        page = self._pages.get(cache_key) if isinstance(cursor, str | None) else None
         if page is None:
             everything = self._pages.get(method)
             if everything is None:

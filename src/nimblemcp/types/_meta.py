@@ -58,9 +58,9 @@ def parse_request_meta(params: Any) -> RequestMeta:
     if not isinstance(caps, dict):
         raise InvalidParams(f"params._meta is missing {CLIENT_CAPABILITIES}")
     info = meta.get(CLIENT_INFO)  # type: ignore[union-attr]
-    level = meta.get(LOG_LEVEL)  # type: ignore[union-attr]
     rank: int | None = None
-    if level is not None:
+    if LOG_LEVEL in meta:  # present but null is as unrecognized as a typo (LOG-05)
+        level = meta[LOG_LEVEL]  # type: ignore[index]
         rank = _LOG_RANK.get(level) if isinstance(level, str) else None
         if rank is None:
             raise InvalidParams(f"unknown log level in {LOG_LEVEL}: {level!r}")
