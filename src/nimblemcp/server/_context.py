@@ -12,9 +12,13 @@ import threading
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
+from nimblemcp.server import _mrtr
 from nimblemcp.types._meta import LOG_LEVELS, RequestMeta, log_rank
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from nimblemcp.server._handles import BoundHandles
     from nimblemcp.server._server import Server
 
 Emit = Callable[[dict[str, Any]], None]
@@ -47,10 +51,12 @@ class Context:
         "_loop",
         "_loop_thread",
         "_meta",
+        "_responses",
         "method",
         "params",
         "request_id",
         "server",
+        "state",
         "subject",
     )
 
@@ -76,6 +82,10 @@ class Context:
         self._last_progress: float | None = None
         self._cancelled = False
         self._done = False
+        self._responses: dict[str, Any] = {}
+        # Small JSON-able handler state that survives MRTR rounds inside the sealed
+        # requestState (MRTR-10): write it before asking, read it on the retry.
+        self.state: dict[str, Any] = {}
 
     # -- what the request said ------------------------------------------------------
 
@@ -172,3 +182,56 @@ class Context:
 
     def error(self, data: Any, logger: str | None = None) -> _Sent:
         return self.log("error", data, logger)
+
+    # -- asking the client for input (MRTR) ---------------------------------------------
+
+    def supports(self, capability: str, sub: str | None = None) -> bool:
+        """Whether THIS request declared a client capability (META-05)."""
+        cap = self._meta.client_capabilities.get(capability)
+        return isinstance(cap, dict) and (sub is None or isinstance(cap.get(sub), dict))  # type: ignore[union-attr]
+
+    def elicit(self, key: str, message: str, schema: Any = None) -> _mrtr.ElicitAsk:
+        """Ask the user to fill a form (`schema`: a flat JSON Schema or a pydantic model).
+
+        `await` it for an `ElicitResult` (`.accepted`, `.content`, `.data`); sync code
+        calls `.result()`. Without an answer yet, the round ends with input_required.
+        """
+        return _mrtr.make_elicit(key, message, schema, self._responses, self._meta.client_capabilities)
+
+    def elicit_url(self, key: str, message: str, url: str) -> _mrtr.ElicitAsk:
+        """Ask the user to visit `url` (out-of-band flows; never for secrets in forms)."""
+        return _mrtr.make_elicit_url(key, message, url, self._responses, self._meta.client_capabilities)
+
+    def sample(
+        self, key: str, messages: Sequence[Any], max_tokens: int = 1000, *,
+        system_prompt: str | None = None, temperature: float | None = None,
+        model_preferences: dict[str, Any] | None = None,
+        stop_sequences: list[str] | None = None,
+        tools: list[dict[str, Any]] | None = None, tool_choice: dict[str, Any] | None = None,
+    ) -> _mrtr.SampleAsk:
+        """Ask the client's LLM; strings in `messages` become user text messages."""
+        extra = {
+            "systemPrompt": system_prompt, "temperature": temperature,
+            "modelPreferences": model_preferences, "stopSequences": stop_sequences,
+            "tools": tools, "toolChoice": tool_choice,
+        }
+        return _mrtr.make_sample(key, messages, max_tokens, self._responses,
+                                 self._meta.client_capabilities, extra)
+
+    def roots(self, key: str = "roots") -> _mrtr.RootsAsk:
+        """Ask for the client's roots (a list of `{"uri": "file://...", "name"?}`)."""
+        return _mrtr.make_roots(key, self._responses, self._meta.client_capabilities)
+
+    def gather(self, *asks: _mrtr.Ask) -> list[Any]:
+        """Answers to several asks, or one round that asks all missing ones together."""
+        return _mrtr.gather(*asks)
+
+    def checkpoint(self) -> None:
+        """End this round with a state-only input_required; the client retries at once
+        and the handler resumes from `ctx.state` (load shedding, MRTR-02)."""
+        raise _mrtr.InputRequired({})
+
+    @property
+    def handles(self) -> BoundHandles:
+        """State handles for this request's subject (see `nimblemcp.server._handles`)."""
+        return self.server.handles.bind(self.subject)

@@ -26,6 +26,8 @@ from nimblemcp.errors import (
 )
 from nimblemcp.jsonrpc import classify, error_response, request_id_of
 from nimblemcp.server._context import Context, Emit
+from nimblemcp.server._mrtr import InputRequired, check_responses
+from nimblemcp.server._sealing import StateError, digest
 from nimblemcp.types._meta import SERVER_INFO, RequestMeta, parse_request_meta
 from nimblemcp.types._versions import MODERN_VERSIONS
 from nimblemcp.types.methods import METHODS, MethodSpec
@@ -38,6 +40,7 @@ logger = logging.getLogger("nimblemcp.server")
 Handler = Callable[[Context, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 _MAX_COMPLETIONS = 100
+INVALID_STATE = "Invalid or expired requestState"
 
 
 class Prepared(NamedTuple):
@@ -129,7 +132,14 @@ class Dispatcher:
         """Run a prepared request; always returns a response message."""
         ctx = Context(self.server, req.id, req.method, req.params, req.meta, emit, subject)
         try:
+            if req.spec.input_required:
+                await self._resume(ctx, req, subject)
             result = await req.handler(ctx, req.params)
+        except InputRequired as asked:
+            if not req.spec.input_required:  # MRTR-01: never on other methods
+                logger.error("%s asked for client input, which only MRTR methods may", req.method)
+                return error_response(req.id, InternalError())
+            result = self._input_required(ctx, req, subject, asked)
         except ProtocolError as exc:
             return error_response(req.id, exc)
         except asyncio.CancelledError:
@@ -156,6 +166,49 @@ class Dispatcher:
         except ProtocolError as exc:
             return error_response(message["id"], exc)
         return await self.execute(req, emit, subject)
+
+    # -- MRTR: resuming and pausing a request -----------------------------------------------
+
+    def _binding(self, req: Prepared, subject: str | None) -> dict[str, Any]:
+        """What a requestState is bound to: method, target, argument digest, subject."""
+        p = req.params
+        target = p.get("uri") if req.method == "resources/read" else p.get("name")
+        return {"m": req.method, "t": target, "d": digest(p.get("arguments") or {}), "sub": subject}
+
+    def _one_time(self, req: Prepared) -> bool:
+        if self.server.one_time_state:
+            return True
+        if req.method == "tools/call":
+            tool = self.server.tools.get(req.params.get("name"))  # type: ignore[arg-type]
+            return tool is not None and tool.one_time
+        return False
+
+    async def _resume(self, ctx: Context, req: Prepared, subject: str | None) -> None:
+        """Load `inputResponses` and open `requestState` (MRTR-11/12/13)."""
+        ctx._responses = check_responses(req.params.get("inputResponses"))
+        token = req.params.get("requestState")
+        if token is None:
+            return
+        try:
+            ctx.state, nonce = self.server.sealer.open(token, self._binding(req, subject))
+        except StateError as exc:
+            logger.warning("refused requestState for %s: %s", req.method, exc)
+            raise InvalidParams(INVALID_STATE) from None
+        if self._one_time(req) and not await self.server.store.set_if_absent(
+            "rs:" + nonce, b"1", self.server.state_ttl
+        ):
+            logger.warning("refused replayed one-time requestState for %s", req.method)
+            raise InvalidParams(INVALID_STATE)
+
+    def _input_required(
+        self, ctx: Context, req: Prepared, subject: str | None, asked: InputRequired
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = {"resultType": "input_required"}
+        if asked.requests:
+            result["inputRequests"] = asked.requests
+        # Always sealed, even when empty: it binds the next round to this request.
+        result["requestState"] = self.server.sealer.seal(self._binding(req, subject), ctx.state)
+        return result
 
     def _shape(self, req: Prepared, result: dict[str, Any]) -> dict[str, Any]:
         if "_meta" in result:

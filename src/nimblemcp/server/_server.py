@@ -10,9 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, overload
 
+from nimblemcp.backends._store import KeyValueStore
+from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.server._dispatch import Dispatcher
+from nimblemcp.server._handles import HandleStore
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
+from nimblemcp.server._sealing import Sealer
 from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
 
 F = Callable[..., Any]
@@ -46,6 +50,12 @@ class Server:
         page_size: int | None = None,
         cache_hints: dict[str, tuple[int, str]] | None = None,
         logging: bool = True,
+        state_keys: list[str] | None = None,
+        state_ttl: float = 600.0,
+        one_time_state: bool = False,
+        store: KeyValueStore | None = None,
+        handle_ttl: float = 3600.0,
+        audience: str | None = None,
     ) -> None:
         info: dict[str, Any] = {"name": name, "version": version}
         for key, value in (("title", title), ("description", description),
@@ -72,6 +82,15 @@ class Server:
         # Called with "tools" | "prompts" | "resources" whenever a list changes; the
         # subscription layer hooks in here.
         self.change_listeners: list[Callable[[str], None]] = []
+        # MRTR: requestState sealing (keys from state_keys or NIMBLEMCP_STATE_KEYS),
+        # the optional single-use guard, and state handles, all over one store.
+        self.audience = audience or name
+        self.state_ttl = state_ttl
+        self.one_time_state = one_time_state
+        self._state_keys = state_keys
+        self._sealer: Sealer | None = None
+        self.store: KeyValueStore = store if store is not None else MemoryStore()
+        self.handles = HandleStore(self.store, ttl_s=handle_ttl)
         self.dispatcher = Dispatcher(self)
 
     # -- registration ------------------------------------------------------------------
@@ -91,6 +110,7 @@ class Server:
         icons: list[Icon] | None = None,
         structured_output: bool | None = None,
         meta: dict[str, Any] | None = None,
+        one_time: bool = False,
     ) -> Callable[[F], F]: ...
     def tool(self, fn: F | None = None, /, **options: Any) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=...)`.
@@ -205,6 +225,13 @@ class Server:
         self.dispatcher.invalidate()
         for listener in self.change_listeners:
             listener(kind)
+
+    @property
+    def sealer(self) -> Sealer:
+        """Seals requestState; built on first use so MRTR-free servers pay nothing."""
+        if self._sealer is None:
+            self._sealer = Sealer(self.audience, self._state_keys, self.state_ttl)
+        return self._sealer
 
     # -- what the server advertises ---------------------------------------------------
 

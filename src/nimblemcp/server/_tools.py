@@ -106,6 +106,7 @@ class ToolEntry:
         "fn",
         "is_async",
         "name",
+        "one_time",
         "output",
     )
 
@@ -120,8 +121,10 @@ class ToolEntry:
         icons: list[Icon] | None = None,
         structured_output: bool | None = None,
         meta: dict[str, Any] | None = None,
+        one_time: bool = False,
     ) -> None:
         self.fn = fn
+        self.one_time = one_time  # its requestState may be used once only (MRTR-13)
         self.name = name or fn.__name__
         if not _TOOL_NAME.match(self.name):
             raise ValueError(

@@ -1,0 +1,219 @@
+"""Multi Round-Trip Requests on the server: asking the client for input (MRTR-01..17).
+
+Handlers are re-entrant. `ctx.elicit(...)`, `ctx.sample(...)` and `ctx.roots(...)`
+return an `Ask`; awaiting it (or `.result()` in sync code) gives the answer when the
+retry's `inputResponses` holds a valid one, and otherwise ends the round by raising
+`InputRequired`, which the dispatcher turns into an `input_required` result with a
+sealed `requestState`. `ctx.gather(...)` asks several things in one round.
+`InputRequired` derives from BaseException so a tool's `except Exception` cannot
+swallow it. Must not import transports or the dispatcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any, Literal
+
+from nimblemcp.errors import InvalidParams, MissingClientCapability
+
+ElicitAction = Literal["accept", "decline", "cancel"]
+
+
+class InputRequired(BaseException):  # noqa: N818 - a control-flow signal, not an error
+    """Ends this round: the client must answer `requests` (may be empty) and retry."""
+
+    def __init__(self, requests: dict[str, dict[str, Any]]) -> None:
+        super().__init__("input required")
+        self.requests = requests
+
+
+class ElicitResult:
+    """The user's answer to an elicitation; decline and cancel are values, not errors."""
+
+    __slots__ = ("action", "content", "data")
+
+    def __init__(self, action: ElicitAction, content: dict[str, Any] | None, data: Any = None) -> None:
+        self.action = action
+        self.content = content
+        self.data = data if data is not None else content  # a model instance when a model was asked
+
+    @property
+    def accepted(self) -> bool:
+        return self.action == "accept"
+
+    def __repr__(self) -> str:
+        return f"ElicitResult({self.action!r}, {self.content!r})"
+
+
+class Ask:
+    """One question for the client; await it (or call `.result()`) for the answer."""
+
+    __slots__ = ("key", "request", "_responses")
+
+    def __init__(self, key: str, request: dict[str, Any], responses: dict[str, Any]) -> None:
+        if not isinstance(key, str) or not key:
+            raise ValueError("input request keys must be non-empty strings")
+        self.key = key
+        self.request = request
+        self._responses = responses
+
+    def parse(self, value: dict[str, Any]) -> Any:
+        """The answer from a response object; raise LookupError to ask again."""
+        return value
+
+    def answer(self) -> tuple[bool, Any]:
+        value = self._responses.get(self.key)
+        if value is None:
+            return False, None
+        try:
+            return True, self.parse(value)
+        except LookupError:
+            return False, None
+
+    def result(self) -> Any:
+        found, value = self.answer()
+        if not found:
+            raise InputRequired({self.key: self.request})
+        return value
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.result()
+        yield
+
+
+class ElicitAsk(Ask):
+    __slots__ = ("model", "schema")
+
+    def __init__(self, key: str, request: dict[str, Any], responses: dict[str, Any],
+                 schema: dict[str, Any] | None, model: Any) -> None:
+        super().__init__(key, request, responses)
+        self.schema = schema
+        self.model = model
+
+    def parse(self, value: dict[str, Any]) -> ElicitResult:
+        action = value.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            raise InvalidParams(f"inputResponses.{self.key}: action must be accept, decline or cancel")
+        content = value.get("content")
+        if action != "accept" or self.schema is None:
+            return ElicitResult(action, content if isinstance(content, dict) else None)  # type: ignore[arg-type]
+        if not isinstance(content, dict):
+            raise LookupError("accepted form without content")
+        if self.model is not None:
+            import pydantic
+
+            try:
+                data = self.model.model_validate(content)
+            except pydantic.ValidationError:
+                raise LookupError("content does not match the model") from None
+            return ElicitResult("accept", content, data)  # type: ignore[arg-type]
+        import jsonschema
+
+        if not jsonschema.Draft202012Validator(self.schema).is_valid(content):
+            raise LookupError("content does not match the schema")
+        return ElicitResult("accept", content)  # type: ignore[arg-type]
+
+
+class SampleAsk(Ask):
+    __slots__ = ()
+
+    def parse(self, value: dict[str, Any]) -> dict[str, Any]:
+        if "content" not in value or "role" not in value:
+            raise LookupError("not a CreateMessageResult")
+        return value
+
+
+class RootsAsk(Ask):
+    __slots__ = ()
+
+    def parse(self, value: dict[str, Any]) -> list[dict[str, Any]]:
+        roots = value.get("roots")
+        if not isinstance(roots, list):
+            raise LookupError("not a ListRootsResult")
+        return [r for r in roots if isinstance(r, dict) and isinstance(r.get("uri"), str)]  # type: ignore[misc]
+
+
+def gather(*asks: Ask) -> list[Any]:
+    """Answers to several asks, or one round asking every unanswered one at once."""
+    missing: dict[str, dict[str, Any]] = {}
+    values: list[Any] = []
+    for ask in asks:
+        found, value = ask.answer()
+        if not found:
+            missing[ask.key] = ask.request
+        values.append(value)
+    if missing:
+        raise InputRequired(missing)
+    return values
+
+
+def _require(caps: dict[str, Any], name: str, sub: str | None = None) -> None:
+    """MRTR-04 / META-06: never ask for what this request's client cannot answer."""
+    cap = caps.get(name)
+    if not isinstance(cap, dict) or (sub is not None and not isinstance(cap.get(sub), dict)):  # type: ignore[union-attr]
+        raise MissingClientCapability({name: {sub: {}} if sub else {}})
+
+
+def elicit_schema(schema: Any) -> tuple[dict[str, Any] | None, Any]:
+    """(JSON schema, pydantic model or None) from a dict schema or a BaseModel class."""
+    if schema is None or isinstance(schema, dict):
+        return schema, None  # type: ignore[return-value]
+    json_schema = getattr(schema, "model_json_schema", None)
+    if json_schema is None:
+        raise TypeError("schema must be a JSON Schema dict or a pydantic model class")
+    from nimblemcp.server._refs import inline_refs
+
+    out = inline_refs(json_schema())
+    out.pop("title", None)
+    for prop in out.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)  # type: ignore[union-attr]
+    return out, schema
+
+
+def make_elicit(key: str, message: str, schema: Any, responses: dict[str, Any],
+                caps: dict[str, Any]) -> ElicitAsk:
+    _require(caps, "elicitation")
+    elic = caps["elicitation"]
+    if elic and "form" not in elic:  # {} means form-only; otherwise form must be listed
+        raise MissingClientCapability({"elicitation": {"form": {}}})
+    json_schema, model = elicit_schema(schema if schema is not None else {"type": "object", "properties": {}})
+    params = {"mode": "form", "message": message, "requestedSchema": json_schema}
+    return ElicitAsk(key, {"method": "elicitation/create", "params": params}, responses, json_schema, model)
+
+
+def make_elicit_url(key: str, message: str, url: str, responses: dict[str, Any],
+                    caps: dict[str, Any]) -> ElicitAsk:
+    _require(caps, "elicitation", "url")
+    params = {"mode": "url", "message": message, "url": url}
+    return ElicitAsk(key, {"method": "elicitation/create", "params": params}, responses, None, None)
+
+
+def make_sample(key: str, messages: Sequence[Any], max_tokens: int, responses: dict[str, Any],
+                caps: dict[str, Any], extra: dict[str, Any]) -> SampleAsk:
+    from nimblemcp.content import text
+
+    if extra.get("tools") or extra.get("toolChoice"):
+        _require(caps, "sampling", "tools")
+    else:
+        _require(caps, "sampling")
+    wire = [
+        {"role": "user", "content": text(m)} if isinstance(m, str) else m for m in messages
+    ]
+    params: dict[str, Any] = {"messages": wire, "maxTokens": max_tokens}
+    params.update({k: v for k, v in extra.items() if v is not None})
+    return SampleAsk(key, {"method": "sampling/createMessage", "params": params}, responses)
+
+
+def make_roots(key: str, responses: dict[str, Any], caps: dict[str, Any]) -> RootsAsk:
+    _require(caps, "roots")
+    return RootsAsk(key, {"method": "roots/list"}, responses)
+
+
+def check_responses(value: Any) -> dict[str, Any]:
+    """`inputResponses` must be an object of objects (MRTR-11); anything else is -32602."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):  # type: ignore[union-attr]
+        raise InvalidParams("inputResponses must be an object whose values are objects")
+    return value  # type: ignore[return-value]
