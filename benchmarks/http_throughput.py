@@ -1,0 +1,194 @@
+"""HTTP throughput: each server's ASGI app under uvicorn, driven by wrk.
+
+    python benchmarks/http_throughput.py [--rounds 3] [--duration 5] [--connections 64]
+
+Every app runs under the same uvicorn settings (1 worker, uvloop + httptools, no
+access log) on 127.0.0.1; nimblemcp's from benchmarks/.venv-nimble, the peers' from
+benchmarks/.venv-peers. wrk (Debian package `wrk`) POSTs one fixed 2026-07-28
+`tools/call echo` body with the headers the transport needs. Rounds are interleaved:
+each round runs wrk once against every server, in rotated order. A bare ASGI app that
+returns a canned result is the ceiling. Idle RSS is read from /proc after start-up
+and one request, before any load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import (NIMBLE_PY, PEER_PY, SERVERS, VERSION, call_request, ensure_peers, median,
+                     save, say, table)
+
+BODY = json.dumps(call_request(1), separators=(",", ":"))
+HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": VERSION,
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "echo",
+}
+APPS = {  # name -> (interpreter, module)
+    "bare-asgi": (NIMBLE_PY, "bare_asgi"),
+    "nimblemcp": (NIMBLE_PY, "nimble_server"),
+    "mcp": (PEER_PY, "mcp_server"),
+    "fastmcp": (PEER_PY, "fastmcp_server"),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(name: str, py: str, module: str, port: int) -> subprocess.Popen[bytes]:
+    argv = [py, "-m", "uvicorn", f"{module}:http_app", "--factory", "--host", "127.0.0.1",
+            "--port", str(port), "--workers", "1", "--loop", "uvloop", "--http", "httptools",
+            "--no-access-log", "--log-level", "warning", "--lifespan", "auto"]
+    env = dict(os.environ, FASTMCP_SHOW_SERVER_BANNER="false", FASTMCP_LOG_LEVEL="WARNING",
+               FASTMCP_CHECK_FOR_UPDATES="off")
+    env.pop("PYTHONPATH", None)
+    return subprocess.Popen(argv, cwd=str(SERVERS), env=env, stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(tempfile.gettempdir(), f"bench-{name}.log"), "wb"))
+
+
+def post(port: int) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("POST", "/mcp", body=BODY, headers=HEADERS)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def wait_ready(name: str, proc: subprocess.Popen[bytes], port: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited; see {tempfile.gettempdir()}/bench-{name}.log")
+        try:
+            status, body = post(port)
+        except OSError:
+            time.sleep(0.05)
+            continue
+        if status != 200 or b"hello" not in body:
+            raise RuntimeError(f"{name}: HTTP {status}: {body[:400]!r}")
+        return
+    raise RuntimeError(f"{name} did not start")
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1]) / 1024
+    return float("nan")
+
+
+LUA = """wrk.method = "POST"
+wrk.body = {body}
+{headers}
+"""
+
+_UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def run_wrk(port: int, script: str, conns: int, duration: int, threads: int) -> dict:
+    out = subprocess.run(
+        ["wrk", f"-t{threads}", f"-c{conns}", f"-d{duration}s", "--latency", "-s", script,
+         f"http://127.0.0.1:{port}/mcp"], capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    lat = {}
+    for p in ("50", "99"):
+        m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        lat[p] = float(m.group(1)) * _UNIT[m.group(2)]
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errs = re.search(r"Socket errors:.*", out)
+    return {"rps": rps, "p50_ms": lat["50"], "p99_ms": lat["99"],
+            "non2xx": int(bad.group(1)) if bad else 0, "socket_errors": errs.group(0) if errs else ""}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=5, help="seconds of wrk per run")
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1, help="wrk threads (2-core box: 1)")
+    ap.add_argument("--only", nargs="*", help="subset of " + ",".join(APPS))
+    args = ap.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk not found: apt-get update && apt-get install -y wrk")
+    ensure_peers()
+    apps = {k: v for k, v in APPS.items() if not args.only or k in args.only}
+    lua = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
+    lua.write(LUA.format(body=json.dumps(BODY), headers="\n".join(
+        f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in HEADERS.items())))
+    lua.close()
+    procs: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
+    runs: dict[str, list[dict]] = {n: [] for n in apps}
+    idle: dict[str, float] = {}
+    try:
+        for name, (py, module) in apps.items():
+            port = free_port()
+            procs[name] = (start(name, py, module, port), port)
+        for name, (proc, port) in procs.items():
+            wait_ready(name, proc, port)
+            time.sleep(0.5)
+            idle[name] = rss_mib(proc.pid)
+        for name, (proc, port) in procs.items():  # warm-up, not counted
+            run_wrk(port, lua.name, args.connections, 1, args.threads)
+        names = list(procs)
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                runs[name].append(run_wrk(procs[name][1], lua.name, args.connections,
+                                          args.duration, args.threads))
+        loaded = {n: rss_mib(p.pid) for n, (p, _) in procs.items()}
+    finally:
+        for proc, _ in procs.values():
+            proc.terminate()
+        for proc, _ in procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        os.unlink(lua.name)
+    summary = {}
+    for n, rs in runs.items():
+        summary[n] = {"rps": median([x["rps"] for x in rs]),
+                      "p50_ms": median([x["p50_ms"] for x in rs]),
+                      "p99_ms": median([x["p99_ms"] for x in rs]),
+                      "non2xx": sum(x["non2xx"] for x in rs),
+                      "idle_rss_mib": idle[n], "rss_after_load_mib": loaded[n], "runs": rs}
+    ref = summary.get("mcp", {}).get("rps")
+    ceil = summary.get("bare-asgi", {}).get("rps")
+    rows = []
+    for n, s in summary.items():
+        rows.append([n, f"{s['rps']:.0f}", f"{s['p50_ms']:.2f}", f"{s['p99_ms']:.2f}",
+                     f"{s['rps'] / ref:.2f}x" if ref else "-",
+                     f"{s['rps'] / ceil:.0%}" if ceil else "-",
+                     f"{s['idle_rss_mib']:.1f}", f"{s['rss_after_load_mib']:.1f}", str(s["non2xx"])])
+    out = (f"HTTP tools/call echo under uvicorn (1 worker, uvloop+httptools), wrk -t{args.threads} "
+           f"-c{args.connections}, {args.rounds} interleaved rounds x {args.duration}s; medians of rounds\n\n"
+           + table(["server", "req/s", "p50 ms", "p99 ms", "vs mcp", "of ceiling",
+                    "idle RSS MiB", "RSS after MiB", "non-2xx"], rows))
+    if "nimblemcp" in summary and ref and ceil:
+        s = summary["nimblemcp"]
+        out += (f"\n\nnimblemcp: {s['rps'] / ref:.2f}x mcp (target >= 10x), {s['rps'] / ceil:.0%} "
+                f"of bare ASGI (target >= 50%), p99 {s['p99_ms']:.2f} ms (target < 5 ms), "
+                f"idle RSS {s['idle_rss_mib']:.1f} MiB (target <= 40 MiB)")
+    say(out)
+    save("http_throughput", out, {"args": vars(args), "results": summary})
+
+
+if __name__ == "__main__":
+    main()
