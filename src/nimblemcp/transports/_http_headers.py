@@ -1,0 +1,202 @@
+"""Header-versus-body validation for Streamable HTTP POSTs (HTTP-12..19).
+
+`RequestHeaders` is filled by one pass over the ASGI header list (names arrive
+lowercased, so HTTP-12 name matching is exact byte comparison; values stay
+case-sensitive). `check_standard` compares `MCP-Protocol-Version`, `Mcp-Method`
+and `Mcp-Name` with the body; `ParamRules` holds, per tool, the `x-mcp-header`
+rules walked out of its inputSchema once and reused until the tool is replaced.
+Every failure is a `HeaderMismatch` (-32020). Must not import asyncio or the ASGI app.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import TYPE_CHECKING, Any, Final
+
+from nimblemcp.errors import HeaderMismatch
+from nimblemcp.types.methods import METHODS
+
+if TYPE_CHECKING:
+    from nimblemcp.server._server import Server
+    from nimblemcp.server._tools import ToolEntry
+
+__all__ = ["ParamRules", "RequestHeaders", "check_standard", "decode_value"]
+
+# Indexes into RequestHeaders.values.
+CONTENT_TYPE: Final = 0
+ACCEPT: Final = 1
+VERSION: Final = 2
+METHOD: Final = 3
+NAME: Final = 4
+SESSION: Final = 5
+WANTED: Final[dict[bytes, int]] = {
+    b"content-type": CONTENT_TYPE,
+    b"accept": ACCEPT,
+    b"mcp-protocol-version": VERSION,
+    b"mcp-method": METHOD,
+    b"mcp-name": NAME,
+    b"mcp-session-id": SESSION,
+}
+_ROUTING = (VERSION, METHOD, NAME)
+_LABEL = {VERSION: "MCP-Protocol-Version", METHOD: "Mcp-Method", NAME: "Mcp-Name"}
+_PARAM_PREFIX: Final = b"mcp-param-"
+_UNSAFE = re.compile(rb"[^\t\x20-\x7e]")  # RFC 9110 field-value characters (HTTP-13)
+_DUP: Final = b"\x00dup"
+
+
+class RequestHeaders:
+    """The headers one POST carries that the transport cares about."""
+
+    __slots__ = ("dup", "params", "values")
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        values: list[bytes | None] = [None, None, None, None, None, None]
+        params: dict[bytes, bytes] | None = None
+        dup = -1
+        wanted = WANTED
+        for key, value in raw:
+            idx = wanted.get(key)
+            if idx is not None:
+                if values[idx] is not None and idx in _ROUTING:
+                    dup = idx  # first-copy and last-copy readers would disagree (HTTP-19)
+                values[idx] = value
+            elif key.startswith(_PARAM_PREFIX):
+                if params is None:
+                    params = {}
+                params[key] = _DUP if key in params else value
+        self.values = values
+        self.params = params
+        self.dup = dup
+
+
+def decode_value(raw: bytes, label: str) -> str:
+    """A header value as text: plain visible ASCII, or the base64 sentinel (HTTP-13/14)."""
+    if _UNSAFE.search(raw) is not None:
+        raise HeaderMismatch(f"Header mismatch: {label} header contains invalid characters")
+    if raw.startswith(b"=?base64?") and raw.endswith(b"?=") and len(raw) >= 11:
+        try:
+            return base64.b64decode(raw[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            raise HeaderMismatch(
+                f"Header mismatch: {label} header has malformed base64 encoding"
+            ) from None
+    return raw.decode("ascii")
+
+
+def _mismatch(label: str, header: str, body: Any) -> HeaderMismatch:
+    return HeaderMismatch(
+        f"Header mismatch: {label} header value {header!r} does not match body value {body!r}"
+    )
+
+
+def check_standard(h: RequestHeaders, method: str, params: dict[str, Any], version: str) -> None:
+    """MCP-Protocol-Version, Mcp-Method and Mcp-Name against the body (HTTP-17)."""
+    if h.dup >= 0:
+        raise HeaderMismatch(f"Header mismatch: {_LABEL[h.dup]} header appears more than once")
+    values = h.values
+    raw = values[VERSION]
+    if raw is None:
+        raise HeaderMismatch("Header mismatch: missing required header MCP-Protocol-Version")
+    if raw != version.encode():
+        raise _mismatch("MCP-Protocol-Version", decode_value(raw, "MCP-Protocol-Version"), version)
+    raw = values[METHOD]
+    if raw is None:
+        raise HeaderMismatch("Header mismatch: missing required header Mcp-Method")
+    if raw != method.encode():
+        raise _mismatch("Mcp-Method", decode_value(raw, "Mcp-Method"), method)
+    spec = METHODS.get(method)
+    if spec is None or spec.name_param is None:
+        return
+    body = params.get(spec.name_param)
+    if not isinstance(body, str):
+        return  # the handler answers the malformed body with -32602
+    raw = values[NAME]
+    if raw is None:
+        raise HeaderMismatch("Header mismatch: missing required header Mcp-Name")
+    text = decode_value(raw, "Mcp-Name")
+    if text != body:
+        raise _mismatch("Mcp-Name", text, body)
+
+
+Rule = tuple[bytes, str, tuple[str, ...]]  # lowercased header name, display name, path
+
+
+def _walk(props: Any, path: tuple[str, ...], out: list[Rule]) -> None:
+    # Only chains of `properties` keys are statically reachable (tools.mdx x-mcp-header).
+    if not isinstance(props, dict):
+        return
+    for key, sub in props.items():
+        if not isinstance(sub, dict):
+            continue
+        here = (*path, str(key))
+        name = sub.get("x-mcp-header")
+        if isinstance(name, str) and name:
+            out.append((_PARAM_PREFIX + name.lower().encode(), f"Mcp-Param-{name}", here))
+        _walk(sub.get("properties"), here, out)
+
+
+def _same(text: str, value: Any) -> bool:
+    if value is True:
+        return text == "true"
+    if value is False:
+        return text == "false"
+    if isinstance(value, str):
+        return text == value
+    if isinstance(value, int | float):
+        try:
+            return int(text) == value  # HTTP-16: 42 == 42.0
+        except ValueError:
+            try:
+                return float(text) == value
+            except ValueError:
+                return False
+    return False
+
+
+class ParamRules:
+    """Per-tool `Mcp-Param-*` rules, built once per registered tool (HTTP-15/16)."""
+
+    __slots__ = ("_cache", "_server")
+
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._cache: dict[str, tuple[ToolEntry, tuple[Rule, ...]]] = {}
+
+    def rules_for(self, name: str) -> tuple[Rule, ...]:
+        tool = self._server.tools.get(name)
+        if tool is None:
+            return ()
+        hit = self._cache.get(name)
+        if hit is not None and hit[0] is tool:
+            return hit[1]
+        out: list[Rule] = []
+        _walk(tool.definition.get("inputSchema", {}).get("properties"), (), out)
+        rules = tuple(out)
+        self._cache[name] = (tool, rules)
+        return rules
+
+    def check(self, h: RequestHeaders, params: dict[str, Any]) -> None:
+        name = params.get("name")
+        if not isinstance(name, str):
+            return
+        rules = self.rules_for(name)
+        if not rules:
+            return
+        arguments = params.get("arguments")
+        sent = h.params or {}
+        for key, label, path in rules:
+            value: Any = arguments
+            for step in path:
+                value = value.get(step) if isinstance(value, dict) else None
+            raw = sent.get(key)
+            if value is None:
+                continue  # absent or null: the header is not expected (HTTP-16)
+            if raw is None:
+                raise HeaderMismatch(f"Header mismatch: missing required header {label}")
+            if raw is _DUP:
+                raise HeaderMismatch(f"Header mismatch: {label} header appears more than once")
+            text = decode_value(raw, label)
+            if not _same(text, value):
+                raise _mismatch(label, text, value)

@@ -1,0 +1,400 @@
+"""Streamable HTTP server transport (2026-07-28) as a plain ASGI app, and `run_http`.
+
+One endpoint path, POST only (HTTP-01/03). Each POST is one JSON-RPC message:
+a notification is answered 202 (HTTP-05); a request is checked (JSON-RPC shape,
+`_meta`, headers against the body, version, method, `Mcp-Param-*`) and run on the
+request's own ASGI task. The answer is a single `application/json` body unless the
+handler emits a request-scoped notification first, or is still running after
+`keepalive` seconds; then it becomes an SSE stream that ends with the response
+(HTTP-06/07/20). A client that disconnects cancels the handler and gets nothing
+more (HTTP-10). Origin/Host checks, size limits and CORS are the middleware in
+`http_security`, not options here. Requests the legacy (2025-11-25) leg must serve
+are handed to the `legacy` hook when one is plugged in.
+
+Must not import uvicorn at module level, nor any client code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from nimblemcp.errors import InvalidRequest, ProtocolError
+from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
+from nimblemcp.transports._http_headers import (
+    ACCEPT,
+    CONTENT_TYPE,
+    SESSION,
+    VERSION,
+    ParamRules,
+    RequestHeaders,
+    check_standard,
+)
+from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
+from nimblemcp.types._meta import CLIENT_CAPABILITIES, PROTOCOL_VERSION
+from nimblemcp.types._versions import LEGACY_VERSIONS
+
+if TYPE_CHECKING:
+    from nimblemcp.server._dispatch import Prepared
+    from nimblemcp.server._server import Server
+
+__all__ = ["LegacyHandler", "McpHttpApp", "asgi_app", "run_http"]
+
+logger = logging.getLogger("nimblemcp.http")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class LegacyHandler(Protocol):
+    """The seam for the 2025-11-25 leg: gets GET/DELETE (message None) and POSTs
+    that carry `Mcp-Session-Id`, a legacy `MCP-Protocol-Version` or `initialize`."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, message: Any) -> None: ...
+
+
+# Status per JSON-RPC error code when the answer is a plain JSON body (CHECKLIST 20.4).
+_STATUS: dict[int, int] = {
+    -32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400,
+    -32601: 404,
+}
+_JSON = (b"content-type", b"application/json")
+_START_202: dict[str, Any] = {"type": "http.response.start", "status": 202, "headers": []}
+_EMPTY_BODY: dict[str, Any] = {"type": "http.response.body", "body": b""}
+_SSE_START: dict[str, Any] = {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
+
+
+async def _plain(send: Send, status: int, body: bytes = b"", extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [(b"content-type", b"text/plain; charset=utf-8")] if body else []
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _json(send: Send, status: int, message: dict[str, Any]) -> None:
+    body = encode(message)
+    await send({
+        "type": "http.response.start", "status": status,
+        "headers": [_JSON, (b"content-length", str(len(body)).encode())],
+    })
+    await send({"type": "http.response.body", "body": body})
+
+
+def _accepts(value: bytes | None) -> bool:
+    """HTTP-04: the client must accept both JSON and SSE (wildcards count)."""
+    if value is None:
+        return False
+    if b"application/json" in value and b"text/event-stream" in value:
+        return True
+    kinds = {part.split(b";", 1)[0].strip().lower() for part in value.split(b",")}
+    return bool(kinds & {b"application/json", b"application/*", b"*/*"}) and bool(
+        kinds & {b"text/event-stream", b"text/*", b"*/*"}
+    )
+
+
+def _is_json(value: bytes | None) -> bool:
+    if value == b"application/json":
+        return True
+    return value is not None and value.split(b";", 1)[0].strip().lower() == b"application/json"
+
+
+class _Exchange:
+    """One request in flight: buffered SSE frames, the writer task, the disconnect watch."""
+
+    __slots__ = (
+        "closed", "commit_timer", "disconnected", "done", "frames", "keepalive", "loop",
+        "owner", "pump", "receive", "send", "waiter", "watcher",
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, receive: Receive, send: Send, keepalive: float) -> None:
+        self.loop = loop
+        self.receive = receive
+        self.send = send
+        self.keepalive = keepalive
+        self.frames: list[bytes] = []
+        self.pump: asyncio.Task[None] | None = None
+        self.watcher: asyncio.Task[None] | None = None
+        self.waiter: asyncio.Future[bool] | None = None
+        self.commit_timer: asyncio.TimerHandle | None = None
+        self.owner: asyncio.Task[Any] | None = None
+        self.done = False
+        self.closed = False
+        self.disconnected = False
+
+    def emit(self, message: dict[str, Any]) -> None:
+        """Called by Context on the loop thread for progress/log notifications."""
+        if self.closed or self.disconnected:
+            return
+        self.frames.append(frame(encode(message)))
+        self._wake()
+        if self.pump is None:
+            self.pump = self.loop.create_task(self._pump())
+
+    def _wake(self) -> None:
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(True)
+
+    def start_watch(self) -> None:
+        """Runs only if the handler yielded to the loop: the fast path never pays for it."""
+        if self.done:
+            return
+        self.watcher = self.loop.create_task(self._watch())
+        if self.keepalive > 0:
+            self.commit_timer = self.loop.call_later(self.keepalive, self._commit)
+
+    def _commit(self) -> None:
+        # Still running after one keep-alive interval: go SSE so idle timers stay fed.
+        if not self.done and self.pump is None:
+            self.pump = self.loop.create_task(self._pump())
+
+    async def _watch(self) -> None:
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                break
+        if not self.done:
+            self.disconnected = True
+            if self.owner is not None:
+                self.owner.cancel()  # HTTP-10: closing the stream cancels the request
+            self._wake()
+
+    async def _pump(self) -> None:
+        send = self.send
+        await send(_SSE_START)
+        first = True
+        while True:
+            if self.frames:
+                data = b"".join(self.frames)
+                self.frames.clear()
+                if self.closed:
+                    await send({"type": "http.response.body", "body": data})
+                    return
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+                continue
+            if self.closed or self.disconnected:
+                if not self.disconnected:
+                    await send(_EMPTY_BODY)
+                return
+            if first and self.keepalive > 0:
+                first = False
+                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                continue
+            w = self.waiter = self.loop.create_future()
+            timer = self.loop.call_later(self.keepalive or 3600.0, _ping, w)
+            woke = await w
+            timer.cancel()
+            if not woke and not self.frames and not self.closed:
+                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+
+    def finish(self) -> None:
+        self.done = True
+        if self.commit_timer is not None:
+            self.commit_timer.cancel()
+        if self.watcher is not None:
+            self.watcher.cancel()
+
+
+def _ping(w: asyncio.Future[bool]) -> None:
+    if not w.done():
+        w.set_result(False)
+
+
+class McpHttpApp:
+    """The ASGI callable. Build it with `asgi_app(server, ...)`."""
+
+    def __init__(
+        self,
+        server: Server,
+        *,
+        path: str = "/mcp",
+        keepalive: float = 15.0,
+        legacy: LegacyHandler | None = None,
+        freeze_gc: bool = False,
+    ) -> None:
+        self.server = server
+        self.path = path
+        self.keepalive = keepalive
+        self.legacy = legacy
+        self.freeze_gc = freeze_gc
+        self.param_rules = ParamRules(server)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                if self.freeze_gc:
+                    # Start-up built everything long-lived; keep the cyclic GC off it.
+                    gc.collect()
+                    gc.freeze()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["path"] != self.path:
+            await _plain(send, 404, b"Not Found")
+            return
+        h = RequestHeaders(scope["headers"])
+        if scope["method"] != "POST":
+            if self.legacy is not None:
+                await self.legacy(scope, receive, send, None)
+            else:  # HTTP-01: no GET stream, no DELETE, no sessions
+                await _plain(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
+            return
+        if not _is_json(h.values[CONTENT_TYPE]):
+            await _plain(send, 415, b"Content-Type must be application/json")
+            return
+        if not _accepts(h.values[ACCEPT]):
+            await _plain(send, 406, b"Accept must list application/json and text/event-stream")
+            return
+        message = await receive()
+        body = message.get("body", b"")
+        if message.get("more_body"):
+            chunks = [body]
+            while message.get("more_body"):
+                message = await receive()
+                chunks.append(message.get("body", b""))
+            body = b"".join(chunks)
+        msg: Any = None
+        try:
+            msg = decode(body)
+            kind = classify(msg)
+        except ProtocolError as exc:  # -32700 / -32600 (HTTP-19)
+            await _json(send, 400, error_response(request_id_of(msg), exc))
+            return
+        if self.legacy is not None and self._is_legacy(h, msg):
+            await self.legacy(scope, receive, send, msg)
+            return
+        if kind != "request":
+            if kind == "notification":  # HTTP-05: accepted, nothing to answer
+                await send(_START_202)
+                await send(_EMPTY_BODY)
+            else:  # HTTP-03: clients never send responses in this revision
+                await _json(send, 400, error_response(None, InvalidRequest("responses are not accepted")))
+            return
+        try:
+            prepared = self._prepare(h, msg)
+        except ProtocolError as exc:
+            await _json(send, _STATUS.get(exc.code, 200), error_response(msg["id"], exc))
+            return
+        await self._run(prepared, scope, receive, send)
+
+    def _is_legacy(self, h: RequestHeaders, msg: Any) -> bool:
+        version = h.values[VERSION]
+        return (
+            h.values[SESSION] is not None
+            or (version is not None and version.decode("latin-1") in LEGACY_VERSIONS)
+            or (type(msg) is dict and msg.get("method") == "initialize")
+        )
+
+    def _prepare(self, h: RequestHeaders, msg: dict[str, Any]) -> Prepared:
+        """HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params."""
+        params = msg.get("params")
+        meta = params.get("_meta") if type(params) is dict else None
+        if type(meta) is dict:
+            version = meta.get(PROTOCOL_VERSION)
+            if type(version) is str and type(meta.get(CLIENT_CAPABILITIES)) is dict:
+                check_standard(h, msg["method"], params, version)  # type: ignore[arg-type]
+        prepared = self.server.dispatcher.prepare(msg)  # -32602 / -32022 / -32601
+        if prepared.method == "tools/call":
+            self.param_rules.check(h, prepared.params)
+        return prepared
+
+    async def _run(self, prepared: Prepared, scope: Scope, receive: Receive, send: Send) -> None:
+        loop = asyncio.get_running_loop()
+        ex = _Exchange(loop, receive, send, self.keepalive)
+        ex.owner = asyncio.current_task()
+        # The watcher starts only if the handler actually waits on something.
+        handle = loop.call_soon(ex.start_watch)
+        subject = scope.get("user")
+        try:
+            response = await self.server.dispatcher.execute(
+                prepared, ex.emit, subject if isinstance(subject, str) else None
+            )
+        except asyncio.CancelledError:
+            ex.finish()
+            handle.cancel()
+            if ex.pump is not None:
+                ex.pump.cancel()
+            if ex.disconnected and ex.owner is not None:
+                ex.owner.uncancel()
+                return  # HTTP-10: nothing more is sent for a cancelled request
+            raise
+        ex.finish()
+        handle.cancel()
+        if ex.pump is None:
+            await _json(send, 200 if "result" in response else _STATUS.get(response["error"]["code"], 200), response)
+            return
+        ex.frames.append(frame(encode(response)))
+        ex.closed = True
+        ex._wake()
+        await ex.pump
+
+
+def asgi_app(
+    server: Server,
+    *,
+    path: str = "/mcp",
+    keepalive: float = 15.0,
+    legacy: LegacyHandler | None = None,
+    freeze_gc: bool = False,
+) -> McpHttpApp:
+    """The bare MCP endpoint as an ASGI app (no Origin/size checks: wrap it, see
+    `http_security.secure_app`). `keepalive` <= 0 turns keep-alive comments off."""
+    return McpHttpApp(server, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc)
+
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def run_http(
+    server: Server,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    *,
+    allowed_origins: list[str] | None = None,
+    allowed_hosts: list[str] | None = None,
+    max_body: int | None = None,
+    cors: bool = False,
+    keepalive: float = 15.0,
+    shutdown_timeout: float = 10.0,
+    log_level: str = "info",
+    access_log: bool = False,
+) -> None:
+    """Serve `server` under uvicorn (uvloop + httptools when installed), blocking.
+
+    Bound to 127.0.0.1 unless told otherwise (HTTP-02). On a non-loopback bind with
+    no `allowed_hosts`, any Host is accepted (Origin is still checked). Shutdown
+    lets in-flight requests finish for at most `shutdown_timeout` seconds.
+    """
+    import uvicorn
+
+    from nimblemcp.transports.http_security import secure_app
+
+    if allowed_hosts is None and host not in _LOOPBACK:
+        allowed_hosts = ["*"]
+    app = secure_app(
+        server, path=path, keepalive=keepalive, freeze_gc=True,
+        allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body, cors=cors,
+    )
+    uvicorn.run(
+        app, host=host, port=port, loop="auto", http="auto", lifespan="on",
+        log_level=log_level, access_log=access_log, server_header=False,
+        timeout_graceful_shutdown=max(1, round(shutdown_timeout)),
+    )

@@ -1,0 +1,276 @@
+"""ASGI middleware that guards the MCP endpoint: Origin and Host checks against DNS
+rebinding (HTTP-02), a request body limit, header count/size limits, optional CORS.
+
+Kept outside the MCP app on purpose, so it also wraps any other ASGI app and the
+app stays mountable under a framework that brings its own guards. Verdicts on
+Origin/Host values are cached (bounded), so the hot path is a header scan and a dict
+lookup. Must not import the server, the dispatcher or uvicorn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+from nimblemcp.jsonrpc import encode
+
+if TYPE_CHECKING:
+    from nimblemcp.server._server import Server
+    from nimblemcp.transports.http import LegacyHandler, Receive, Scope, Send
+
+__all__ = ["DEFAULT_MAX_BODY", "SecurityMiddleware", "secure_app"]
+
+DEFAULT_MAX_BODY: Final = 4 * 1024 * 1024
+LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+_CACHE_LIMIT = 512
+
+
+def _error_body(code: int, message: str) -> bytes:
+    # An id-less JSON-RPC error: the status says it all, the body helps a human.
+    return encode({"jsonrpc": "2.0", "error": {"code": code, "message": message}})
+
+
+_FORBIDDEN_ORIGIN = _error_body(-32600, "Forbidden: Origin not allowed")
+_FORBIDDEN_HOST = _error_body(-32600, "Forbidden: Host not allowed")
+_TOO_LARGE = _error_body(-32600, "Request body too large")
+_BAD_LENGTH = _error_body(-32600, "Invalid Content-Length")
+_TOO_MANY_HEADERS = _error_body(-32600, "Request header fields too large")
+_PREFLIGHT_HEADERS = (
+    b"content-type, accept, authorization, mcp-protocol-version, mcp-method, mcp-name"
+)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _reject(send: Send, status: int, body: bytes) -> None:
+    await send({
+        "type": "http.response.start", "status": status,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+    })
+    await send({"type": "http.response.body", "body": body})
+
+
+def _host_name(value: str) -> str:
+    """`example.com:8000` -> `example.com`; `[::1]:8000` -> `[::1]`."""
+    if value.startswith("["):
+        end = value.find("]")
+        return value[: end + 1] if end > 0 else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class SecurityMiddleware:
+    """Rejects foreign Origins (403) and Hosts (403), oversized bodies (413) and
+    header floods (431) before the wrapped app sees the request."""
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        allowed_origins: Iterable[str] | None = None,
+        allowed_hosts: Iterable[str] | None = None,
+        allow_localhost: bool = True,
+        max_body: int | None = DEFAULT_MAX_BODY,
+        max_headers: int = 100,
+        max_header_bytes: int = 32 * 1024,
+        cors: bool = False,
+        cors_max_age: int = 600,
+    ) -> None:
+        self.app = app
+        self.allowed_origins = {o.rstrip("/").lower() for o in allowed_origins or ()}
+        hosts = {h.lower() for h in allowed_hosts or ()}
+        self.any_host = "*" in hosts
+        self.any_origin = "*" in self.allowed_origins
+        self.allowed_hosts = hosts | (LOCAL_HOSTS if allow_localhost else set())
+        self.allow_localhost = allow_localhost
+        self.max_body = max_body
+        self.max_headers = max_headers
+        self.max_header_bytes = max_header_bytes
+        self.cors = cors
+        self.cors_max_age = str(cors_max_age).encode()
+        self._origins: dict[bytes, bool] = {}
+        self._hosts: dict[bytes, bool] = {}
+
+    # -- verdicts (cached) --------------------------------------------------------------
+
+    def origin_ok(self, raw: bytes) -> bool:
+        verdict = self._origins.get(raw)
+        if verdict is None:
+            verdict = self._judge_origin(raw.decode("latin-1"))
+            if len(self._origins) < _CACHE_LIMIT:
+                self._origins[raw] = verdict
+        return verdict
+
+    def _judge_origin(self, origin: str) -> bool:
+        origin = origin.strip().rstrip("/").lower()
+        if self.any_origin or origin in self.allowed_origins:
+            return True
+        if not self.allow_localhost or origin == "null":
+            return False
+        try:
+            parts = urlsplit(origin)
+            host = parts.hostname
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or host is None:
+            return False
+        return host in LOCAL_HOSTS or f"[{host}]" in LOCAL_HOSTS
+
+    def host_ok(self, raw: bytes) -> bool:
+        if self.any_host:
+            return True
+        verdict = self._hosts.get(raw)
+        if verdict is None:
+            value = raw.decode("latin-1").strip().lower()
+            verdict = value in self.allowed_hosts or _host_name(value) in self.allowed_hosts
+            if len(self._hosts) < _CACHE_LIMIT:
+                self._hosts[raw] = verdict
+        return verdict
+
+    # -- the middleware ------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        origin = host = length = None
+        raw_headers = scope["headers"]
+        size = 0
+        for key, value in raw_headers:
+            size += len(key) + len(value)
+            if key == b"origin":
+                if origin is not None and origin != value:
+                    await _reject(send, 403, _FORBIDDEN_ORIGIN)
+                    return
+                origin = value
+            elif key == b"host":
+                host = value
+            elif key == b"content-length":
+                length = value
+        if len(raw_headers) > self.max_headers or size > self.max_header_bytes:
+            await _reject(send, 431, _TOO_MANY_HEADERS)
+            return
+        if host is not None and not self.host_ok(host):
+            await _reject(send, 403, _FORBIDDEN_HOST)  # DNS rebinding (HTTP-02)
+            return
+        if origin is not None and not self.origin_ok(origin):
+            await _reject(send, 403, _FORBIDDEN_ORIGIN)  # present and invalid (HTTP-02)
+            return
+        if self.cors and origin is not None:
+            if scope["method"] == "OPTIONS":
+                await self._preflight(scope, origin, send)
+                return
+            send = self._with_cors(send, origin)
+        limit = self.max_body
+        if limit is not None:
+            if length is not None:
+                try:
+                    declared = int(length)
+                except ValueError:
+                    declared = -1
+                if declared < 0:
+                    await _reject(send, 400, _BAD_LENGTH)
+                    return
+                if declared > limit:
+                    await _reject(send, 413, _TOO_LARGE)
+                    return
+                # The HTTP server never delivers more than Content-Length bytes.
+            elif scope["method"] in ("POST", "PUT", "PATCH"):
+                await self._limited(scope, receive, send, limit)
+                return
+        await self.app(scope, receive, send)
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        """A body without Content-Length (chunked): count as it arrives."""
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Any:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _BodyTooLarge:
+            if not started:
+                await _reject(send, 413, _TOO_LARGE)
+
+    async def _preflight(self, scope: Scope, origin: bytes, send: Send) -> None:
+        requested = b""
+        for key, value in scope["headers"]:
+            if key == b"access-control-request-headers":
+                requested = value
+        await send({
+            "type": "http.response.start", "status": 204,
+            "headers": [
+                (b"access-control-allow-origin", origin),
+                (b"access-control-allow-methods", b"POST, GET, DELETE, OPTIONS"),
+                (b"access-control-allow-headers", requested or _PREFLIGHT_HEADERS),
+                (b"access-control-max-age", self.cors_max_age),
+                (b"vary", b"origin"),
+            ],
+        })
+        await send({"type": "http.response.body", "body": b""})
+
+    @staticmethod
+    def _with_cors(send: Send, origin: bytes) -> Send:
+        async def cors_send(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = [
+                    *message.get("headers", ()),
+                    (b"access-control-allow-origin", origin),
+                    (b"access-control-expose-headers", b"www-authenticate"),
+                    (b"vary", b"origin"),
+                ]
+            await send(message)
+
+        return cors_send
+
+
+def secure_app(
+    server: Server,
+    *,
+    path: str = "/mcp",
+    allowed_origins: Iterable[str] | None = None,
+    allowed_hosts: Iterable[str] | None = None,
+    allow_localhost: bool = True,
+    max_body: int | None = DEFAULT_MAX_BODY,
+    max_headers: int = 100,
+    max_header_bytes: int = 32 * 1024,
+    cors: bool = False,
+    keepalive: float = 15.0,
+    legacy: LegacyHandler | None = None,
+    freeze_gc: bool = False,
+) -> SecurityMiddleware:
+    """`asgi_app(server)` wrapped in `SecurityMiddleware`: what `run_http` serves.
+
+    Localhost Origins and Hosts are allowed by default; list deployment ones in
+    `allowed_origins` / `allowed_hosts` ("*" allows any).
+    """
+    from nimblemcp.transports.http import asgi_app
+
+    app = asgi_app(server, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc)
+    return SecurityMiddleware(
+        app,
+        allowed_origins=allowed_origins,
+        allowed_hosts=allowed_hosts,
+        allow_localhost=allow_localhost,
+        max_body=DEFAULT_MAX_BODY if max_body is None else max_body,
+        max_headers=max_headers,
+        max_header_bytes=max_header_bytes,
+        cors=cors,
+    )
