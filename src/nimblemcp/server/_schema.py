@@ -49,7 +49,7 @@ def _is_simple(tp: Any) -> bool:
     if typing.is_typeddict(tp):
         # Handled here rather than by pydantic, which refuses `typing.TypedDict`
         # before Python 3.12; also keeps such servers free of the pydantic import.
-        return all(_is_simple(h) for h in _typeddict_hints(tp).values())
+        return all(_is_simple(_strip_required(h)) for h in _typeddict_hints(tp).values())
     if origin is typing.Annotated:
         return _is_simple(args[0]) and all(isinstance(a, str) for a in args[1:])
     return False
@@ -57,6 +57,17 @@ def _is_simple(tp: Any) -> bool:
 
 def _typeddict_hints(tp: Any) -> dict[str, Any]:
     return typing.get_type_hints(tp, include_extras=True)
+
+
+def _required_keys(tp: Any, hints: dict[str, Any]) -> list[str]:
+    """Required keys, trusting the hints too: under `from __future__ import annotations`
+    Python 3.11 cannot see `NotRequired[...]` when it builds `__required_keys__`."""
+    out: list[str] = []
+    for key, hint in hints.items():
+        origin = typing.get_origin(hint)
+        if origin is typing.Required or (origin is not typing.NotRequired and key in tp.__required_keys__):
+            out.append(key)
+    return out
 
 
 def _strip_required(tp: Any) -> Any:
@@ -92,7 +103,7 @@ def simple_schema(tp: Any) -> dict[str, Any]:
             "type": "object",
             "properties": {k: simple_schema(_strip_required(h)) for k, h in hints.items()},
         }
-        required = [k for k in hints if k in tp.__required_keys__]
+        required = _required_keys(tp, hints)
         if required:
             schema["required"] = required
         return schema
@@ -225,8 +236,9 @@ def simple_validator(tp: Any) -> Validator:
 
         return v_enum
     if typing.is_typeddict(tp):
-        fields = {k: simple_validator(_strip_required(h)) for k, h in _typeddict_hints(tp).items()}
-        required_keys = frozenset(tp.__required_keys__)
+        td_hints = _typeddict_hints(tp)
+        fields = {k: simple_validator(_strip_required(h)) for k, h in td_hints.items()}
+        required_keys = frozenset(_required_keys(tp, td_hints))
 
         def v_typeddict(value: Any, path: str) -> Any:
             if not isinstance(value, dict):
@@ -488,8 +500,9 @@ class OutputSpec:
 
 def _unstructured(tp: Any) -> bool:
     from nimblemcp.content import is_content_hint
+    from nimblemcp.server._tools import ToolResult
 
-    if tp in (inspect.Signature.empty, Any, object, None, _NoneType, str):
+    if tp in (inspect.Signature.empty, Any, object, None, _NoneType, str, ToolResult):
         return True
     return is_content_hint(tp)
 
