@@ -39,6 +39,7 @@ HEADERS = {
 APPS = {  # name -> (interpreter, module)
     "bare-asgi": (NIMBLE_PY, "bare_asgi"),
     "nimblemcp": (NIMBLE_PY, "nimble_server"),
+    "nimblemcp-async": (NIMBLE_PY, "nimble_async_server"),  # async def echo: no thread hop
     "mcp": (PEER_PY, "mcp_server"),
     "fastmcp": (PEER_PY, "fastmcp_server"),
 }
