@@ -1,0 +1,390 @@
+"""The Client: one object per server, an async context manager over a Transport.
+
+Every request carries its own `_meta` (META-01/03, VER-01); ids are unique for the
+client's life (BASE-02); -32022 triggers one version renegotiation (VER-03);
+`input_required` results run the MRTR loop with the user's callbacks (MRTR-06..09,
+17); cacheable results honor `ttlMs`/`cacheScope` (CACHE-03..09). SDK-local failures
+are `ClientError`s, peer errors are `ProtocolError`s (ERR-05).
+Must not import `nimblemcp.server`; transports are imported lazily by `connect`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from types import EllipsisType, TracebackType
+from typing import Any
+
+from nimblemcp.errors import (
+    ClientError,
+    RequestTimeout,
+    TransportError,
+    UnsupportedProtocolVersion,
+    error_from_wire,
+)
+from nimblemcp.types._meta import CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL, PROTOCOL_VERSION
+from nimblemcp.types._versions import MODERN_VERSIONS, version_index
+from nimblemcp.types.methods import METHODS
+
+from ._cache import CacheStore, ResultCache
+from ._mrtr import Callback, answer_round, capabilities_for
+from ._tools import ToolsMixin
+from ._transport import ParamValue, Transport
+
+__all__ = ["Client", "ProgressCallback"]
+
+logger = logging.getLogger("nimblemcp.client")
+
+ProgressCallback = Callable[[float, float | None, str | None], Any]
+NotificationCallback = Callable[[dict[str, Any]], Any]
+DEFAULT_CLIENT_INFO = {"name": "nimblemcp-client", "version": "0.1.0"}
+_RESULT_TYPES = frozenset({"complete", "input_required"})
+_EVICT_ON = {
+    "notifications/tools/list_changed": ("tools/list",),
+    "notifications/prompts/list_changed": ("prompts/list",),
+    "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
+}
+
+
+def _transport_for(target: Any) -> Transport:
+    if isinstance(target, str) and target.startswith(("http://", "https://")):
+        from nimblemcp.transports.http_client import HttpTransport
+
+        return HttpTransport(target)
+    if isinstance(target, list | tuple) and target and all(isinstance(a, str) for a in target):
+        from nimblemcp.transports.stdio_client import StdioTransport
+
+        return StdioTransport(target[0], target[1:])
+    if hasattr(target, "send") and hasattr(target, "close"):
+        return target  # type: ignore[no-any-return]
+    if hasattr(target, "handle"):  # an in-process server
+        from nimblemcp.transports.memory import MemoryTransport
+
+        return MemoryTransport(target)
+    raise TypeError(f"cannot make a transport from {target!r}")
+
+
+class Client(ToolsMixin):
+    """An MCP client for one server: `async with Client("http://.../mcp") as c: ...`.
+
+    `target` is an `http(s)://` URL, a command line as a list (stdio), an in-process
+    server, or any `Transport`. Callbacks answer the server's input requests and
+    decide the capabilities declared on every request.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        client_info: Mapping[str, Any] | None = DEFAULT_CLIENT_INFO,
+        versions: Sequence[str] = MODERN_VERSIONS,
+        on_elicit: Callback | None = None,
+        on_sample: Callback | None = None,
+        on_roots: Callback | None = None,
+        on_log: NotificationCallback | None = None,
+        on_notification: NotificationCallback | None = None,
+        elicitation_modes: tuple[str, ...] = ("form",),
+        sampling_capabilities: Mapping[str, Any] | None = None,
+        extensions: Mapping[str, Any] | None = None,
+        log_level: str | None = None,
+        timeout: float | None = 60.0,
+        max_rounds: int = 10,
+        cache: bool = True,
+        cache_store: CacheStore | None = None,
+        auth_context: Hashable = None,
+        validate_output: bool = True,
+    ) -> None:
+        self.transport = _transport_for(target)
+        self.client_info = dict(client_info) if client_info is not None else None
+        self.versions = [v for v in versions if version_index(v) >= 0] or list(MODERN_VERSIONS)
+        self.version = self.versions[0]
+        self.callbacks: dict[str, Callback | None] = {
+            "elicit": on_elicit, "sample": on_sample, "roots": on_roots,
+        }
+        self.capabilities = capabilities_for(
+            self.callbacks, elicitation_modes=elicitation_modes,
+            sampling=sampling_capabilities, extensions=extensions,
+        )
+        self.on_log = on_log
+        self.on_notification = on_notification
+        self.log_level = log_level
+        self.timeout = timeout
+        self.max_rounds = max_rounds
+        self.cache_enabled = cache
+        self.cache = ResultCache(self.transport.peer, auth_context, cache_store)
+        self.validate_output = validate_output
+        self.server_info: dict[str, Any] | None = None
+        self.discovered: dict[str, Any] | None = None
+        self._ids = itertools.count(1)
+        self._open = False
+        ToolsMixin.__init__(self)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Client:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        if hasattr(self.transport, "on_notification") and getattr(
+            self.transport, "on_notification", None
+        ) is None:
+            self.transport.on_notification = self._on_stray
+        await self.transport.open()
+        self._open = True
+
+    async def close(self) -> None:
+        self._open = False
+        await self.transport.close()
+
+    # -- the request path --------------------------------------------------------------
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def build_meta(
+        self, *, progress_token: str | int | None = None, traceparent: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            PROTOCOL_VERSION: self.version,
+            CLIENT_CAPABILITIES: self.capabilities,
+        }
+        if self.client_info is not None:
+            meta[CLIENT_INFO] = self.client_info
+        if self.log_level is not None:
+            meta[LOG_LEVEL] = self.log_level
+        if progress_token is not None:
+            meta["progressToken"] = progress_token
+        if traceparent is not None:
+            meta["traceparent"] = traceparent
+        if extra:
+            meta.update(extra)
+        return meta
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | EllipsisType | None = ...,
+        on_progress: ProgressCallback | None = None,
+        cache: bool = True,
+        manual: bool = False,
+        traceparent: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        param_headers: Mapping[str, ParamValue] | None = None,
+    ) -> dict[str, Any]:
+        """Send one request and return its final result.
+
+        With `manual=True` an `input_required` result is returned to the caller, who
+        may retry with `params` carrying `inputResponses`/`requestState`.
+        """
+        base = {k: v for k, v in (params or {}).items() if k != "_meta"}
+        spec = METHODS.get(method)
+        cacheable = spec is not None and spec.cacheable and cache and self.cache_enabled
+        if cacheable:
+            hit = self.cache.get(method, base, self.version)
+            if hit is not None:
+                return hit
+        limit = self.timeout if isinstance(timeout, EllipsisType) else timeout
+        renegotiated = False
+        rounds = 0
+        backoff = 0.05
+        current = dict(base)
+        while True:
+            try:
+                result = await self._send_once(
+                    method, current, limit, on_progress, traceparent, meta, param_headers
+                )
+            except UnsupportedProtocolVersion as exc:
+                if renegotiated or not self._renegotiate(exc):
+                    raise
+                renegotiated = True
+                continue
+            kind = result.get("resultType", "complete")  # RT-02
+            if kind not in _RESULT_TYPES:
+                raise ClientError(f"{method}: unrecognized resultType {kind!r} (RT-03)")
+            if kind == "complete":
+                if cacheable:
+                    self.cache.put(method, current, self.version, result)
+                return result
+            if manual:
+                return result
+            rounds += 1
+            if rounds >= self.max_rounds:
+                raise ClientError(f"{method}: gave up after {rounds} input_required rounds")
+            requests = result.get("inputRequests")
+            current = dict(base)  # MRTR-09: only the original params, plus this round
+            if isinstance(requests, dict) and requests:
+                current["inputResponses"] = await answer_round(requests, self.callbacks)
+                backoff = 0.05
+            else:
+                await asyncio.sleep(backoff)  # state-only round (MRTR-17)
+                backoff = min(backoff * 2, 0.25)
+            state = result.get("requestState")
+            if state is not None:
+                current["requestState"] = state  # echoed exactly (MRTR-07)
+
+    def _renegotiate(self, exc: UnsupportedProtocolVersion) -> bool:
+        """VER-03: switch to the newest version both sides support."""
+        for version in self.versions:
+            if version in exc.supported and version != self.version:
+                logger.info("server does not support %s; retrying with %s", self.version, version)
+                self.version = version
+                return True
+        raise UnsupportedProtocolVersion(
+            exc.requested, exc.supported,
+            f"no protocol version in common: the server supports {exc.supported}, "
+            f"this client {self.versions}",
+        ) from exc
+
+    async def _send_once(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        limit: float | None,
+        on_progress: ProgressCallback | None,
+        traceparent: str | None,
+        meta: Mapping[str, Any] | None,
+        param_headers: Mapping[str, ParamValue] | None,
+    ) -> dict[str, Any]:
+        if not self._open:
+            raise ClientError("the client is not open (use `async with Client(...)`)")
+        rid = self.next_id()  # MRTR-08: every attempt is a new request
+        token = f"{rid}-progress" if on_progress is not None else None
+        body = dict(params)
+        body["_meta"] = self.build_meta(progress_token=token, traceparent=traceparent, extra=meta)
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": body}
+        stream = self.transport.send(message, param_headers=param_headers)
+        try:
+            async with asyncio.timeout(limit):
+                async for item in stream:
+                    if "method" in item:
+                        await self._on_request_notification(item, token, on_progress)
+                        continue
+                    if item.get("id") != rid:
+                        continue
+                    if "error" in item and isinstance(item["error"], dict):
+                        raise error_from_wire(item["error"])
+                    result = item.get("result")
+                    if not isinstance(result, dict):
+                        raise ClientError(f"{method}: the response has no result object")
+                    self._note_server_info(result)
+                    return result
+        except TimeoutError:
+            raise RequestTimeout(f"{method} got no response within {limit} s") from None
+        finally:
+            with contextlib.suppress(Exception):
+                await stream.aclose()  # type: ignore[attr-defined]
+        raise TransportError(f"{method}: the stream ended without a response")
+
+    def _note_server_info(self, result: Mapping[str, Any]) -> None:
+        meta = result.get("_meta")
+        if isinstance(meta, dict):
+            info = meta.get("io.modelcontextprotocol/serverInfo")
+            if isinstance(info, dict):
+                self.server_info = info
+
+    async def _on_request_notification(
+        self, note: dict[str, Any], token: str | None, on_progress: ProgressCallback | None
+    ) -> None:
+        method = note["method"]
+        params = note.get("params") or {}
+        if method == "notifications/progress":
+            if on_progress is not None and params.get("progressToken") == token:
+                await _maybe_await(on_progress(params.get("progress", 0), params.get("total"),
+                                               params.get("message")))
+            return
+        if method == "notifications/message" and self.on_log is not None:
+            await _maybe_await(self.on_log(params))
+            return
+        self._on_stray(note)
+
+    def _on_stray(self, note: dict[str, Any]) -> None:
+        method = note.get("method")
+        params = note.get("params") or {}
+        if method in _EVICT_ON:
+            self.cache.evict(*_EVICT_ON[method])
+        elif method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
+            self.cache.evict(uri=params["uri"])
+        if self.on_notification is not None:
+            result = self.on_notification(note)
+            if asyncio.iscoroutine(result):
+                asyncio.ensure_future(result)  # noqa: RUF006
+
+    # -- discovery and the simple calls ------------------------------------------------
+
+    async def discover(self, *, cache: bool = True) -> dict[str, Any]:
+        """`server/discover` (DISC-02): versions, capabilities, instructions."""
+        result = await self.request("server/discover", cache=cache)
+        self.discovered = result
+        supported = result.get("supportedVersions")
+        if isinstance(supported, list) and self.version not in supported:
+            common = [v for v in self.versions if v in supported]
+            if not common:
+                raise UnsupportedProtocolVersion(
+                    self.version, [v for v in supported if isinstance(v, str)],
+                    f"no protocol version in common: the server supports {supported}, "
+                    f"this client {self.versions}",
+                )
+            self.version = common[0]
+        return result
+
+    async def _all_pages(self, method: str, key: str, cache: bool, **kw: Any) -> list[Any]:
+        items: list[Any] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        while True:
+            params = {} if cursor is None else {"cursor": cursor}
+            page = await self.request(method, params, cache=cache, **kw)
+            items.extend(page.get(key) or [])
+            nxt = page.get("nextCursor")
+            if not isinstance(nxt, str) or nxt in seen:  # PAG-02: "" is a real cursor
+                return items
+            seen.add(nxt)
+            cursor = nxt
+
+    async def list_resources(self, *, cache: bool = True) -> list[dict[str, Any]]:
+        return await self._all_pages("resources/list", "resources", cache)
+
+    async def list_resource_templates(self, *, cache: bool = True) -> list[dict[str, Any]]:
+        return await self._all_pages("resources/templates/list", "resourceTemplates", cache)
+
+    async def list_prompts(self, *, cache: bool = True) -> list[dict[str, Any]]:
+        return await self._all_pages("prompts/list", "prompts", cache)
+
+    async def read_resource(self, uri: str, *, cache: bool = True, **kw: Any) -> dict[str, Any]:
+        return await self.request("resources/read", {"uri": uri}, cache=cache, **kw)
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None, **kw: Any
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = dict(arguments)
+        return await self.request("prompts/get", params, **kw)
+
+    async def complete(
+        self, ref: Mapping[str, Any], argument: str, value: str,
+        context: Mapping[str, str] | None = None, **kw: Any,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"ref": dict(ref), "argument": {"name": argument, "value": value}}
+        if context is not None:
+            params["context"] = {"arguments": dict(context)}
+        return await self.request("completion/complete", params, **kw)
+
+
+async def _maybe_await(value: Any | Awaitable[Any]) -> Any:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value

@@ -1,0 +1,123 @@
+"""Tools on the client: listing (TOOL-11/12 header checks), calling (HTTP-15
+`Mcp-Param-*`), and `structuredContent` validation against `outputSchema` (TOOL-04).
+
+A mixin of `Client`, kept apart so each module stays small. Validators are built
+once per tool definition; remote `$ref`s are never fetched (SCHEMA-02) because the
+`referencing` registry has no retriever. Must not import transports or the server.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from nimblemcp.errors import ClientError
+
+from ._headers import HeaderRule, InvalidToolHeaders, header_rules, param_headers
+
+if TYPE_CHECKING:
+    from ._transport import Transport
+
+__all__ = ["OutputValidationError", "ToolsMixin"]
+
+logger = logging.getLogger("nimblemcp.client")
+
+
+class OutputValidationError(ClientError):
+    """A tool's `structuredContent` does not match its declared `outputSchema`."""
+
+
+class ToolsMixin:
+    if TYPE_CHECKING:
+        transport: Transport
+        validate_output: bool
+
+        async def _all_pages(self, method: str, key: str, cache: bool, **kw: Any) -> list[Any]: ...
+        request: Callable[..., Awaitable[dict[str, Any]]]
+
+    def __init__(self) -> None:
+        self.tools: dict[str, dict[str, Any]] = {}
+        self._header_rules: dict[str, list[HeaderRule]] = {}
+        self._validators: dict[str, Any] = {}
+        self._tools_listed = False
+
+    async def list_tools(self, *, cache: bool = True) -> list[dict[str, Any]]:
+        """All tools across pages; tools with invalid `x-mcp-header`s are dropped (TOOL-12)."""
+        raw = await self._all_pages("tools/list", "tools", cache)
+        kept: list[dict[str, Any]] = []
+        tools: dict[str, dict[str, Any]] = {}
+        rules: dict[str, list[HeaderRule]] = {}
+        for tool in raw:
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                continue
+            try:
+                found = header_rules(tool)
+            except InvalidToolHeaders as exc:
+                logger.warning("dropping tool %r: invalid x-mcp-header (%s)", tool["name"], exc)
+                continue
+            kept.append(tool)
+            tools[tool["name"]] = tool
+            rules[tool["name"]] = found
+        if self.tools != tools:
+            self._validators = {}
+        self.tools, self._header_rules, self._tools_listed = tools, rules, True
+        return kept
+
+    def _output_validator(self, name: str) -> Any:
+        if name in self._validators:
+            return self._validators[name]
+        schema = (self.tools.get(name) or {}).get("outputSchema")
+        validator = None
+        if isinstance(schema, dict):
+            import jsonschema  # type: ignore[import-untyped]
+
+            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            validator = cls(schema)
+        self._validators[name] = validator
+        return validator
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        **kw: Any,
+    ) -> dict[str, Any]:
+        """Call a tool; input requests are answered by the callbacks (MRTR).
+
+        Execution errors come back as a result with `isError: true` (TOOL-08); a
+        `structuredContent` that breaks the tool's `outputSchema` raises
+        OutputValidationError unless the result is an error result.
+        """
+        args = dict(arguments or {})
+        if not self._tools_listed and (self.transport.carries_param_headers or self.validate_output):
+            try:
+                await self.list_tools()
+            except ClientError:
+                raise
+            except Exception as exc:  # a server without tools/list still gets its call
+                logger.debug("could not list tools before calling %r: %s", name, exc)
+                self._tools_listed = True
+        headers = None
+        if self.transport.carries_param_headers and self._header_rules.get(name):
+            headers = param_headers(self._header_rules[name], args)
+        params: dict[str, Any] = {"name": name, "arguments": args}
+        result = await self.request("tools/call", params, param_headers=headers, **kw)
+        if (
+            self.validate_output
+            and result.get("resultType", "complete") == "complete"
+            and not result.get("isError")
+        ):
+            validator = self._output_validator(name)
+            if validator is not None:
+                if "structuredContent" not in result:
+                    raise OutputValidationError(
+                        f"tool {name!r} declares an outputSchema but sent no structuredContent"
+                    )
+                error = next(iter(validator.iter_errors(result["structuredContent"])), None)
+                if error is not None:
+                    raise OutputValidationError(
+                        f"tool {name!r} returned structuredContent that does not match its "
+                        f"outputSchema: {error.message}"
+                    )
+        return result

@@ -1,0 +1,198 @@
+"""Subprocess stdio client transport: spawn a server, newline-delimited JSON-RPC.
+
+One reader task demultiplexes the child's stdout: responses by `id`, progress by
+`progressToken`, other request-scoped notifications to the single in-flight request
+(or to `on_notification` when it is ambiguous). The child's stderr is forwarded to
+logging, never treated as an error signal (STDIO-02). Abandoning a stream sends
+`notifications/cancelled` (STDIO-05). Shutdown closes stdin, waits, then SIGTERM,
+then SIGKILL (STDIO-06). Must not import `nimblemcp.client` or `nimblemcp.server`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+from nimblemcp.errors import TransportError
+from nimblemcp.jsonrpc import decode, encode, notification
+
+__all__ = ["StdioTransport"]
+
+logger = logging.getLogger("nimblemcp.stdio_client")
+MAX_LINE = 16 * 1024 * 1024
+
+
+class StdioTransport:
+    """Talks to a server process it spawns; `open()` starts it, `close()` stops it."""
+
+    carries_param_headers = False
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        inherit_env: bool = True,
+        shutdown_timeout: float = 2.0,
+        on_notification: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.command = command
+        self.args = list(args)
+        self.env = dict(env or {})
+        self.inherit_env = inherit_env
+        self.cwd = cwd
+        self.shutdown_timeout = shutdown_timeout
+        self.on_notification = on_notification
+        self.peer = "stdio:" + shlex.join([command, *self.args])
+        self.process: asyncio.subprocess.Process | None = None
+        self._pending: dict[tuple[type, Any], asyncio.Queue[dict[str, Any] | None]] = {}
+        self._tokens: dict[tuple[type, Any], tuple[type, Any]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._write_lock = asyncio.Lock()
+        self._lost: str | None = None
+
+    async def open(self) -> None:
+        if self.process is not None:
+            return
+        env = {**os.environ, **self.env} if self.inherit_env else dict(self.env)
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                self.command, *self.args,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, cwd=self.cwd, limit=MAX_LINE,
+            )
+        except OSError as exc:
+            raise TransportError(f"cannot start {self.peer}: {exc}") from exc
+        self._lost = None
+        self._tasks = [asyncio.create_task(self._read_stdout()),
+                       asyncio.create_task(self._read_stderr())]
+
+    async def _read_stderr(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        name = os.path.basename(self.command)
+        while line := await self.process.stderr.readline():
+            logger.info("[%s] %s", name, line.decode("utf-8", "replace").rstrip())
+
+    async def _read_stdout(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        reason = "the server closed its stdout"
+        try:
+            while line := await self.process.stdout.readline():
+                if line.strip():
+                    self._route(line)
+        except (ValueError, asyncio.LimitOverrunError):
+            reason = "the server sent a line over the size limit"
+        self._lost = reason
+        for queue in self._pending.values():
+            queue.put_nowait(None)
+
+    def _route(self, line: bytes) -> None:
+        try:
+            message = decode(line)
+        except Exception:
+            logger.warning("ignoring a non-JSON line from the server: %r", line[:200])
+            return
+        if not isinstance(message, dict):
+            return
+        if "method" not in message:
+            rid = message.get("id")
+            queue = self._pending.get((type(rid), rid))
+            if queue is not None:
+                queue.put_nowait(message)
+            return
+        if "id" in message:
+            logger.warning("ignoring a server-to-client request %s (BASE-06)", message["method"])
+            return
+        params = message.get("params")
+        token = params.get("progressToken") if isinstance(params, dict) else None
+        target = self._tokens.get((type(token), token)) if token is not None else None
+        if target is None and message["method"] in ("notifications/message",) and len(self._pending) == 1:
+            target = next(iter(self._pending))
+        queue = self._pending.get(target) if target is not None else None
+        if queue is not None:
+            queue.put_nowait(message)
+        elif self.on_notification is not None:
+            self.on_notification(message)
+
+    async def _write(self, message: dict[str, Any]) -> None:
+        if self.process is None or self.process.stdin is None:
+            raise TransportError("transport is not open")
+        if self._lost is not None:
+            raise TransportError(self._lost)
+        async with self._write_lock:
+            try:
+                self.process.stdin.write(encode(message) + b"\n")
+                await self.process.stdin.drain()
+            except (ConnectionError, RuntimeError) as exc:
+                raise TransportError(f"cannot write to the server: {exc}") from exc
+
+    async def send(
+        self, request: dict[str, Any], *, param_headers: Mapping[str, Any] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        await self.open()
+        rid = request["id"]
+        key = (type(rid), rid)
+        if key in self._pending:
+            raise TransportError(f"request id {rid!r} is already in flight")
+        meta = (request.get("params") or {}).get("_meta") or {}
+        token = meta.get("progressToken")
+        token_key = (type(token), token)
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._pending[key] = queue
+        if token is not None:
+            self._tokens[token_key] = key
+        finished = False
+        try:
+            await self._write(request)
+            while True:
+                message = await queue.get()
+                if message is None:
+                    raise TransportError(self._lost or "connection lost")
+                if "method" not in message:
+                    finished = True
+                    yield message
+                    return
+                yield message
+        finally:
+            self._pending.pop(key, None)
+            if token is not None:
+                self._tokens.pop(token_key, None)
+            if not finished and self._lost is None and self.process is not None:
+                # CANC-01/STDIO-05: tell the server we gave up on this request.
+                with contextlib.suppress(TransportError):
+                    await asyncio.shield(self._write(notification(
+                        "notifications/cancelled",
+                        {"requestId": rid, "reason": "the client abandoned the request"},
+                    )))
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        await self.open()
+        await self._write(message)
+
+    async def close(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.stdin is not None:
+            with contextlib.suppress(Exception):
+                process.stdin.close()
+        for stop in (None, process.terminate, process.kill):
+            if stop is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    stop()
+            try:
+                await asyncio.wait_for(process.wait(), self.shutdown_timeout)
+                break
+            except TimeoutError:
+                continue
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, self.shutdown_timeout)
+        self._tasks = []
