@@ -90,7 +90,7 @@ class ToolsMixin:
         OutputValidationError unless the result is an error result.
         """
         args = dict(arguments or {})
-        if not self._tools_listed and (self.transport.carries_param_headers or self.validate_output):
+        if not self._tools_listed and self.transport.carries_param_headers:
             try:
                 await self.list_tools()
             except ClientError:
