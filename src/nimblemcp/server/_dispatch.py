@@ -28,6 +28,7 @@ from nimblemcp.jsonrpc import classify, error_response, request_id_of
 from nimblemcp.server._context import Context, Emit
 from nimblemcp.server._mrtr import InputRequired, check_responses
 from nimblemcp.server._sealing import StateError, digest
+from nimblemcp.server._subscriptions import listen
 from nimblemcp.types._meta import SERVER_INFO, RequestMeta, parse_request_meta
 from nimblemcp.types._versions import MODERN_VERSIONS
 from nimblemcp.types.methods import METHODS, MethodSpec
@@ -90,6 +91,8 @@ class Dispatcher:
             "prompts/get": self._get_prompt,
             "completion/complete": self._complete,
         }
+        if server.subscriptions:
+            self.handlers["subscriptions/listen"] = listen
         self._pages: dict[Any, Any] = {}
         self._caps: dict[str, Any] | None = None
         self._server_meta = {SERVER_INFO: server.info}

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from nimblemcp.backends._store import KeyValueStore
+from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
@@ -56,6 +57,9 @@ class Server:
         store: KeyValueStore | None = None,
         handle_ttl: float = 3600.0,
         audience: str | None = None,
+        subscriptions: bool = True,
+        bus: NotificationBus | None = None,
+        listen_queue: int = 256,
     ) -> None:
         info: dict[str, Any] = {"name": name, "version": version}
         for key, value in (("title", title), ("description", description),
@@ -91,6 +95,10 @@ class Server:
         self._sealer: Sealer | None = None
         self.store: KeyValueStore = store if store is not None else MemoryStore()
         self.handles = HandleStore(self.store, ttl_s=handle_ttl)
+        # subscriptions/listen: list changes and resource updates fan out via the bus.
+        self.subscriptions = subscriptions
+        self.bus: NotificationBus = bus if bus is not None else InProcessBus()
+        self.listen_queue = listen_queue
         self.dispatcher = Dispatcher(self)
 
     # -- registration ------------------------------------------------------------------
@@ -225,6 +233,19 @@ class Server:
         self.dispatcher.invalidate()
         for listener in self.change_listeners:
             listener(kind)
+        if self.subscriptions:
+            self.bus.publish(Event(kind))
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell listeners subscribed to `uri` (or a parent of it) that it changed.
+
+        Safe to call from any thread."""
+        if self.subscriptions:
+            self.bus.publish(Event("updated", uri))
+
+    def close_listeners(self) -> None:
+        """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09)."""
+        self.bus.close_all()
 
     @property
     def sealer(self) -> Sealer:
@@ -238,12 +259,13 @@ class Server:
     def capabilities(self) -> dict[str, Any]:
         """Capabilities matching what is registered (DISC-04)."""
         caps: dict[str, Any] = {}
+        live = {"listChanged": True} if self.subscriptions else {}
         if self.tools:
-            caps["tools"] = {}
+            caps["tools"] = dict(live)
         if self.resources or self.templates:
-            caps["resources"] = {}
+            caps["resources"] = {"subscribe": True, **live} if self.subscriptions else {}
         if self.prompts:
-            caps["prompts"] = {}
+            caps["prompts"] = dict(live)
         if self.prompts or self.templates or self.completion_handler is not None:
             caps["completions"] = {}
         if self.logging_enabled:

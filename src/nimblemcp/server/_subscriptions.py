@@ -1,0 +1,91 @@
+"""`subscriptions/listen`: the filter, the acknowledgement and the event stream (SUB-01..12).
+
+The listen request is an ordinary long-running request: it emits the ack first, then
+one notification per matching bus event on its own stream, each tagged with the
+subscription id (the listen request's id, same JSON type). The client ends it by
+closing the stream / `notifications/cancelled` (the task is cancelled); the server
+ends it gracefully with the closing result, or, for a listener too slow to keep up,
+with `notifications/cancelled` giving the reason. Must not import transports.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from nimblemcp.backends.bus import Event, SlowListener
+from nimblemcp.errors import InvalidParams
+from nimblemcp.types._meta import SUBSCRIPTION_ID
+
+if TYPE_CHECKING:
+    from nimblemcp.server._context import Context
+
+logger = logging.getLogger("nimblemcp.server")
+
+_LIST_FILTERS = (
+    ("toolsListChanged", "tools", "notifications/tools/list_changed"),
+    ("promptsListChanged", "prompts", "notifications/prompts/list_changed"),
+    ("resourcesListChanged", "resources", "notifications/resources/list_changed"),
+)
+
+
+def honoured_filter(requested: Any, capabilities: dict[str, Any]) -> dict[str, Any]:
+    """The subset of the filter this server will honour (SUB-01/03/11)."""
+    if not isinstance(requested, dict):
+        raise InvalidParams("subscriptions/listen needs a 'notifications' object")
+    honoured: dict[str, Any] = {}
+    for key, cap, _method in _LIST_FILTERS:
+        value = requested.get(key)  # type: ignore[union-attr]
+        if value is not None and not isinstance(value, bool):
+            raise InvalidParams(f"notifications.{key} must be a boolean")
+        if value and isinstance(capabilities.get(cap), dict) and capabilities[cap].get("listChanged"):
+            honoured[key] = True
+    uris = requested.get("resourceSubscriptions")  # type: ignore[union-attr]
+    if uris is not None:
+        if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):  # type: ignore[union-attr]
+            raise InvalidParams("notifications.resourceSubscriptions must be an array of strings")
+        resources = capabilities.get("resources")
+        if uris and isinstance(resources, dict) and resources.get("subscribe"):
+            honoured["resourceSubscriptions"] = list(dict.fromkeys(uris))  # type: ignore[arg-type]
+    return honoured
+
+
+def _covers(subscribed: list[str], uri: str) -> bool:
+    """An update to `uri` matches a subscribed URI or a resource beneath it (SUB-11)."""
+    return any(uri == s or uri.startswith(s.rstrip("/") + "/") for s in subscribed)
+
+
+def _notification(method: str, sid: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {"_meta": {SUBSCRIPTION_ID: sid}}
+    if extra:
+        params.update(extra)
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+    server = ctx.server
+    honoured = honoured_filter(params.get("notifications"), server.dispatcher.capabilities)
+    sid = ctx.request_id
+    methods = {cap: method for key, cap, method in _LIST_FILTERS if honoured.get(key)}
+    uris: list[str] = honoured.get("resourceSubscriptions", [])
+    async with server.bus.subscribe(server.listen_queue) as events:
+        ctx._send(_notification("notifications/subscriptions/acknowledged", sid, {"notifications": honoured}))
+        try:
+            async for event in events:
+                out = _translate(event, methods, uris, sid)
+                if out is not None:
+                    ctx._send(out)
+        except SlowListener as exc:
+            logger.warning("ending listen %r: %s", sid, exc)
+            ctx._send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": sid, "reason": f"Listener too slow: {exc}"}})
+    return {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: sid}}
+
+
+def _translate(event: Event, methods: dict[str, str], uris: list[str], sid: Any) -> dict[str, Any] | None:
+    if event.kind == "updated":
+        if event.uri is not None and _covers(uris, event.uri):
+            return _notification("notifications/resources/updated", sid, {"uri": event.uri})
+        return None
+    method = methods.get(event.kind)
+    return _notification(method, sid) if method else None
