@@ -114,8 +114,12 @@ async def _lines(fd: int) -> Any:
         yield line
 
 
-async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None) -> None:
-    """Serve one client on the given fds until stdin reaches EOF."""
+async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None) -> int:
+    """Serve one client on the given fds until stdin reaches EOF.
+
+    Returns how many requests were still running after the shutdown grace period;
+    their worker threads (sync tools) cannot be stopped from here.
+    """
     writer = _Writer(out_fd if out_fd is not None else protect_stdout())
     await writer.open()
     dispatcher = server.dispatcher
@@ -138,9 +142,11 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
             if message["method"] == "notifications/cancelled":
                 params = message.get("params") or {}
                 rid = params.get("requestId")
-                task = inflight.get((type(rid), rid))
-                if task is not None:
-                    task.cancel()
+                # Malformed or unknown ids are ignored (CANC-05); `1` != `"1"` (BASE-11).
+                if type(rid) is str or type(rid) is int:
+                    task = inflight.get((type(rid), rid))
+                    if task is not None:
+                        task.cancel()
             return
         if kind != "request":
             return
@@ -164,20 +170,42 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
         except ParseError as exc:
             writer.write(error_response(None, exc))
             continue
-        on_message(message)
+        try:
+            on_message(message)
+        except Exception:  # one bad message must never stop the server
+            logger.exception("failed to handle a message")
 
     # stdin closed (STDIO-06): give in-flight work a moment, then stop.
+    pending: set[asyncio.Task[None]] = set()
     if inflight:
         _done, pending = await asyncio.wait(list(inflight.values()), timeout=SHUTDOWN_GRACE)
         for task in pending:
             task.cancel()
-    if writer.transport is not None:
-        writer.transport.close()
+    transport = writer.transport
+    if transport is not None:
+        # Let buffered responses reach the pipe before the loop goes away.
+        for _ in range(int(SHUTDOWN_GRACE / 0.005)):
+            if transport.is_closing() or not transport.get_write_buffer_size():
+                break
+            await asyncio.sleep(0.005)
+        transport.close()
+    return len(pending)
 
 
 def run_stdio(server: Server) -> None:
     """Run `server` on this process's stdin/stdout (blocking)."""
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    runner = asyncio.Runner()
+    abandoned = 0
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_stdio(server))
+        abandoned = runner.run(serve_stdio(server))
+    if abandoned:
+        # A sync tool is still running in a worker thread; waiting for it would keep
+        # the process alive after stdin closed (STDIO-06), so leave without it.
+        logger.warning("exiting with %d request(s) still running", abandoned)
+        logging.shutdown()
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(0)
+    runner.close()
