@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.conftest import build_full_server
 
 from nimblemcp import Server
 from nimblemcp.client import Client, OutputValidationError
@@ -18,7 +19,6 @@ from nimblemcp.errors import (
     UnsupportedProtocolVersion,
 )
 from nimblemcp.transports.memory import MemoryTransport
-from tests.conftest import build_full_server
 
 
 def client_for(server: Any, **kw: Any) -> tuple[Client, MemoryTransport]:
@@ -116,6 +116,7 @@ async def test_output_schema_violation_is_a_client_error() -> None:
                 "content": [{"type": "text", "text": "x"}], "structuredContent": {"v": "nope"}}}
 
     async with Client(MemoryTransport(Lying())) as client:
+        await client.list_tools()
         with pytest.raises(OutputValidationError):
             await client.call_tool("n", {})
         assert isinstance(OutputValidationError("x"), ClientError)

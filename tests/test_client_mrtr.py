@@ -9,13 +9,13 @@ import asyncio
 from typing import Any
 
 import pytest
+from tests.test_client_memory import Scripted
 
 from nimblemcp import Context, Server
 from nimblemcp.client import Client, InputRequestRefused, fill_defaults
 from nimblemcp.errors import ClientError
 from nimblemcp.server._sealing import new_key
 from nimblemcp.transports.memory import MemoryTransport
-from tests.test_client_memory import Scripted
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 

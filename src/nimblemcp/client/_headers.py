@@ -30,7 +30,12 @@ def _types_of(schema: Mapping[str, Any]) -> set[str]:
         return {declared}
     if isinstance(declared, list):
         return {t for t in declared if isinstance(t, str)}
-    return set()
+    found: set[str] = set()
+    for key in ("anyOf", "oneOf"):  # `T | None` spelled as a union of simple types
+        for member in schema.get(key) or []:
+            if isinstance(member, dict):
+                found |= _types_of(member) or {"?"}
+    return found
 
 
 def _check_annotation(schema: Mapping[str, Any], path: tuple[str, ...]) -> str:
