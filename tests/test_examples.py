@@ -70,3 +70,69 @@ def test_docs_server_tools_resources_prompt_over_stdio() -> None:
     messages = responses[10]["result"]["messages"]
     assert messages[0]["content"]["type"] == "resource"
     assert "risks" in messages[-1]["content"]["text"]
+
+
+def _read_until(proc: subprocess.Popen[str], predicate: Any, limit: float = 10.0) -> dict[str, Any]:
+    """Read stdout lines until one satisfies `predicate`; fail after `limit` seconds."""
+    import selectors
+    import time
+
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if sel.select(timeout=0.2):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            msg = json.loads(line)
+            if predicate(msg):
+                return msg
+    raise AssertionError("expected message did not arrive")
+
+
+def test_docs_server_listen_hears_edits_and_new_documents(tmp_path: Path) -> None:
+    """SUB-02/05, RES-07: the example's folder watcher feeds subscriptions/listen (stdio)."""
+    import shutil
+
+    for doc in (DOCS_SERVER.parent / "docs").glob("*.md"):
+        shutil.copy(doc, tmp_path / doc.name)
+    env = {**__import__("os").environ, "DOCS_DIR": str(tmp_path), "DOCS_POLL_SECONDS": "0.1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nimblemcp", "run", str(DOCS_SERVER)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )
+    assert proc.stdin is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+
+    try:
+        send({"jsonrpc": "2.0", "id": "L1", "method": "subscriptions/listen", "params": {
+            "_meta": META,
+            "notifications": {"resourcesListChanged": True, "resourceSubscriptions": ["docs://brief.md"]},
+        }})
+        ack = _read_until(proc, lambda m: m.get("method") == "notifications/subscriptions/acknowledged")
+        assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L1"
+        (tmp_path / "brief.md").write_text("# changed\n", encoding="utf-8")
+        updated = _read_until(proc, lambda m: m.get("method") == "notifications/resources/updated")
+        assert updated["params"]["uri"] == "docs://brief.md"
+        (tmp_path / "notes.md").write_text("# notes\n", encoding="utf-8")
+        changed = _read_until(proc, lambda m: m.get("method") == "notifications/resources/list_changed")
+        assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L1"
+        send({"jsonrpc": "2.0", "id": 2, "method": "resources/list", "params": {"_meta": META}})
+        listed = _read_until(proc, lambda m: m.get("id") == 2)
+        assert "docs://notes.md" in {r["uri"] for r in listed["result"]["resources"]}
+        # Cancelling the listen ends it without a response (SUB-08, CANC-03).
+        send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "L1"}})
+        send({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": META}})
+        after = _read_until(proc, lambda m: "id" in m)
+        assert after["id"] == 3
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=10)
+        assert proc.stdout is not None
+        proc.stdout.close()

@@ -7,12 +7,15 @@ A folder of Markdown documents exposed three ways:
 
 Run it:  python -m nimblemcp run examples/docs_server/server.py            (stdio)
          python -m nimblemcp run examples/docs_server/server.py --transport http
-Set DOCS_DIR to serve another folder.
+Set DOCS_DIR to serve another folder. The folder is watched (DOCS_WATCH=0 turns it off):
+clients that `subscriptions/listen` hear about edited, added and removed documents.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 from nimblemcp import Server, ToolError, embedded, user
@@ -88,6 +91,31 @@ def _register_document(name: str) -> None:
 
 for _name in _names():
     _register_document(_name)
+
+
+def _watch(interval: float) -> None:
+    """Poll the folder: an edited document sends `notifications/resources/updated` to
+    listeners subscribed to it; an added or removed one changes the resource list,
+    which sends `notifications/resources/list_changed` by itself."""
+    seen = {p.name: p.stat().st_mtime_ns for p in DOCS_DIR.glob("*.md")}
+    while True:
+        time.sleep(interval)
+        now = {p.name: p.stat().st_mtime_ns for p in DOCS_DIR.glob("*.md") if p.exists()}
+        for name in now.keys() - seen.keys():
+            _register_document(name)
+        for name in seen.keys() - now.keys():
+            server.remove_resource(f"docs://{name}")
+        for name in now.keys() & seen.keys():
+            if now[name] != seen[name]:
+                server.notify_resource_updated(f"docs://{name}")
+        seen = now
+
+
+if os.environ.get("DOCS_WATCH", "1") != "0":
+    threading.Thread(
+        target=_watch, args=(float(os.environ.get("DOCS_POLL_SECONDS", "0.5")),),
+        daemon=True, name="docs-watcher",
+    ).start()
 
 
 def _complete_name(value: str, _context: dict[str, str]) -> list[str]:
