@@ -152,6 +152,7 @@ class _Exchange:
     def _commit(self) -> None:
         # Still running after one keep-alive interval: go SSE so idle timers stay fed.
         if not self.done and self.pump is None:
+            self.frames.append(KEEPALIVE)  # flush the headers now; proxies see bytes
             self.pump = self.loop.create_task(self._pump())
 
     async def _watch(self) -> None:
@@ -168,7 +169,6 @@ class _Exchange:
     async def _pump(self) -> None:
         send = self.send
         await send(_SSE_START)
-        first = True
         while True:
             if self.frames:
                 data = b"".join(self.frames)
@@ -182,10 +182,6 @@ class _Exchange:
                 if not self.disconnected:
                     await send(_EMPTY_BODY)
                 return
-            if first and self.keepalive > 0:
-                first = False
-                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-                continue
             w = self.waiter = self.loop.create_future()
             timer = self.loop.call_later(self.keepalive or 3600.0, _ping, w)
             woke = await w
