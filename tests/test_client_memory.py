@@ -255,3 +255,15 @@ async def test_list_changed_notification_evicts() -> None:
     cache.evict(uri="a://")
     assert cache.get("resources/read", {"uri": "a://"}, "v") is None
     assert cache.get("tools/list", {"requestState": "s"}, "v") is None
+
+
+async def test_rejected_version_that_the_server_lists_is_retried_once() -> None:
+    """VER-03: a -32022 listing our own version gets one retry with it, not a loop."""
+    reject = {"code": -32022, "message": "Unsupported",
+              "data": {"supported": ["2026-07-28"], "requested": ""}}
+    peer = Scripted(reject, {"resultType": "complete", "tools": []}, reject, reject)
+    async with Client(MemoryTransport(peer), cache=False) as client:
+        assert await client.list_tools() == []
+        with pytest.raises(UnsupportedProtocolVersion):
+            await client.list_tools()
+    assert len(peer.seen) == 4

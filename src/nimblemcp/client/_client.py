@@ -238,8 +238,10 @@ class Client(ToolsMixin):
     def _renegotiate(self, exc: UnsupportedProtocolVersion) -> bool:
         """VER-03: switch to the newest version both sides support."""
         for version in self.versions:
-            if version in exc.supported and version != self.version:
-                logger.info("server does not support %s; retrying with %s", self.version, version)
+            if version in exc.supported:
+                # Even when it is the version we sent (a server may reject a header it
+                # could not read), one retry with the agreed version is cheap.
+                logger.info("server rejected %s; retrying with %s", self.version, version)
                 self.version = version
                 return True
         raise UnsupportedProtocolVersion(

@@ -70,7 +70,7 @@ class ToolsMixin:
         schema = (self.tools.get(name) or {}).get("outputSchema")
         validator = None
         if isinstance(schema, dict):
-            import jsonschema  # type: ignore[import-untyped]
+            import jsonschema  # type: ignore[import-untyped,unused-ignore]
 
             cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
             validator = cls(schema)

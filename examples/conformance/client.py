@@ -1,0 +1,163 @@
+"""The conformance client: what the official suite starts once per client scenario.
+
+    python examples/conformance/client.py <server-url>
+
+Reads MCP_CONFORMANCE_SCENARIO, MCP_CONFORMANCE_PROTOCOL_VERSION and (for some
+scenarios) MCP_CONFORMANCE_CONTEXT, then drives `nimblemcp.client.Client`, our public
+client API, the way that scenario expects. The verdict comes from what the mock server
+observed; this program just has to behave and exit on its own. auth/* scenarios need
+the authorization issue and exit non-zero at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from nimblemcp.client import Client
+from nimblemcp.errors import McpError
+
+log = logging.getLogger("conformance-client")
+
+CLIENT_INFO = {"name": "nimblemcp-conformance-client", "version": "0.1.0"}
+
+
+def accept_with_defaults(params: dict[str, Any]) -> dict[str, Any]:
+    """Accept every form; the Client fills schema defaults for omitted fields."""
+    schema = params.get("requestedSchema") or {}
+    content: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        if "default" in prop:
+            continue
+        kind = prop.get("type")
+        if kind == "boolean":
+            content[name] = True
+        elif kind == "string":
+            content[name] = (prop.get("enum") or ["conformance"])[0]
+        elif kind in ("integer", "number"):
+            content[name] = prop.get("minimum", 1)
+    return {"action": "accept", "content": content}
+
+
+def sample(params: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": {"type": "text", "text": "Paris"},
+            "model": "conformance-model", "stopReason": "endTurn"}
+
+
+def roots(params: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"uri": "file:///tmp/conformance", "name": "conformance"}]
+
+
+def make_client(url: str, *, callbacks: bool = True) -> Client:
+    extra: dict[str, Any] = {}
+    if callbacks:
+        extra = {"on_elicit": accept_with_defaults, "on_sample": sample, "on_roots": roots}
+    return Client(url, client_info=CLIENT_INFO, timeout=20.0, **extra)
+
+
+async def tools_call(url: str, context: dict[str, Any]) -> None:
+    async with make_client(url) as client:
+        await client.list_tools()
+        result = await client.call_tool("add_numbers", {"a": 5, "b": 3})
+        log.info("add_numbers -> %s", result.get("content"))
+
+
+async def request_metadata(url: str, context: dict[str, Any]) -> None:
+    async with make_client(url) as client:
+        await client.discover(cache=False)
+        await client.list_tools(cache=False)
+
+
+async def request_state(url: str, context: dict[str, Any]) -> None:
+    async with make_client(url) as client:
+        names = [t["name"] for t in await client.list_tools()]
+        for name in names:
+            try:
+                result = await client.call_tool(name, {})
+                log.info("%s -> %s", name, result.get("content"))
+            except McpError as exc:
+                log.warning("%s failed: %s", name, exc)
+
+
+async def standard_headers(url: str, context: dict[str, Any]) -> None:
+    async with make_client(url) as client:
+        for tool in await client.list_tools():
+            await client.call_tool(tool["name"], {})
+        for resource in await client.list_resources():
+            await client.read_resource(resource["uri"])
+        for prompt in await client.list_prompts():
+            await client.get_prompt(prompt["name"], {})
+
+
+async def custom_headers(url: str, context: dict[str, Any]) -> None:
+    calls = context.get("toolCalls") or []
+    async with make_client(url) as client:
+        tools = {t["name"] for t in await client.list_tools()}
+        for call in calls:
+            if call.get("name") in tools:
+                await client.call_tool(call["name"], call.get("arguments") or {})
+
+
+async def invalid_tool_headers(url: str, context: dict[str, Any]) -> None:
+    async with make_client(url) as client:
+        for tool in await client.list_tools():  # invalid definitions are already dropped
+            args = {name: _sample_value(prop) for name, prop in
+                    ((tool.get("inputSchema") or {}).get("properties") or {}).items()}
+            await client.call_tool(tool["name"], args)
+
+
+def _sample_value(prop: dict[str, Any]) -> Any:
+    kind = prop.get("type")
+    return {"string": "us-west1", "integer": 1, "boolean": True, "number": 1.5}.get(
+        kind if isinstance(kind, str) else "string", "x")
+
+
+async def ref_no_deref(url: str, context: dict[str, Any]) -> None:
+    async with make_client(url) as client:
+        tools = await client.list_tools()
+        log.info("listed %d tools without dereferencing remote $refs", len(tools))
+
+
+SCENARIOS: dict[str, Callable[[str, dict[str, Any]], Coroutine[Any, Any, None]]] = {
+    "tools_call": tools_call,
+    "request-metadata": request_metadata,
+    "sep-2322-client-request-state": request_state,
+    "http-standard-headers": standard_headers,
+    "http-custom-headers": custom_headers,
+    "http-invalid-tool-headers": invalid_tool_headers,
+    "json-schema-ref-no-deref": ref_no_deref,
+}
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if len(argv) < 2:
+        print("usage: client.py <server-url>", file=sys.stderr)
+        return 2
+    url = argv[-1]
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2026-07-28")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    if version != "2026-07-28":
+        print(f"protocol version {version} is not supported yet (legacy era)", file=sys.stderr)
+        return 3
+    run = SCENARIOS.get(scenario)
+    if run is None:
+        print(f"scenario {scenario!r} is not supported by this client yet", file=sys.stderr)
+        return 3
+    try:
+        asyncio.run(run(url, context))
+    except McpError as exc:
+        log.error("scenario %s failed: %s: %s", scenario, type(exc).__name__, exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
