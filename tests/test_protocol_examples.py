@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import EXAMPLES_DIR, SchemaBook, build_full_server, example_files
+
 from nimblemcp.jsonrpc import decode, encode
 from nimblemcp.testing import TestClient, connect
 

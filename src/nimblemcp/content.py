@@ -12,7 +12,7 @@ import mimetypes
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 __all__ = [
     "Annotations",
@@ -92,7 +92,9 @@ _BLOCK_CLASSES: tuple[Any, ...] = (
 )
 
 
-def _extras(block: dict[str, Any], annotations: Annotations | None, meta: dict[str, Any] | None) -> Any:
+def _extras(
+    block: dict[str, Any], annotations: Annotations | None, meta: dict[str, Any] | None
+) -> dict[str, Any]:
     if annotations:
         block["annotations"] = annotations
     if meta:
@@ -104,7 +106,7 @@ def text(
     value: str, *, annotations: Annotations | None = None, meta: dict[str, Any] | None = None
 ) -> TextContent:
     """A text block."""
-    return _extras({"type": "text", "text": value}, annotations, meta)
+    return cast(TextContent, _extras({"type": "text", "text": value}, annotations, meta))
 
 
 def _b64(data: bytes | str) -> str:
@@ -130,7 +132,7 @@ def image(
         data, mime_type = _read(path, mime_type)
     if data is None or mime_type is None:
         raise ValueError("image() needs data and mime_type, or path")
-    return _extras({"type": "image", "data": _b64(data), "mimeType": mime_type}, annotations, meta)
+    return cast(ImageContent, _extras({"type": "image", "data": _b64(data), "mimeType": mime_type}, annotations, meta))
 
 
 def audio(
@@ -146,7 +148,7 @@ def audio(
         data, mime_type = _read(path, mime_type)
     if data is None or mime_type is None:
         raise ValueError("audio() needs data and mime_type, or path")
-    return _extras({"type": "audio", "data": _b64(data), "mimeType": mime_type}, annotations, meta)
+    return cast(AudioContent, _extras({"type": "audio", "data": _b64(data), "mimeType": mime_type}, annotations, meta))
 
 
 def resource_link(
@@ -165,7 +167,7 @@ def resource_link(
     for key, value in (("title", title), ("description", description), ("mimeType", mime_type), ("size", size)):
         if value is not None:
             block[key] = value
-    return _extras(block, annotations, meta)
+    return cast(ResourceLink, _extras(block, annotations, meta))
 
 
 def text_resource(uri: str, value: str, mime_type: str | None = None) -> dict[str, Any]:
@@ -198,7 +200,7 @@ def embedded(
         if isinstance(value, str)
         else blob_resource(uri, value, mime_type)
     )
-    return _extras({"type": "resource", "resource": contents}, annotations, meta)
+    return cast(EmbeddedResource, _extras({"type": "resource", "resource": contents}, annotations, meta))
 
 
 def is_content_block(value: Any) -> bool:

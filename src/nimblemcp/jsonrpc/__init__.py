@@ -13,8 +13,8 @@ import orjson
 from nimblemcp.errors import InvalidRequest, ParseError, ProtocolError
 
 __all__ = [
-    "REQUEST",
     "NOTIFICATION",
+    "REQUEST",
     "RESPONSE",
     "classify",
     "decode",

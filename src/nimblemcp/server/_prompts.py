@@ -42,7 +42,7 @@ def _to_messages(value: Any) -> list[dict[str, Any]]:
 
 
 class PromptEntry:
-    __slots__ = ("completers", "ctx_param", "definition", "fn", "is_async", "name", "required", "names")
+    __slots__ = ("completers", "ctx_param", "definition", "fn", "is_async", "name", "names", "required")
 
     def __init__(
         self, fn: Callable[..., Any], *, name: str | None = None, title: str | None = None,

@@ -44,9 +44,9 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     if kept:
         # Recursive definitions survive; walk them once more so their own
         # non-recursive refs are inlined too.
-        section: dict[str, Any] = {}
+        kept_defs: dict[str, Any] = {}
         for ref, target in kept.items():
             name = ref.rsplit("/", 1)[1]
-            section[name] = walk(target, (ref,))
-        out["$defs"] = section
+            kept_defs[name] = walk(target, (ref,))
+        out["$defs"] = kept_defs
     return out

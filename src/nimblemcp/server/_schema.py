@@ -99,22 +99,22 @@ def simple_schema(tp: Any) -> dict[str, Any]:
         return {"enum": [m.value for m in tp]}
     if typing.is_typeddict(tp):
         hints = _typeddict_hints(tp)
-        schema = {
+        td_schema: dict[str, Any] = {
             "type": "object",
             "properties": {k: simple_schema(_strip_required(h)) for k, h in hints.items()},
         }
         required = _required_keys(tp, hints)
         if required:
-            schema["required"] = required
-        return schema
+            td_schema["required"] = required
+        return td_schema
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is typing.Annotated:
-        schema = simple_schema(args[0])
+        inner = simple_schema(args[0])
         text = " ".join(a for a in args[1:] if isinstance(a, str))
         if text:
-            schema = {**schema, "description": text}
-        return schema
+            inner = {**inner, "description": text}
+        return inner
     if origin is typing.Literal:
         return {"enum": list(args)}
     if origin in (typing.Union, types.UnionType):
@@ -284,7 +284,7 @@ def simple_validator(tp: Any) -> Validator:
         def v_tuple(value: Any, path: str) -> Any:
             if not isinstance(value, list) or len(value) != len(items):  # type: ignore[arg-type]
                 raise fail(f"an array of {len(items)} items", value, path)
-            return tuple(check(x, f"{path}[{i}]") for i, (check, x) in enumerate(zip(items, value)))  # type: ignore[arg-type]
+            return tuple(check(x, f"{path}[{i}]") for i, (check, x) in enumerate(zip(items, value, strict=True)))  # type: ignore[arg-type]
 
         return v_tuple
     if origin in (list, set, frozenset, tuple) or origin is typing.Sequence:

@@ -38,12 +38,14 @@ class Exchange:
         assert self.response is not None, "no response (was it a notification?)"
         if "error" in self.response:
             raise error_from_wire(self.response["error"])
-        return self.response["result"]
+        result: dict[str, Any] = self.response["result"]
+        return result
 
     @property
     def error(self) -> dict[str, Any]:
         assert self.response is not None and "error" in self.response, self.response
-        return self.response["error"]
+        error: dict[str, Any] = self.response["error"]
+        return error
 
 
 class TestClient:
