@@ -267,3 +267,19 @@ async def test_rejected_version_that_the_server_lists_is_retried_once() -> None:
         with pytest.raises(UnsupportedProtocolVersion):
             await client.list_tools()
     assert len(peer.seen) == 4
+
+
+async def test_stale_cursor_drops_cached_pages_and_restarts() -> None:
+    """CACHE-09: an invalid cursor makes the client refetch the list from the start."""
+    def page(names: list[str], nxt: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = {"resultType": "complete", "ttlMs": 60000, "cacheScope": "public",
+                                  "prompts": [{"name": n} for n in names]}
+        if nxt is not None:
+            result["nextCursor"] = nxt
+        return result
+
+    peer = Scripted(page(["a"], "c1"), {"code": -32602, "message": "Invalid cursor"},
+                    page(["x"], "c2"), page(["y"]))
+    async with Client(MemoryTransport(peer)) as client:
+        assert [p["name"] for p in await client.list_prompts()] == ["x", "y"]
+    assert [m["params"].get("cursor") for m in peer.seen] == [None, "c1", None, "c2"]

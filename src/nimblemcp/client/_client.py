@@ -20,6 +20,7 @@ from typing import Any
 
 from nimblemcp.errors import (
     ClientError,
+    InvalidParams,
     RequestTimeout,
     TransportError,
     UnsupportedProtocolVersion,
@@ -346,9 +347,18 @@ class Client(ToolsMixin):
         items: list[Any] = []
         cursor: str | None = None
         seen: set[str] = set()
+        restarted = False
         while True:
             params = {} if cursor is None else {"cursor": cursor}
-            page = await self.request(method, params, cache=cache, **kw)
+            try:
+                page = await self.request(method, params, cache=cache, **kw)
+            except InvalidParams:
+                if cursor is None or restarted:
+                    raise
+                # CACHE-09: a cursor went stale; drop every cached page, start over once.
+                self.cache.evict(method)
+                items, cursor, seen, restarted = [], None, set(), True
+                continue
             items.extend(page.get(key) or [])
             nxt = page.get("nextCursor")
             if not isinstance(nxt, str) or nxt in seen:  # PAG-02: "" is a real cursor
