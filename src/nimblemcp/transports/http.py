@@ -17,6 +17,7 @@ Must not import uvicorn at module level, nor any client code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -34,7 +35,7 @@ from nimblemcp.transports._http_headers import (
     check_standard,
 )
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
-from nimblemcp.types._meta import CLIENT_CAPABILITIES, PROTOCOL_VERSION
+from nimblemcp.types._meta import CLIENT_CAPABILITIES, PROTOCOL_VERSION, SUBSCRIPTION_ID
 from nimblemcp.types._versions import LEGACY_VERSIONS
 
 if TYPE_CHECKING:
@@ -108,9 +109,13 @@ class _Exchange:
     """One request in flight: buffered SSE frames, the writer task, the disconnect watch."""
 
     __slots__ = (
-        "closed", "commit_timer", "disconnected", "done", "frames", "keepalive", "loop",
-        "owner", "pump", "receive", "send", "waiter", "watcher",
+        "buffered", "closed", "commit_timer", "disconnected", "done", "frames", "keepalive",
+        "loop", "owner", "pump", "receive", "send", "slow", "waiter", "watcher",
     )
+
+    # A reader that lets this much pile up is cut off: memory stays bounded and a
+    # slow listen stream cannot hold the bus (see backends/bus.py).
+    max_buffer = 1 << 20
 
     def __init__(self, loop: asyncio.AbstractEventLoop, receive: Receive, send: Send, keepalive: float) -> None:
         self.loop = loop
@@ -126,15 +131,36 @@ class _Exchange:
         self.done = False
         self.closed = False
         self.disconnected = False
+        self.slow = False
+        self.buffered = 0
 
     def emit(self, message: dict[str, Any]) -> None:
         """Called by Context on the loop thread for progress/log notifications."""
         if self.closed or self.disconnected:
             return
-        self.frames.append(frame(encode(message)))
+        data = frame(encode(message))
+        self.buffered += len(data)
+        if self.buffered > self.max_buffer:
+            self._cut(message)
+            return
+        self.frames.append(data)
         self._wake()
         if self.pump is None:
             self.pump = self.loop.create_task(self._pump())
+
+    def _cut(self, message: dict[str, Any]) -> None:
+        """The client stopped reading: drop what is queued, end the request."""
+        self.slow = True
+        self.closed = True
+        self.frames.clear()
+        sid = (message.get("params") or {}).get("_meta", {}).get(SUBSCRIPTION_ID)
+        if sid is not None:  # a listen stream ends with the reason (SUB-09)
+            note = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": sid, "reason": "Listener too slow: stream buffer full"}}
+            self.frames.append(frame(encode(note)))
+        if self.owner is not None:
+            self.owner.cancel()
+        self._wake()
 
     def _wake(self) -> None:
         w = self.waiter
@@ -173,6 +199,7 @@ class _Exchange:
             if self.frames:
                 data = b"".join(self.frames)
                 self.frames.clear()
+                self.buffered = 0
                 if self.closed:
                     await send({"type": "http.response.body", "body": data})
                     return
@@ -330,6 +357,12 @@ class McpHttpApp:
             if ex.disconnected and ex.owner is not None:
                 ex.owner.uncancel()
                 return  # HTTP-10: nothing more is sent for a cancelled request
+            if ex.slow and ex.owner is not None:
+                ex.owner.uncancel()
+                ex.pump = loop.create_task(ex._pump()) if ex.pump is None else ex.pump
+                with contextlib.suppress(Exception):
+                    await ex.pump
+                return
             raise
         ex.finish()
         handle.cancel()
@@ -389,8 +422,18 @@ def run_http(
         server, path=path, keepalive=keepalive, freeze_gc=True,
         allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body, cors=cors,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         app, host=host, port=port, loop="auto", http="auto", lifespan="on",
         log_level=log_level, access_log=access_log, server_header=False,
         timeout_graceful_shutdown=max(1, round(shutdown_timeout)),
     )
+
+    class _Uvicorn(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            # Listen streams never finish by themselves: close them gracefully first
+            # (SUB-09) so the wait below covers only real in-flight requests.
+            server.close_listeners()
+            await super().shutdown(sockets)
+
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the caught SIGINT
+        _Uvicorn(config).run()
