@@ -188,12 +188,12 @@ class Dispatcher:
 
     async def _resume(self, ctx: Context, req: Prepared, subject: str | None) -> None:
         """Load `inputResponses` and open `requestState` (MRTR-11/12/13)."""
-        ctx._responses = check_responses(req.params.get("inputResponses"))
+        ctx._responses = responses = check_responses(req.params.get("inputResponses"))
         token = req.params.get("requestState")
         if token is None:
             return
         try:
-            ctx.state, nonce = self.server.sealer.open(token, self._binding(req, subject))
+            sealed, nonce = self.server.sealer.open(token, self._binding(req, subject))
         except StateError as exc:
             logger.warning("refused requestState for %s: %s", req.method, exc)
             raise InvalidParams(INVALID_STATE) from None
@@ -202,6 +202,10 @@ class Dispatcher:
         ):
             logger.warning("refused replayed one-time requestState for %s", req.method)
             raise InvalidParams(INVALID_STATE)
+        # Answers of earlier rounds ride in the sealed state, so a re-entrant handler
+        # finds them although the client sends only this round's answers.
+        ctx.state = sealed.get("state") or {}
+        ctx._responses = {**(sealed.get("answers") or {}), **responses}
 
     def _input_required(
         self, ctx: Context, req: Prepared, subject: str | None, asked: InputRequired
@@ -210,7 +214,9 @@ class Dispatcher:
         if asked.requests:
             result["inputRequests"] = asked.requests
         # Always sealed, even when empty: it binds the next round to this request.
-        result["requestState"] = self.server.sealer.seal(self._binding(req, subject), ctx.state)
+        result["requestState"] = self.server.sealer.seal(
+            self._binding(req, subject), {"state": ctx.state, "answers": ctx._responses}
+        )
         return result
 
     def _shape(self, req: Prepared, result: dict[str, Any]) -> dict[str, Any]:
