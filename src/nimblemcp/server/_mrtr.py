@@ -19,7 +19,7 @@ from nimblemcp.errors import InvalidParams, MissingClientCapability
 ElicitAction = Literal["accept", "decline", "cancel"]
 
 
-class InputRequired(BaseException):  # noqa: N818 - a control-flow signal, not an error
+class InputRequired(BaseException):
     """Ends this round: the client must answer `requests` (may be empty) and retry."""
 
     def __init__(self, requests: dict[str, dict[str, Any]]) -> None:
@@ -48,7 +48,7 @@ class ElicitResult:
 class Ask:
     """One question for the client; await it (or call `.result()`) for the answer."""
 
-    __slots__ = ("key", "request", "_responses")
+    __slots__ = ("_responses", "key", "request")
 
     def __init__(self, key: str, request: dict[str, Any], responses: dict[str, Any]) -> None:
         if not isinstance(key, str) or not key:
