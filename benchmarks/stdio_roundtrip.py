@@ -16,7 +16,7 @@ import json
 import subprocess
 import time
 
-from _common import (INITIALIZED, call_request, discover_request, ensure_peers,
+from _common import (INITIALIZED, NIMBLE_PY, SERVERS, call_request, discover_request, ensure_peers,
                      initialize_request, line, median, pct, save, say, spawn, stdio_commands,
                      table)
 
@@ -89,6 +89,8 @@ def main() -> None:
     ensure_peers()
     cmds = stdio_commands()
     cmds.pop("nimblemcp-cli")  # same process after start-up as the direct run
+    # async def echo: isolates the per-call thread hop nimblemcp pays for a sync tool
+    cmds["nimblemcp-async"] = [NIMBLE_PY, str(SERVERS / "nimble_async_server.py")]
     conns = [Conn(n, a) for n, a in cmds.items()]
     try:
         lat: dict[str, list[float]] = {c.name: [] for c in conns}
