@@ -11,8 +11,10 @@ import nimblemcp
 FROZEN = [
     "LATEST_VERSION",
     "SUPPORTED_VERSIONS",
+    "Client",
     "ContentBlock",
     "Context",
+    "ElicitResult",
     "InvalidParams",
     "McpError",
     "MissingClientCapability",
@@ -85,3 +87,29 @@ def test_simple_server_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True).stdout
     assert json.loads(out) is False
+
+
+def test_client_is_exported_lazily() -> None:
+    code = ("import sys, nimblemcp; before = 'nimblemcp.client' in sys.modules; "
+            "from nimblemcp import Client; print(before, Client.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True).stdout
+    assert out.split() == ["False", "nimblemcp.client._client"]
+
+
+async def test_server_asgi_app_is_the_guarded_endpoint() -> None:
+    """HTTP-02/HTTP-14: `Server.asgi_app()` answers MCP and refuses a foreign Origin."""
+    import httpx
+
+    server = nimblemcp.Server("asgi")
+    server.tool(lambda text: text, name="echo")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}}}
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+               "mcp-method": "server/discover"}
+    transport = httpx.ASGITransport(app=server.asgi_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        ok = await client.post("/mcp", json=body, headers=headers)
+        assert ok.status_code == 200 and ok.json()["result"]["resultType"] == "complete"
+        evil = await client.post("/mcp", json=body, headers={**headers, "origin": "http://evil.example"})
+        assert evil.status_code == 403

@@ -4,6 +4,8 @@ The names a quickstart needs. Heavy parts (pydantic, HTTP, the client) are impor
 only when used, so a stdio server starts fast.
 """
 
+from typing import TYPE_CHECKING
+
 from nimblemcp.content import (
     ContentBlock,
     audio,
@@ -33,13 +35,34 @@ from nimblemcp.server import (
 )
 from nimblemcp.types import LATEST_VERSION, SUPPORTED_VERSIONS
 
+if TYPE_CHECKING:
+    from nimblemcp.client import Client
+    from nimblemcp.server._mrtr import ElicitResult
+
 __version__ = "0.1.0"
+
+# Imported on first use so that a stdio server never pays for the client.
+_LAZY = {"Client": "nimblemcp.client", "ElicitResult": "nimblemcp.server._mrtr"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nimblemcp' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "LATEST_VERSION",
     "SUPPORTED_VERSIONS",
+    "Client",
     "ContentBlock",
     "Context",
+    "ElicitResult",
     "InvalidParams",
     "McpError",
     "MissingClientCapability",

@@ -283,6 +283,13 @@ class Server:
         """Turn one decoded message into its response (None for notifications)."""
         return await self.dispatcher.handle(message, emit, subject)
 
+    def asgi_app(self, path: str = "/mcp", **options: Any) -> Any:
+        """This server as a plain ASGI app with Origin/Host, body and header guards
+        (see `nimblemcp.transports.http_security.secure_app` for the options)."""
+        from nimblemcp.transports.http_security import secure_app
+
+        return secure_app(self, path=path, **options)
+
     def run(self, transport: str = "stdio", **options: Any) -> None:
         """Serve until stdin closes (stdio) or the process is stopped (http)."""
         if transport == "stdio":
