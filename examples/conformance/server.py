@@ -1,0 +1,268 @@
+"""The "everything" server the official MCP conformance suite talks to.
+
+Written the way any nimblemcp user would write a server: decorators, content helpers
+and `Context`. Run it with
+
+    python -m nimblemcp run examples/conformance/server.py --transport http --port 3001
+
+and point `npx @modelcontextprotocol/conformance server --url http://localhost:3001/mcp`
+at it (or use `scripts/conformance`, which does all of that).
+
+Fixtures that need features nimblemcp does not have yet (InputRequiredResult / MRTR,
+`subscriptions/listen`, the 2025-11-25 wire with server-to-client requests, the
+tasks extension) are left out on purpose; `conformance/expected-failures.txt` names
+the scenarios that therefore fail and the issue that will fix each of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import struct
+import wave
+import zlib
+
+from nimblemcp import (
+    Context,
+    MissingClientCapability,
+    Server,
+    ToolError,
+    embedded,
+    image,
+    text,
+    user,
+)
+from nimblemcp import audio as audio_block
+
+server = Server(
+    "nimblemcp-conformance-everything",
+    "1.0.0",
+    title="nimblemcp everything server",
+    description="Every fixture the MCP conformance suite calls by name.",
+    instructions="A test server for the MCP conformance suite; its tools do nothing useful.",
+)
+
+
+# -- media the fixtures return ------------------------------------------------------------
+
+
+def _png(width: int = 1, height: int = 1, rgba: tuple[int, int, int, int] = (255, 0, 0, 255)) -> bytes:
+    """A tiny solid-colour PNG, built by hand so the example needs no imaging library."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8-bit RGBA
+    row = b"\x00" + bytes(rgba) * width
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(row * height))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _wav(milliseconds: int = 50, rate: int = 8000) -> bytes:
+    """A short silent mono 16-bit WAV file."""
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(b"\x00\x00" * (rate * milliseconds // 1000))
+    return buf.getvalue()
+
+
+PNG = _png()
+WAV = _wav()
+
+
+# -- tools ------------------------------------------------------------------------------------
+
+
+@server.tool
+def test_simple_text() -> str:
+    """Returns one text item."""
+    return "This is a simple text response for testing."
+
+
+@server.tool
+def test_image_content():
+    """Returns one PNG image item."""
+    return image(PNG, "image/png")
+
+
+@server.tool
+def test_audio_content():
+    """Returns one WAV audio item."""
+    return audio_block(WAV, "audio/wav")
+
+
+@server.tool
+def test_embedded_resource():
+    """Returns one embedded text resource."""
+    return embedded("test://embedded-resource", "This is an embedded resource content.", "text/plain")
+
+
+@server.tool
+def test_multiple_content_types():
+    """Returns text, an image and an embedded JSON resource, in that order."""
+    payload = {"test": "data", "value": 123}
+    return [
+        text("Multiple content types test:"),
+        image(PNG, "image/png"),
+        embedded("test://mixed-content-resource", json.dumps(payload), "application/json"),
+    ]
+
+
+@server.tool
+async def test_tool_with_logging(ctx: Context) -> str:
+    """Logs three messages while it runs (they are sent only if the request asked for logs)."""
+    for step in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+        await ctx.info(step)
+        await asyncio.sleep(0.05)
+    return "Tool with logging executed successfully"
+
+
+@server.tool
+async def test_tool_with_progress(ctx: Context) -> str:
+    """Reports progress 0, 50 and 100 of 100 when the request carries a progress token."""
+    for done in (0, 50, 100):
+        await ctx.report_progress(done, 100, f"{done}% done")
+        if done < 100:
+            await asyncio.sleep(0.05)
+    return f"Tool with progress completed (progress token: {ctx.progress_token!r})"
+
+
+@server.tool
+def test_error_handling() -> str:
+    """Always fails with a tool error (isError: true), not a protocol error."""
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+@server.tool
+def test_missing_capability(ctx: Context) -> str:
+    """Needs the client's sampling capability; without it the request is refused."""
+    if "sampling" not in ctx.client_capabilities:
+        raise MissingClientCapability({"sampling": {}})
+    return "The client declared sampling."
+
+
+@server.tool
+async def test_logging_tool(ctx: Context) -> str:
+    """Logs once; the log is sent only if the request's _meta set a log level."""
+    await ctx.info("test_logging_tool ran")
+    return "Logged one message."
+
+
+_dynamic: dict[str, bool] = {"tool": False, "prompt": False}
+
+
+def _dynamic_tool() -> str:
+    """A tool that test_trigger_tool_change adds and removes."""
+    return "I come and go."
+
+
+def _dynamic_prompt() -> str:
+    """A prompt that test_trigger_prompt_change adds and removes."""
+    return "I come and go."
+
+
+@server.tool
+def test_trigger_tool_change() -> str:
+    """Adds or removes a tool, so the tool list changes."""
+    if _dynamic["tool"]:
+        server.remove_tool("test_dynamic_tool")
+    else:
+        server.add_tool(_dynamic_tool, name="test_dynamic_tool")
+    _dynamic["tool"] = not _dynamic["tool"]
+    return f"test_dynamic_tool is now {'registered' if _dynamic['tool'] else 'gone'}."
+
+
+@server.tool
+def test_trigger_prompt_change() -> str:
+    """Adds or removes a prompt, so the prompt list changes."""
+    if _dynamic["prompt"]:
+        server.remove_prompt("test_dynamic_prompt")
+    else:
+        server.prompt(name="test_dynamic_prompt")(_dynamic_prompt)
+    _dynamic["prompt"] = not _dynamic["prompt"]
+    return f"test_dynamic_prompt is now {'registered' if _dynamic['prompt'] else 'gone'}."
+
+
+# -- resources ----------------------------------------------------------------------------
+
+
+@server.resource("test://static-text", name="static-text", mime_type="text/plain")
+def static_text() -> str:
+    """A static text resource."""
+    return "This is the content of the static text resource."
+
+
+@server.resource("test://static-binary", name="static-binary", mime_type="image/png")
+def static_binary() -> bytes:
+    """A static binary resource (a PNG image)."""
+    return PNG
+
+
+@server.resource("test://watched-resource", name="watched-resource", mime_type="text/plain")
+def watched_resource() -> str:
+    """A resource clients may watch for updates."""
+    return "This resource can be watched for updates."
+
+
+@server.resource("test://template/{id}/data", name="template-data", mime_type="application/json")
+def template_data(id: str) -> str:
+    """Data for one item, addressed by id."""
+    return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
+
+
+# -- prompts ------------------------------------------------------------------------------
+
+_WORDS = ("paris", "park", "party", "test", "testing", "value", "variable")
+
+
+def _complete_word(value: str, context_args: dict[str, str]) -> list[str]:
+    return [w for w in _WORDS if w.startswith(value.lower())]
+
+
+@server.prompt
+def test_simple_prompt() -> str:
+    """A prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+@server.prompt(complete={"arg1": _complete_word, "arg2": _complete_word})
+def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+    """A prompt with two required arguments.
+
+    Args:
+        arg1: The first argument.
+        arg2: The second argument.
+    """
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@server.prompt
+def test_prompt_with_embedded_resource(resourceUri: str):  # noqa: N803 - the suite's name
+    """A prompt that embeds a resource.
+
+    Args:
+        resourceUri: URI of the resource to embed.
+    """
+    return [
+        user(embedded(resourceUri, f"Embedded resource content for testing ({resourceUri}).", "text/plain")),
+        user("Please process the embedded resource above."),
+    ]
+
+
+@server.prompt
+def test_prompt_with_image():
+    """A prompt that carries an image."""
+    return [user(image(PNG, "image/png")), user("Please analyze the image above.")]
+
+
+if __name__ == "__main__":
+    server.run()
