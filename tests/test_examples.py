@@ -53,7 +53,9 @@ def test_docs_server_tools_resources_prompt_over_stdio() -> None:
     )
     caps = responses[1]["result"]["capabilities"]
     assert {"tools", "resources", "prompts"} <= set(caps)
-    assert [t["name"] for t in responses[2]["result"]["tools"]] == ["list_docs", "read_doc", "search_docs"]
+    assert [t["name"] for t in responses[2]["result"]["tools"]] == [
+        "list_docs", "read_doc", "search_docs", "start_review", "add_comment", "finish_review",
+    ]
     brief = responses[3]["result"]
     assert "Harbor" in brief["content"][0]["text"] and not brief.get("isError")
     traversal = responses[4]["result"]
@@ -136,3 +138,31 @@ def test_docs_server_listen_hears_edits_and_new_documents(tmp_path: Path) -> Non
         proc.wait(timeout=10)
         assert proc.stdout is not None
         proc.stdout.close()
+
+
+async def test_docs_server_review_session_with_confirmation(tmp_path: Path) -> None:
+    """TOOL-14 + MRTR: handle flow and an elicitation answered by our Client over stdio."""
+    from nimblemcp import Client
+    from nimblemcp.transports.stdio_client import StdioTransport
+
+    asked: list[dict[str, Any]] = []
+
+    def confirm(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"action": "accept", "content": {}}  # the schema default (publish=True) fills in
+
+    env = {"REVIEWS_DIR": str(tmp_path), "DOCS_WATCH": "0"}
+    transport = StdioTransport(sys.executable, ["-m", "nimblemcp", "run", str(DOCS_SERVER)], env=env)
+    async with Client(transport, on_elicit=confirm) as client:
+        opened = await client.call_tool("start_review", {"document": "brief.md"})
+        handle = opened["content"][0]["text"]
+        bad = await client.call_tool("start_review", {"document": "../secrets"})
+        assert bad["isError"] is True
+        await client.call_tool("add_comment", {"review": handle, "comment": "No budget section."})
+        done = await client.call_tool("finish_review", {"review": handle})
+        assert done["content"][0]["text"].startswith("Published to brief-")
+        assert "Publish 1 comment(s) on brief.md?" in asked[0]["message"]
+        again = await client.call_tool("add_comment", {"review": handle, "comment": "late"})
+        assert again["isError"] is True and "Unknown or expired handle" in again["content"][0]["text"]
+    (published,) = tmp_path.glob("brief-*.md")
+    assert "- No budget section." in published.read_text()

@@ -3,7 +3,9 @@
 A folder of Markdown documents exposed three ways:
 - tools `list_docs`, `read_doc(name)` and `search_docs(query)` the model can call,
 - every document as a resource `docs://<name>` the host can attach,
-- a prompt `review_brief` that asks the model to find risks the brief does not cover.
+- a prompt `review_brief` that asks the model to find risks the brief does not cover,
+- a review session: `start_review` returns a handle, `add_comment` adds to it, and
+  `finish_review` asks the user to confirm (elicitation) before publishing.
 
 Run it:  python -m nimblemcp run examples/docs_server/server.py            (stdio)
          python -m nimblemcp run examples/docs_server/server.py --transport http
@@ -18,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from nimblemcp import Server, ToolError, embedded, user
+from nimblemcp import Context, Server, ToolError, embedded, user
 
 DOCS_DIR = Path(os.environ.get("DOCS_DIR", Path(__file__).parent / "docs")).resolve()
 
@@ -131,6 +133,69 @@ def document(name: str) -> str:
         from nimblemcp import ResourceNotFound
 
         raise ResourceNotFound(f"docs://{name}", str(exc)) from None
+
+
+# -- a review session: state handles + a confirmation (MRTR elicitation) ------------------
+
+REVIEWS_DIR = Path(os.environ.get("REVIEWS_DIR", Path(__file__).parent / "reviews")).resolve()
+CONFIRM = {
+    "type": "object",
+    "properties": {"publish": {"type": "boolean", "title": "Publish the review?", "default": True}},
+    "required": ["publish"],
+}
+
+
+@server.tool
+async def start_review(document: str, ctx: Context) -> str:
+    """Open a review of one document and return its review handle.
+
+    Pass the handle to add_comment and finish_review. A review expires after one
+    hour without use.
+
+    Args:
+        document: The document to review, e.g. "brief.md".
+    """
+    _doc_path(document)
+    return await ctx.handles.create({"document": document, "comments": []})
+
+
+@server.tool
+async def add_comment(review: str, comment: str, ctx: Context) -> str:
+    """Add a comment to an open review.
+
+    Args:
+        review: The handle start_review returned.
+        comment: The comment text.
+    """
+    data = await ctx.handles.get(review)
+    data["comments"].append(comment.strip())
+    await ctx.handles.update(review, data)
+    return f"{len(data['comments'])} comment(s) on {data['document']}"
+
+
+@server.tool(one_time=True, annotations={"destructiveHint": False, "idempotentHint": False})
+async def finish_review(review: str, ctx: Context) -> str:
+    """Publish a review after the user confirms it; the review is then closed.
+
+    Args:
+        review: The handle start_review returned.
+    """
+    data = await ctx.handles.get(review)
+    if not data["comments"]:
+        raise ToolError("The review has no comments yet; add some with add_comment.")
+    answer = await ctx.elicit(
+        "confirm",
+        f"Publish {len(data['comments'])} comment(s) on {data['document']}?",
+        CONFIRM,
+    )
+    if not answer.accepted or not answer.content or not answer.content.get("publish"):
+        return "Not published; the review stays open."
+    REVIEWS_DIR.mkdir(parents=True, exist_ok=True)
+    target = REVIEWS_DIR / f"{Path(data['document']).stem}-{time.strftime('%Y%m%d-%H%M%S')}.md"
+    lines = [f"# Review of {data['document']}", ""] + [f"- {c}" for c in data["comments"]]
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    await ctx.handles.drop(review)
+    return f"Published to {target.name}"
 
 
 @server.prompt(title="Review the brief")
