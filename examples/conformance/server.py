@@ -8,10 +8,10 @@ and `Context`. Run it with
 and point `npx @modelcontextprotocol/conformance server --url http://localhost:3001/mcp`
 at it (or use `scripts/conformance`, which does all of that).
 
-Fixtures that need features nimblemcp does not have yet (InputRequiredResult / MRTR,
-`subscriptions/listen`, the 2025-11-25 wire with server-to-client requests, the
-tasks extension) are left out on purpose; `conformance/expected-failures.txt` names
-the scenarios that therefore fail and the issue that will fix each of them.
+Fixtures that need features nimblemcp does not have yet (the 2025-11-25 wire with
+server-to-client requests, the tasks extension, `x-mcp-header` tool parameters, raw
+2020-12 input schemas) are left out on purpose; `conformance/expected-failures.txt`
+names the required scenarios that therefore fail and the issue that will fix each.
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import secrets
 import struct
 import wave
 import zlib
+from typing import Any
 
 from nimblemcp import (
     Context,
+    ElicitResult,
     MissingClientCapability,
     Server,
     ToolError,
@@ -157,6 +160,118 @@ async def test_logging_tool(ctx: Context) -> str:
     return "Logged one message."
 
 
+# -- asking the client for input (multi round-trip requests) ----------------------------
+
+NAME_FORM = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "description": "Your name"}},
+    "required": ["name"],
+}
+COLOUR_FORM = {
+    "type": "object",
+    "properties": {"color": {"type": "string", "description": "Your favourite colour"}},
+    "required": ["color"],
+}
+CONFIRM_FORM = {"type": "object", "properties": {"ok": {"type": "boolean", "description": "Go ahead?"}}}
+CONTEXT_FORM = {
+    "type": "object",
+    "properties": {"context": {"type": "string", "description": "What are you working on?"}},
+    "required": ["context"],
+}
+
+
+def _said(reply: dict[str, Any]) -> str:
+    """The text of a sampling reply (`content` is one block or a list of blocks)."""
+    blocks = reply.get("content")
+    blocks = blocks if isinstance(blocks, list) else [blocks]
+    return " ".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+
+
+def _field(answer: ElicitResult, name: str) -> str:
+    if not answer.accepted or not answer.content:
+        return f"(the user chose {answer.action})"
+    return str(answer.content.get(name, ""))
+
+
+@server.tool
+async def test_input_required_result_elicitation(ctx: Context) -> str:
+    """Asks the user's name, then greets them."""
+    answer = await ctx.elicit("user_name", "What is your name?", NAME_FORM)
+    return f"Hello, {_field(answer, 'name')}!"
+
+
+@server.tool
+async def test_input_required_result_sampling(ctx: Context) -> str:
+    """Asks the client's model a question and reports the answer."""
+    reply = await ctx.sample("capital_question", ["What is the capital of France?"], 100)
+    return f"The model answered: {_said(reply)}"
+
+
+@server.tool
+async def test_input_required_result_list_roots(ctx: Context) -> str:
+    """Asks for the client's roots and lists them."""
+    roots = await ctx.roots("client_roots")
+    return "Client roots: " + (", ".join(r["uri"] for r in roots) or "(none)")
+
+
+@server.tool
+async def test_input_required_result_request_state(ctx: Context) -> str:
+    """Opens a ticket in round one; the ticket survives only in the requestState."""
+    ticket = ctx.state.setdefault("ticket", secrets.token_hex(4))
+    answer = await ctx.elicit("confirm", f"Confirm ticket {ticket}?", CONFIRM_FORM)
+    return f"Ticket {ticket}: the user chose {answer.action}."
+
+
+@server.tool
+async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+    """Asks for a name, a model greeting and the roots, all in one round."""
+    name, greeting, roots = ctx.gather(
+        ctx.elicit("user_name", "What is your name?", NAME_FORM),
+        ctx.sample("greeting", ["Write a one-line greeting."], 100),
+        ctx.roots("client_roots"),
+    )
+    return f"{_said(greeting)} {_field(name, 'name')} ({len(roots)} root(s))"
+
+
+@server.tool
+async def test_input_required_result_multi_round(ctx: Context) -> str:
+    """Asks the name, then (in a second round) the favourite colour."""
+    ctx.state["rounds"] = ctx.state.get("rounds", 0) + 1
+    name = await ctx.elicit("step1", "What is your name?", NAME_FORM)
+    ctx.state["name"] = _field(name, "name")
+    colour = await ctx.elicit("step2", f"{ctx.state['name']}, what is your favourite colour?", COLOUR_FORM)
+    return f"{ctx.state['name']} likes {_field(colour, 'color')} (after {ctx.state['rounds']} rounds)."
+
+
+@server.tool
+async def test_input_required_result_tampered_state(ctx: Context) -> str:
+    """Like the request-state tool; a modified requestState is refused by the library."""
+    ticket = ctx.state.setdefault("ticket", secrets.token_hex(4))
+    answer = await ctx.elicit("confirm", f"Confirm ticket {ticket}?", CONFIRM_FORM)
+    return f"Ticket {ticket}: the user chose {answer.action}."
+
+
+@server.tool
+async def test_input_required_result_capabilities(ctx: Context) -> str:
+    """Asks only what this request's client can answer (elicitation and/or sampling)."""
+    asks = []
+    if ctx.supports("elicitation"):
+        asks.append(ctx.elicit("user_name", "What is your name?", NAME_FORM))
+    if ctx.supports("sampling"):
+        asks.append(ctx.sample("capital_question", ["What is the capital of France?"], 100))
+    if not asks:
+        return "This client can answer neither elicitation nor sampling; nothing to ask."
+    answers = ctx.gather(*asks)
+    return f"Got {len(answers)} answer(s)."
+
+
+@server.tool
+async def test_streaming_elicitation(ctx: Context) -> str:
+    """Needs elicitation; asks through an input_required result, never a separate request."""
+    answer = await ctx.elicit("confirmation", "Shall I continue?", CONFIRM_FORM)
+    return f"The user chose {answer.action}."
+
+
 _dynamic: dict[str, bool] = {"tool": False, "prompt": False}
 
 
@@ -262,6 +377,13 @@ def test_prompt_with_embedded_resource(resourceUri: str):  # noqa: N803 - the su
 def test_prompt_with_image():
     """A prompt that carries an image."""
     return [user(image(PNG, "image/png")), user("Please analyze the image above.")]
+
+
+@server.prompt
+async def test_input_required_result_prompt(ctx: Context):
+    """Asks the user for context before building the prompt."""
+    answer = await ctx.elicit("user_context", "What context should the prompt use?", CONTEXT_FORM)
+    return [user(f"Context: {_field(answer, 'context')}"), user("Please help with the task above.")]
 
 
 if __name__ == "__main__":
