@@ -40,6 +40,7 @@ APPS = {  # name -> (interpreter, module)
     "bare-asgi": (NIMBLE_PY, "bare_asgi"),
     "nimblemcp": (NIMBLE_PY, "nimble_server"),
     "nimblemcp-async": (NIMBLE_PY, "nimble_async_server"),  # async def echo: no thread hop
+    "nimblemcp-inline": (NIMBLE_PY, "nimble_inline_server"),  # sync echo, run_in_thread=False
     "mcp": (PEER_PY, "mcp_server"),
     "fastmcp": (PEER_PY, "fastmcp_server"),
 }

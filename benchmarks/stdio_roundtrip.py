@@ -91,6 +91,7 @@ def main() -> None:
     cmds.pop("nimblemcp-cli")  # same process after start-up as the direct run
     # async def echo: isolates the per-call thread hop nimblemcp pays for a sync tool
     cmds["nimblemcp-async"] = [NIMBLE_PY, str(SERVERS / "nimble_async_server.py")]
+    cmds["nimblemcp-inline"] = [NIMBLE_PY, str(SERVERS / "nimble_inline_server.py")]
     conns = [Conn(n, a) for n, a in cmds.items()]
     try:
         lat: dict[str, list[float]] = {c.name: [] for c in conns}

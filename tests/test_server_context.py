@@ -146,3 +146,30 @@ async def test_canc_03_cancelled_handler_sees_flag_and_sends_nothing_more() -> N
     await asyncio.sleep(0)
     assert seen["cancelled"] is True
     assert notes == []
+
+
+async def test_sync_tool_can_opt_out_of_the_worker_thread() -> None:
+    """`run_in_thread=False`: a never-blocking sync tool runs on the loop thread."""
+    import threading
+
+    from nimblemcp import Server
+    from nimblemcp.testing import connect
+
+    server = Server("inline")
+    seen: dict[str, int] = {}
+
+    @server.tool(run_in_thread=False)
+    def quick(text: str) -> str:
+        seen["quick"] = threading.get_ident()
+        return text
+
+    @server.tool
+    def threaded(text: str) -> str:
+        seen["threaded"] = threading.get_ident()
+        return text
+
+    async with connect(server) as client:
+        assert (await client.call_tool("quick", {"text": "a"}))["content"][0]["text"] == "a"
+        await client.call_tool("threaded", {"text": "b"})
+    assert seen["quick"] == threading.get_ident()
+    assert seen["threaded"] != threading.get_ident()

@@ -119,6 +119,7 @@ class Server:
         structured_output: bool | None = None,
         meta: dict[str, Any] | None = None,
         one_time: bool = False,
+        run_in_thread: bool = True,
     ) -> Callable[[F], F]: ...
     def tool(self, fn: F | None = None, /, **options: Any) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=...)`.
@@ -126,6 +127,9 @@ class Server:
         The input schema comes from the type hints, descriptions from the docstring.
         A structured return type (a model, TypedDict, dict, number...) adds an
         `outputSchema` and `structuredContent`; `str` and content blocks do not.
+        Sync functions run in a worker thread; `run_in_thread=False` runs one that
+        never blocks directly on the event loop (saves the thread hop). `one_time=True`
+        makes its MRTR `requestState` single-use.
         """
 
         def register(f: F) -> F:

@@ -104,6 +104,7 @@ class ToolEntry:
         "arguments",
         "definition",
         "fn",
+        "inline",
         "is_async",
         "name",
         "one_time",
@@ -122,6 +123,7 @@ class ToolEntry:
         structured_output: bool | None = None,
         meta: dict[str, Any] | None = None,
         one_time: bool = False,
+        run_in_thread: bool = True,
     ) -> None:
         self.fn = fn
         self.one_time = one_time  # its requestState may be used once only (MRTR-13)
@@ -136,6 +138,9 @@ class ToolEntry:
         if structured_output and self.output is None:
             raise TypeError(f"tool {self.name!r}: structured_output needs a structured return type")
         self.is_async = inspect.iscoroutinefunction(fn)
+        # A sync tool runs in a worker thread so it cannot stall the event loop; a tool
+        # known never to block (pure computation, microseconds) may skip that hop.
+        self.inline = not self.is_async and not run_in_thread
         definition: dict[str, Any] = {"name": self.name}
         if title:
             definition["title"] = title
@@ -163,6 +168,8 @@ class ToolEntry:
         try:
             if self.is_async:
                 value = await self.fn(**kwargs)
+            elif self.inline:
+                value = self.fn(**kwargs)
             else:
                 value = await asyncio.to_thread(self.fn, **kwargs)
         except (ProtocolError, asyncio.CancelledError):

@@ -105,6 +105,9 @@ def _is_json(value: bytes | None) -> bool:
     return value is not None and value.split(b";", 1)[0].strip().lower() == b"application/json"
 
 
+WATCH_DELAY = 0.002  # seconds
+
+
 class _Exchange:
     """One request in flight: buffered SSE frames, the writer task, the disconnect watch."""
 
@@ -342,8 +345,9 @@ class McpHttpApp:
         loop = asyncio.get_running_loop()
         ex = _Exchange(loop, receive, send, self.keepalive)
         ex.owner = asyncio.current_task()
-        # The watcher starts only if the handler actually waits on something.
-        handle = loop.call_soon(ex.start_watch)
+        # The disconnect watcher and keep-alive timer start only for a handler still
+        # running after a moment: quick requests never pay for the extra task.
+        handle = loop.call_later(WATCH_DELAY, ex.start_watch)
         subject = scope.get("user")
         try:
             response = await self.server.dispatcher.execute(

@@ -1,0 +1,30 @@
+"""nimblemcp with a sync `echo` marked `run_in_thread=False`: a never-blocking sync tool on the loop.
+
+Same tool as nimble_server.py otherwise; http_throughput.py runs it as `nimblemcp-inline`.
+"""
+
+import sys
+
+from nimblemcp import Server
+
+server = Server("bench-nimble", "1.0.0")
+
+
+@server.tool(run_in_thread=False)
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+def http_app():
+    from nimblemcp.transports.http import asgi_app
+
+    return asgi_app(server, path="/mcp")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "http":
+        port = int(sys.argv[2]) if len(sys.argv) > 2 else 8000
+        server.run("http", host="127.0.0.1", port=port, path="/mcp")
+    else:
+        server.run()
