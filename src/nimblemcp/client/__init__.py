@@ -10,6 +10,7 @@ Must not import `nimblemcp.server`.
 from nimblemcp.client._cache import CacheStore, MemoryCacheStore, ResultCache
 from nimblemcp.client._client import Client, ProgressCallback
 from nimblemcp.client._headers import InvalidToolHeaders, header_rules, param_headers
+from nimblemcp.client._listen import Listener, ListenEvent
 from nimblemcp.client._mrtr import InputRequestRefused, fill_defaults
 from nimblemcp.client._tools import OutputValidationError
 from nimblemcp.client._transport import Transport
@@ -19,6 +20,8 @@ __all__ = [
     "Client",
     "InputRequestRefused",
     "InvalidToolHeaders",
+    "ListenEvent",
+    "Listener",
     "MemoryCacheStore",
     "OutputValidationError",
     "ProgressCallback",

@@ -31,6 +31,7 @@ from nimblemcp.types._versions import MODERN_VERSIONS, version_index
 from nimblemcp.types.methods import METHODS
 
 from ._cache import CacheStore, ResultCache
+from ._listen import Listener
 from ._mrtr import Callback, answer_round, capabilities_for
 from ._tools import ToolsMixin
 from ._transport import ParamValue, Transport
@@ -313,17 +314,53 @@ class Client(ToolsMixin):
             return
         self._on_stray(note)
 
-    def _on_stray(self, note: dict[str, Any]) -> None:
+    def _evict_for(self, note: Mapping[str, Any]) -> None:
+        """CACHE-08: a list change or resource update drops the matching cache entries."""
         method = note.get("method")
         params = note.get("params") or {}
         if method in _EVICT_ON:
             self.cache.evict(*_EVICT_ON[method])
+            if method == "notifications/tools/list_changed":
+                self._tools_listed = False
         elif method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
             self.cache.evict(uri=params["uri"])
+
+    def _on_stray(self, note: dict[str, Any]) -> None:
+        self._evict_for(note)
         if self.on_notification is not None:
             result = self.on_notification(note)
             if asyncio.iscoroutine(result):
                 asyncio.ensure_future(result)  # noqa: RUF006
+
+    # -- subscriptions -----------------------------------------------------------------
+
+    def listen(
+        self,
+        *,
+        tools: bool = False,
+        prompts: bool = False,
+        resources_list: bool = False,
+        resources: Sequence[str] = (),
+        reconnect: bool = True,
+        max_reconnects: int = 8,
+        backoff: float = 0.1,
+        max_backoff: float = 5.0,
+    ) -> Listener:
+        """`async with client.listen(tools=True, resources=[uri]) as events:` (SUB-01..10).
+
+        Yields `ListenEvent`s; see `nimblemcp.client._listen` for reconnect semantics.
+        """
+        wanted: dict[str, Any] = {}
+        if tools:
+            wanted["toolsListChanged"] = True
+        if prompts:
+            wanted["promptsListChanged"] = True
+        if resources_list:
+            wanted["resourcesListChanged"] = True
+        if resources:
+            wanted["resourceSubscriptions"] = list(resources)
+        return Listener(self, wanted, reconnect=reconnect, max_reconnects=max_reconnects,
+                        backoff=backoff, max_backoff=max_backoff)
 
     # -- discovery and the simple calls ------------------------------------------------
 

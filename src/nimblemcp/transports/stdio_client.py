@@ -20,6 +20,7 @@ from typing import Any
 
 from nimblemcp.errors import TransportError
 from nimblemcp.jsonrpc import decode, encode, notification
+from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 __all__ = ["StdioTransport"]
 
@@ -113,6 +114,8 @@ class StdioTransport:
         params = message.get("params")
         token = params.get("progressToken") if isinstance(params, dict) else None
         target = self._tokens.get((type(token), token)) if token is not None else None
+        if target is None and isinstance(params, dict):
+            target = self._subscription_of(message["method"], params)
         if target is None and message["method"] in ("notifications/message",) and len(self._pending) == 1:
             target = next(iter(self._pending))
         queue = self._pending.get(target) if target is not None else None
@@ -120,6 +123,18 @@ class StdioTransport:
             queue.put_nowait(message)
         elif self.on_notification is not None:
             self.on_notification(message)
+
+    def _subscription_of(self, method: str, params: dict[str, Any]) -> tuple[type, Any] | None:
+        """SUB-06: listen traffic is routed by its subscription id (the listen's request
+        id); a server-sent `notifications/cancelled` ends the listen it names."""
+        meta = params.get("_meta")
+        sid = meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+        if sid is None and method == "notifications/cancelled":
+            sid = params.get("requestId")
+        if sid is None or isinstance(sid, dict | list):
+            return None
+        key = (type(sid), sid)
+        return key if key in self._pending else None
 
     async def _write(self, message: dict[str, Any]) -> None:
         if self.process is None or self.process.stdin is None:

@@ -1,0 +1,248 @@
+"""`Client.listen()`: a `subscriptions/listen` stream as typed events, with reconnect.
+
+    async with client.listen(tools=True, resources=["docs://brief.md"]) as events:
+        async for event in events:
+            if event.kind == "missed":      # the stream dropped and came back
+                ...refetch what you depend on...
+
+Entering waits for the server's acknowledgement (`events.acknowledged` is the filter
+it agreed to honour, `events.declined` what it left out: SUB-04). Every notification
+carries the listen id as its subscription id; on stdio the transport routes by it, so
+several listens share one connection (SUB-06). List changes and resource updates
+evict the client cache (CACHE-08). A stream that ends without the closing result is a
+drop (SUB-10): the listen is re-sent with backoff and a `missed` event says events may
+have been lost. The closing result yields `closed` and ends iteration. Leaving the
+block cancels the listen (the transport closes the stream or sends
+`notifications/cancelled`, SUB-08). The listen is exempt from request timeouts
+(TRAP-40). Must not import transports or the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+from nimblemcp.errors import ClientError, McpError, TransportError, error_from_wire
+from nimblemcp.types._meta import SUBSCRIPTION_ID
+
+if TYPE_CHECKING:
+    from ._client import Client
+
+__all__ = ["ListenEvent", "Listener"]
+
+logger = logging.getLogger("nimblemcp.client")
+
+EventKind = Literal[
+    "acknowledged", "tools_changed", "prompts_changed", "resources_changed",
+    "resource_updated", "missed", "closed",
+]
+_KINDS: dict[str, EventKind] = {
+    "notifications/subscriptions/acknowledged": "acknowledged",
+    "notifications/tools/list_changed": "tools_changed",
+    "notifications/prompts/list_changed": "prompts_changed",
+    "notifications/resources/list_changed": "resources_changed",
+    "notifications/resources/updated": "resource_updated",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ListenEvent:
+    """One thing that happened on a listen: `kind`, the `uri` for `resource_updated`,
+    the wire message (`raw`; for `missed` the new acknowledgement) and the id of the
+    listen request that delivered it."""
+
+    kind: EventKind
+    uri: str | None = None
+    raw: dict[str, Any] | None = field(default=None, repr=False)
+    subscription_id: Any = None
+
+
+class _Dropped(Exception):
+    """The stream ended without the closing result (SUB-10)."""
+
+
+class Listener:
+    """The async context manager and async iterator `Client.listen()` returns."""
+
+    def __init__(
+        self,
+        client: Client,
+        notifications: dict[str, Any],
+        *,
+        reconnect: bool = True,
+        max_reconnects: int = 8,
+        backoff: float = 0.1,
+        max_backoff: float = 5.0,
+        ack_timeout: float | None = None,
+    ) -> None:
+        self.client = client
+        self.requested = notifications
+        self.reconnect = reconnect
+        self.max_reconnects = max_reconnects
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.ack_timeout = ack_timeout if ack_timeout is not None else client.timeout
+        #: The filter the server agreed to honour (from the latest acknowledgement).
+        self.acknowledged: dict[str, Any] | None = None
+        #: The id of the current listen request (changes on every re-listen).
+        self.subscription_id: Any = None
+        self.reconnects = 0
+        self._got_ack_this_round = False
+        self._queue: asyncio.Queue[ListenEvent | BaseException] = asyncio.Queue()
+        self._acked = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._finished = False
+
+    @property
+    def declined(self) -> dict[str, Any]:
+        """What was asked for but not acknowledged: degrade (e.g. poll) for these (SUB-04)."""
+        ack = self.acknowledged or {}
+        missing: dict[str, Any] = {
+            k: v for k, v in self.requested.items()
+            if k != "resourceSubscriptions" and v and not ack.get(k)
+        }
+        uris = [u for u in self.requested.get("resourceSubscriptions", [])
+                if u not in (ack.get("resourceSubscriptions") or [])]
+        if uris:
+            missing["resourceSubscriptions"] = uris
+        return missing
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Listener:
+        self._task = asyncio.create_task(self._run(), name="nimblemcp-listen")
+        waiter = asyncio.create_task(self._acked.wait())
+        try:
+            async with asyncio.timeout(self.ack_timeout):
+                await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        except TimeoutError:
+            await self._stop()
+            raise ClientError("subscriptions/listen was not acknowledged in time") from None
+        finally:
+            waiter.cancel()
+        if not self._acked.is_set():  # the first attempt failed outright
+            await self._stop()
+            while not self._queue.empty():
+                item = self._queue.get_nowait()
+                if isinstance(item, BaseException):
+                    raise item
+            raise ClientError("subscriptions/listen ended before its acknowledgement")
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stop()
+
+    async def _stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()  # the transport cancels the listen on the wire (SUB-08)
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def __aiter__(self) -> AsyncIterator[ListenEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ListenEvent]:
+        while not self._finished:
+            item = await self._queue.get()
+            if isinstance(item, BaseException):
+                self._finished = True
+                raise item
+            if item.kind == "closed":
+                self._finished = True
+            yield item
+
+    async def next(self, kinds: Sequence[str] | None = None) -> ListenEvent:
+        """The next event (of one of `kinds`, when given); raises StopAsyncIteration at the end."""
+        async for event in self:
+            if kinds is None or event.kind in kinds:
+                return event
+        raise StopAsyncIteration
+
+    # -- the background loop -----------------------------------------------------------
+
+    async def _run(self) -> None:
+        failures = 0
+        delay = self.backoff
+        while True:
+            try:
+                await self._listen_once(missed=self._acked.is_set())
+                return  # graceful close
+            except asyncio.CancelledError:
+                raise
+            except (_Dropped, TransportError) as exc:
+                if self._got_ack_this_round:
+                    failures, delay = 0, self.backoff
+                else:
+                    failures += 1
+                if not self.reconnect or not self._acked.is_set() or failures > self.max_reconnects:
+                    self._queue.put_nowait(exc if isinstance(exc, McpError)
+                                           else TransportError(str(exc)))
+                    return
+                logger.info("listen stream dropped (%s); re-listening in %.2f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.max_backoff)
+            except Exception as exc:
+                self._queue.put_nowait(exc)
+                return
+
+    async def _listen_once(self, *, missed: bool) -> None:
+        client = self.client
+        self._got_ack_this_round = False
+        rid = client.next_id()
+        self.subscription_id = rid
+        params = {"notifications": self.requested, "_meta": client.build_meta()}
+        message = {"jsonrpc": "2.0", "id": rid, "method": "subscriptions/listen", "params": params}
+        stream = client.transport.send(message)
+        try:
+            async for item in stream:
+                if "method" in item:
+                    self._on_notification(item, rid, missed)
+                    continue
+                if item.get("id") != rid:
+                    continue
+                if isinstance(item.get("error"), dict):
+                    raise error_from_wire(item["error"])
+                self._queue.put_nowait(ListenEvent("closed", None, item, rid))
+                return
+        finally:
+            with contextlib.suppress(Exception):
+                await stream.aclose()  # type: ignore[attr-defined]
+        raise _Dropped("the listen stream ended without the closing result")
+
+    def _on_notification(self, note: dict[str, Any], rid: Any, missed: bool) -> None:
+        method = note.get("method")
+        raw_params = note.get("params")
+        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+        raw_meta = params.get("_meta")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        sid = meta.get(SUBSCRIPTION_ID, rid)
+        if sid != rid or type(sid) is not type(rid):  # SUB-05/06: not ours
+            return
+        if method == "notifications/cancelled":
+            raise _Dropped(f"the server cancelled the listen: {params.get('reason')}")
+        kind = _KINDS.get(method or "")
+        if kind is None:
+            logger.debug("ignoring %s on a listen stream", method)
+            return
+        self.client._evict_for(note)  # CACHE-08
+        uri = params.get("uri") if isinstance(params.get("uri"), str) else None
+        if kind == "acknowledged":
+            honoured = params.get("notifications")
+            self.acknowledged = honoured if isinstance(honoured, dict) else {}
+            self._got_ack_this_round = True
+            self._acked.set()
+            if missed:
+                self.reconnects += 1
+                self._queue.put_nowait(ListenEvent("missed", None, note, rid))
+                return
+        self._queue.put_nowait(ListenEvent(kind, uri, note, rid))
