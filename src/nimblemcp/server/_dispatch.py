@@ -26,6 +26,7 @@ from nimblemcp.errors import (
 )
 from nimblemcp.jsonrpc import classify, error_response, request_id_of
 from nimblemcp.server._context import Context, Emit
+from nimblemcp.server._logbridge import current
 from nimblemcp.server._mrtr import InputRequired, check_responses
 from nimblemcp.server._sealing import StateError, digest
 from nimblemcp.server._subscriptions import listen
@@ -134,6 +135,7 @@ class Dispatcher:
     ) -> dict[str, Any]:
         """Run a prepared request; always returns a response message."""
         ctx = Context(self.server, req.id, req.method, req.params, req.meta, emit, subject)
+        token = current.set(ctx) if self.server.forward_logs and req.meta.log_level is not None else None
         try:
             if req.spec.input_required:
                 await self._resume(ctx, req, subject)
@@ -153,6 +155,8 @@ class Dispatcher:
             return error_response(req.id, InternalError())
         finally:
             ctx._done = True
+            if token is not None:
+                current.reset(token)
         return {"jsonrpc": "2.0", "id": req.id, "result": self._shape(req, result)}
 
     async def handle(

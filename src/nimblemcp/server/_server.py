@@ -60,6 +60,7 @@ class Server:
         subscriptions: bool = True,
         bus: NotificationBus | None = None,
         listen_queue: int = 256,
+        forward_logs: bool | str = False,
     ) -> None:
         info: dict[str, Any] = {"name": name, "version": version}
         for key, value in (("title", title), ("description", description),
@@ -99,6 +100,12 @@ class Server:
         self.subscriptions = subscriptions
         self.bus: NotificationBus = bus if bus is not None else InProcessBus()
         self.listen_queue = listen_queue
+        # Python logging inside handlers -> notifications/message (True = root logger).
+        self.forward_logs = forward_logs is not False
+        if self.forward_logs:
+            from nimblemcp.server._logbridge import install
+
+            install("" if forward_logs is True else str(forward_logs))
         self.dispatcher = Dispatcher(self)
 
     # -- registration ------------------------------------------------------------------
