@@ -43,6 +43,11 @@ logger = logging.getLogger("nimblemcp.client")
 ProgressCallback = Callable[[float, float | None, str | None], Any]
 NotificationCallback = Callable[[dict[str, Any]], Any]
 DEFAULT_CLIENT_INFO = {"name": "nimblemcp-client", "version": "0.1.0"}
+#: Re-issued on a broken stream without asking (RT resilience); others need `retry=True`.
+IDEMPOTENT_METHODS = frozenset({
+    "server/discover", "tools/list", "prompts/list", "resources/list",
+    "resources/templates/list", "resources/read", "completion/complete",
+})
 _RESULT_TYPES = frozenset({"complete", "input_required"})
 _EVICT_ON = {
     "notifications/tools/list_changed": ("tools/list",),
@@ -98,6 +103,8 @@ class Client(ToolsMixin):
         cache_store: CacheStore | None = None,
         auth_context: Hashable = None,
         validate_output: bool = True,
+        max_retries: int = 3,
+        retry_backoff: float = 0.1,
     ) -> None:
         self.transport = _transport_for(target)
         self.client_info = dict(client_info) if client_info is not None else None
@@ -118,6 +125,8 @@ class Client(ToolsMixin):
         self.cache_enabled = cache
         self.cache = ResultCache(self.transport.peer, auth_context, cache_store)
         self.validate_output = validate_output
+        self.max_retries = max_retries
+        self.retry_backoff = retry_backoff
         self.server_info: dict[str, Any] | None = None
         self.discovered: dict[str, Any] | None = None
         self._ids = itertools.count(1)
@@ -185,12 +194,18 @@ class Client(ToolsMixin):
         traceparent: str | None = None,
         meta: Mapping[str, Any] | None = None,
         param_headers: Mapping[str, ParamValue] | None = None,
+        retry: bool | None = None,
     ) -> dict[str, Any]:
         """Send one request and return its final result.
 
         With `manual=True` an `input_required` result is returned to the caller, who
-        may retry with `params` carrying `inputResponses`/`requestState`.
+        may retry with `params` carrying `inputResponses`/`requestState`. When the
+        response stream breaks before the final response, the request is re-sent with
+        a new id (at most `max_retries` times, with backoff) if it is idempotent:
+        `retry=None` means "the methods in IDEMPOTENT_METHODS", True/False force it.
         """
+        idempotent = method in IDEMPOTENT_METHODS if retry is None else retry
+        retries = 0
         base = {k: v for k, v in (params or {}).items() if k != "_meta"}
         spec = METHODS.get(method)
         cacheable = spec is not None and spec.cacheable and cache and self.cache_enabled
@@ -212,6 +227,14 @@ class Client(ToolsMixin):
                 if renegotiated or not self._renegotiate(exc):
                     raise
                 renegotiated = True
+                continue
+            except TransportError as exc:
+                if not (idempotent and getattr(exc, "retryable", False)) or retries >= self.max_retries:
+                    raise
+                retries += 1
+                delay = self.retry_backoff * 2 ** (retries - 1)
+                logger.info("%s: %s; re-sending (attempt %d) in %.2f s", method, exc, retries + 1, delay)
+                await asyncio.sleep(delay)
                 continue
             kind = result.get("resultType", "complete")  # RT-02
             if kind not in _RESULT_TYPES:

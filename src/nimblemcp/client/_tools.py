@@ -102,6 +102,9 @@ class ToolsMixin:
         if self.transport.carries_param_headers and self._header_rules.get(name):
             headers = param_headers(self._header_rules[name], args)
         params: dict[str, Any] = {"name": name, "arguments": args}
+        if kw.get("retry") is None:  # only tools that say so are re-sent on a broken stream
+            hints = (self.tools.get(name) or {}).get("annotations") or {}
+            kw["retry"] = isinstance(hints, dict) and hints.get("idempotentHint") is True
         result = await self.request("tools/call", params, param_headers=headers, **kw)
         if (
             self.validate_output

@@ -24,13 +24,22 @@ from nimblemcp.types.methods import METHODS
 
 from ._sse_reader import iter_sse
 
-__all__ = ["HttpTransport", "encode_header_value", "mcp_name"]
+__all__ = ["HttpTransport", "StreamBroken", "encode_header_value", "mcp_name"]
 
 logger = logging.getLogger("nimblemcp.http_client")
 
 _SENTINEL_START = "=?base64?"
 _SENTINEL_END = "?="
 _TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel", "tasks/result"})
+
+
+class StreamBroken(TransportError):
+    """The connection failed or the response stream broke before the final response.
+
+    `retryable` tells the Client an idempotent request may be re-issued with a new id.
+    """
+
+    retryable = True
 
 
 def encode_header_value(value: str | int | bool) -> str:
@@ -134,7 +143,7 @@ class HttpTransport:
                         yield message
                         if "method" not in message and message.get("id") == rid:
                             return
-                    raise TransportError("the SSE stream ended before the response")
+                    raise StreamBroken("the SSE stream ended before the response")
                 body = await response.aread()
                 if ctype == "application/json" and body:
                     message = _decode(body)
@@ -145,6 +154,8 @@ class HttpTransport:
                     f"HTTP {response.status_code} without a JSON-RPC response"
                     f" ({ctype or 'no content type'}): {body[:200]!r}"
                 )
+        except httpx.TransportError as exc:  # connect, read, protocol: nothing final arrived
+            raise StreamBroken(f"HTTP transport failed: {exc!r}") from exc
         except httpx.HTTPError as exc:
             raise TransportError(f"HTTP transport failed: {exc}") from exc
 
