@@ -9,8 +9,8 @@ and point `npx @modelcontextprotocol/conformance server --url http://localhost:3
 at it (or use `scripts/conformance`, which does all of that).
 
 Fixtures that need features nimblemcp does not have yet (the 2025-11-25 wire with
-server-to-client requests, the tasks extension, `x-mcp-header` tool parameters, raw
-2020-12 input schemas) are left out on purpose; `conformance/expected-failures.txt`
+server-to-client requests, the tasks extension, a tool whose whole inputSchema is
+given verbatim for `json-schema-2020-12`) are left out on purpose; `conformance/expected-failures.txt`
 names the required scenarios that therefore fail and the issue that will fix each.
 """
 
@@ -23,7 +23,9 @@ import secrets
 import struct
 import wave
 import zlib
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from nimblemcp import (
     Context,
@@ -31,12 +33,12 @@ from nimblemcp import (
     MissingClientCapability,
     Server,
     ToolError,
+    audio,
     embedded,
     image,
     text,
     user,
 )
-from nimblemcp import audio as audio_block
 
 server = Server(
     "nimblemcp-conformance-everything",
@@ -100,7 +102,7 @@ def test_image_content():
 @server.tool
 def test_audio_content():
     """Returns one WAV audio item."""
-    return audio_block(WAV, "audio/wav")
+    return audio(WAV, "audio/wav")
 
 
 @server.tool
@@ -158,6 +160,17 @@ async def test_logging_tool(ctx: Context) -> str:
     """Logs once; the log is sent only if the request's _meta set a log level."""
     await ctx.info("test_logging_tool ran")
     return "Logged one message."
+
+
+@server.tool
+def test_x_mcp_header(
+    region: Annotated[
+        str, Field(description="Where to run; mirrored in the Mcp-Param-Region header",
+                   json_schema_extra={"x-mcp-header": "Region"}),
+    ],
+) -> str:
+    """Echoes its region; HTTP clients must also send it as the Mcp-Param-Region header."""
+    return f"Running in {region}."
 
 
 # -- asking the client for input (multi round-trip requests) ----------------------------
@@ -361,7 +374,7 @@ def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
 
 
 @server.prompt
-def test_prompt_with_embedded_resource(resourceUri: str):  # noqa: N803 - the suite's name
+def test_prompt_with_embedded_resource(resourceUri: str):  # the suite names it resourceUri
     """A prompt that embeds a resource.
 
     Args:
