@@ -10,7 +10,7 @@ from typing import Any, Literal
 from nimblemcp.content import is_content_block, text
 from nimblemcp.errors import InvalidParams
 from nimblemcp.server._context import Context
-from nimblemcp.server._schema import parse_docstring
+from nimblemcp.server._docstrings import parse_docstring
 
 Role = Literal["user", "assistant"]
 

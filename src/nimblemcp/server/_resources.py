@@ -17,7 +17,7 @@ from typing import Any
 from nimblemcp.content import blob_resource, text_resource
 from nimblemcp.errors import InvalidParams
 from nimblemcp.server._context import Context
-from nimblemcp.server._schema import parse_docstring
+from nimblemcp.server._docstrings import parse_docstring
 
 _VAR = re.compile(r"\{([+]?)([A-Za-z0-9_]+)\}")
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
