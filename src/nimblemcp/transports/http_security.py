@@ -17,7 +17,8 @@ from nimblemcp.jsonrpc import encode
 
 if TYPE_CHECKING:
     from nimblemcp.server._server import Server
-    from nimblemcp.transports.http import LegacyHandler, Receive, Scope, Send
+    from nimblemcp.transports._http_exchange import Receive, Scope, Send
+    from nimblemcp.transports.http import LegacyHandler
 
 __all__ = ["DEFAULT_MAX_BODY", "SecurityMiddleware", "secure_app"]
 

@@ -1,0 +1,152 @@
+"""One HTTP request in flight: lazy SSE, keep-alives, the disconnect watch, backpressure.
+
+The response starts as nothing: a handler that finishes without emitting gets a plain
+JSON body from `http.py`; the first request-scoped notification (or a handler still
+running after one keep-alive interval) turns it into an SSE stream that this class
+pumps. A client that hangs up cancels the handler (HTTP-10); a client that stops
+reading is cut off once `max_buffer` bytes pile up. Must not import the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from nimblemcp.jsonrpc import encode
+from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
+from nimblemcp.types._meta import SUBSCRIPTION_ID
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+EMPTY_BODY: dict[str, Any] = {"type": "http.response.body", "body": b""}
+_SSE_START: dict[str, Any] = {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
+
+WATCH_DELAY = 0.002  # seconds
+
+
+class Exchange:
+    """One request in flight: buffered SSE frames, the writer task, the disconnect watch."""
+
+    __slots__ = (
+        "buffered", "closed", "commit_timer", "disconnected", "done", "frames", "keepalive",
+        "loop", "owner", "pump", "receive", "send", "slow", "waiter", "watcher",
+    )
+
+    # A reader that lets this much pile up is cut off: memory stays bounded and a
+    # slow listen stream cannot hold the bus (see backends/bus.py).
+    max_buffer = 1 << 20
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, receive: Receive, send: Send, keepalive: float) -> None:
+        self.loop = loop
+        self.receive = receive
+        self.send = send
+        self.keepalive = keepalive
+        self.frames: list[bytes] = []
+        self.pump: asyncio.Task[None] | None = None
+        self.watcher: asyncio.Task[None] | None = None
+        self.waiter: asyncio.Future[bool] | None = None
+        self.commit_timer: asyncio.TimerHandle | None = None
+        self.owner: asyncio.Task[Any] | None = None
+        self.done = False
+        self.closed = False
+        self.disconnected = False
+        self.slow = False
+        self.buffered = 0
+
+    def emit(self, message: dict[str, Any]) -> None:
+        """Called by Context on the loop thread for progress/log notifications."""
+        if self.closed or self.disconnected:
+            return
+        data = frame(encode(message))
+        self.buffered += len(data)
+        if self.buffered > self.max_buffer:
+            self._cut(message)
+            return
+        self.frames.append(data)
+        self._wake()
+        if self.pump is None:
+            self.pump = self.loop.create_task(self._pump())
+
+    def _cut(self, message: dict[str, Any]) -> None:
+        """The client stopped reading: drop what is queued, end the request."""
+        self.slow = True
+        self.closed = True
+        self.frames.clear()
+        sid = (message.get("params") or {}).get("_meta", {}).get(SUBSCRIPTION_ID)
+        if sid is not None:  # a listen stream ends with the reason (SUB-09)
+            note = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": sid, "reason": "Listener too slow: stream buffer full"}}
+            self.frames.append(frame(encode(note)))
+        if self.owner is not None:
+            self.owner.cancel()
+        self._wake()
+
+    def _wake(self) -> None:
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(True)
+
+    def start_watch(self) -> None:
+        """Runs only if the handler yielded to the loop: the fast path never pays for it."""
+        if self.done:
+            return
+        self.watcher = self.loop.create_task(self._watch())
+        if self.keepalive > 0:
+            self.commit_timer = self.loop.call_later(self.keepalive, self._commit)
+
+    def _commit(self) -> None:
+        # Still running after one keep-alive interval: go SSE so idle timers stay fed.
+        if not self.done and self.pump is None:
+            self.frames.append(KEEPALIVE)  # flush the headers now; proxies see bytes
+            self.pump = self.loop.create_task(self._pump())
+
+    async def _watch(self) -> None:
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                break
+        if not self.done:
+            self.disconnected = True
+            if self.owner is not None:
+                self.owner.cancel()  # HTTP-10: closing the stream cancels the request
+            self._wake()
+
+    async def _pump(self) -> None:
+        send = self.send
+        await send(_SSE_START)
+        while True:
+            if self.frames:
+                data = b"".join(self.frames)
+                self.frames.clear()
+                self.buffered = 0
+                if self.closed:
+                    await send({"type": "http.response.body", "body": data})
+                    return
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+                continue
+            if self.closed or self.disconnected:
+                if not self.disconnected:
+                    await send(EMPTY_BODY)
+                return
+            w = self.waiter = self.loop.create_future()
+            timer = self.loop.call_later(self.keepalive or 3600.0, _ping, w)
+            woke = await w
+            timer.cancel()
+            if not woke and not self.frames and not self.closed:
+                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+
+    def finish(self) -> None:
+        self.done = True
+        if self.commit_timer is not None:
+            self.commit_timer.cancel()
+        if self.watcher is not None:
+            self.watcher.cancel()
+
+
+def _ping(w: asyncio.Future[bool]) -> None:
+    if not w.done():
+        w.set_result(False)
