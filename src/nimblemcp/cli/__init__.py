@@ -1,7 +1,9 @@
 """The `nimblemcp` command: thin over the library.
 
 argparse rather than click/typer on purpose: `nimblemcp run` is on the cold-start
-path of every stdio server a host spawns.
+path of every stdio server a host spawns. The client commands (discover, tools, call,
+read, prompt, listen) live in `_client_commands`, imported only when one is asked for,
+so `run` never imports the client.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 from nimblemcp.server._server import Server
 
 __all__ = ["load_server", "main"]
+
+_CLIENT_COMMANDS = ("discover", "tools", "call", "read", "prompt", "listen")
 
 
 def load_server(target: str) -> Server:
@@ -56,8 +60,17 @@ def load_server(target: str) -> Server:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nimblemcp", description="Run MCP servers.")
+    parser = argparse.ArgumentParser(
+        prog="nimblemcp", description="Run MCP servers, or talk to one.",
+        epilog="Client commands take an http(s):// URL or `-- command args...`; "
+        "see `nimblemcp COMMAND --help`.")
     sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("discover", "ask a server what it supports"),
+                       ("tools", "list a server's tools"), ("call", "call a tool"),
+                       ("read", "read a resource (or list them)"),
+                       ("prompt", "get a prompt (or list them)"),
+                       ("listen", "print list changes and resource updates")):
+        sub.add_parser(name, help=text, add_help=False)
     run = sub.add_parser("run", help="serve a nimblemcp Server over stdio or HTTP")
     run.add_argument("target", help="path/to/server.py[:object] or package.module[:object]")
     run.add_argument("--transport", choices=("stdio", "http"), default="stdio")
@@ -68,6 +81,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in _CLIENT_COMMANDS:
+        from nimblemcp.cli._client_commands import main as client_main
+
+        raise SystemExit(client_main(argv))
     args = _parser().parse_args(argv)
     if args.command == "run":
         server = load_server(args.target)

@@ -1,0 +1,225 @@
+"""`nimblemcp discover|tools|call|read|prompt|listen TARGET ...`: poke a server.
+
+TARGET is an `http(s)://` URL, or everything after `--` is a command line to spawn
+over stdio:
+
+    nimblemcp tools http://127.0.0.1:8000/mcp
+    nimblemcp call search_docs --arg query=risk -- python server.py
+    nimblemcp listen --tools --resource docs://brief.md -- python server.py
+
+Readable text by default, `--json` for scripts. `call` asks elicitation questions in
+the terminal and refuses sampling unless `--sample-reply` is given. Loaded only for
+these commands, so `nimblemcp run` never imports the client; must not import the
+server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from nimblemcp.cli import _render as r
+
+__all__ = ["COMMANDS", "main"]
+
+COMMANDS = ("discover", "tools", "call", "read", "prompt", "listen")
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON for scripts")
+    common.add_argument("--timeout", type=float, default=60.0, help="per-request timeout (s)")
+    common.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
+                        help="extra HTTP header (repeatable)")
+    common.add_argument("-v", "--verbose", action="store_true",
+                        help="log to stderr (including a stdio server's stderr)")
+    parser = argparse.ArgumentParser(
+        prog="nimblemcp", description="Talk to an MCP server: TARGET is an http(s):// URL, "
+        "or put the server's command line after `--` to run it over stdio.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("discover", parents=[common], help="server/discover")
+    p.add_argument("target", nargs="?", help="http(s):// URL (or use -- command ...)")
+    p = sub.add_parser("tools", parents=[common], help="list the tools")
+    p.add_argument("target", nargs="?")
+    p = sub.add_parser("call", parents=[common], help="call a tool")
+    p.add_argument("words", nargs="+", metavar="[TARGET] NAME")
+    p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="an argument; VALUE is parsed as JSON when it parses, else a string")
+    p.add_argument("--args", dest="args_json", metavar="JSON", help="all arguments as a JSON object")
+    p.add_argument("--sample-reply", metavar="TEXT",
+                   help="answer sampling requests with this text (refused otherwise)")
+    p = sub.add_parser("read", parents=[common], help="read a resource (no URI: list them)")
+    p.add_argument("words", nargs="*", metavar="[TARGET] [URI]")
+    p = sub.add_parser("prompt", parents=[common], help="get a prompt (no NAME: list them)")
+    p.add_argument("words", nargs="*", metavar="[TARGET] [NAME]")
+    p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE")
+    p = sub.add_parser("listen", parents=[common], help="print subscription events until Ctrl-C")
+    p.add_argument("target", nargs="?")
+    p.add_argument("--tools", action="store_true", help="tools/list_changed")
+    p.add_argument("--prompts", action="store_true", help="prompts/list_changed")
+    p.add_argument("--resources", action="store_true", help="resources/list_changed")
+    p.add_argument("--resource", action="append", default=[], metavar="URI",
+                   help="resources/updated for this URI (repeatable)")
+    return parser
+
+
+class UsageError(Exception):
+    pass
+
+
+def _split_target(
+    args: argparse.Namespace, command_line: list[str]
+) -> tuple[Any, list[str]]:
+    """The Client target and the remaining positional words."""
+    words: list[str] = list(getattr(args, "words", None) or [])
+    if getattr(args, "target", None) is not None:
+        words.insert(0, args.target)
+    if command_line:
+        return command_line, words
+    if words and words[0].startswith(("http://", "https://")):
+        return words[0], words[1:]
+    raise UsageError("give an http(s):// URL, or the server's command line after `--`")
+
+
+def parse_arguments(pairs: Sequence[str], raw: str | None) -> dict[str, Any]:
+    """`--args '{json}'` then `--arg k=v` on top (JSON values when they parse)."""
+    out: dict[str, Any] = {}
+    if raw is not None:
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--args is not valid JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise UsageError("--args must be a JSON object")
+        out.update(parsed)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--arg wants KEY=VALUE, got {pair!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def _transport(target: Any, headers: Sequence[str]) -> Any:
+    if isinstance(target, list):
+        from nimblemcp.transports.stdio_client import StdioTransport
+
+        return StdioTransport(target[0], target[1:])
+    from nimblemcp.transports.http_client import HttpTransport
+
+    extra = {}
+    for header in headers:
+        name, sep, value = header.partition(":")
+        if not sep:
+            raise UsageError(f"--header wants NAME:VALUE, got {header!r}")
+        extra[name.strip()] = value.strip()
+    return HttpTransport(target, headers=extra)
+
+
+async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
+    from nimblemcp.client import Client
+
+    callbacks: dict[str, Any] = {}
+    if args.command == "call":
+        async def elicit(params: dict[str, Any]) -> dict[str, Any]:
+            return await asyncio.to_thread(r.ask_form, params)
+
+        callbacks["on_elicit"] = elicit
+        if args.sample_reply is not None:
+            reply = args.sample_reply
+            callbacks["on_sample"] = lambda params: reply
+    async with Client(_transport(target, args.header), timeout=args.timeout, **callbacks) as client:
+        if args.command == "discover":
+            result = await client.discover()
+            r.dump_json(result) if args.json else r.render_discover(result)
+        elif args.command == "tools":
+            tools = await client.list_tools()
+            r.dump_json(tools) if args.json else r.table(r.describe_rows(tools), ["NAME", "DESCRIPTION"])
+        elif args.command == "call":
+            return await _call(client, args, words)
+        elif args.command == "read":
+            if not words:
+                items = await client.list_resources()
+                rows = [[str(i.get("uri")), str(i.get("mimeType", "")), r.first_line(
+                    i.get("description") or i.get("name"))] for i in items]
+                r.dump_json(items) if args.json else r.table(rows, ["URI", "TYPE", "DESCRIPTION"])
+            else:
+                result = await client.read_resource(words[0])
+                r.dump_json(result) if args.json else r.render_content(result.get("contents") or [])
+        elif args.command == "prompt":
+            if not words:
+                prompts = await client.list_prompts()
+                r.dump_json(prompts) if args.json else r.table(r.describe_rows(prompts), ["NAME", "DESCRIPTION"])
+            else:
+                values = {k: v if isinstance(v, str) else json.dumps(v)
+                          for k, v in parse_arguments(args.arg, None).items()}
+                result = await client.get_prompt(words[0], values)
+                r.dump_json(result) if args.json else r.render_messages(result.get("messages") or [])
+        elif args.command == "listen":
+            return await _listen(client, args)
+    return 0
+
+
+async def _call(client: Any, args: argparse.Namespace, words: list[str]) -> int:
+    if len(words) != 1:
+        raise UsageError("call wants exactly one tool NAME")
+    arguments = parse_arguments(args.arg, args.args_json)
+    result = await client.call_tool(words[0], arguments)
+    if args.json:
+        r.dump_json(result)
+    else:
+        out = sys.stderr if result.get("isError") else sys.stdout
+        content = result.get("content") or []
+        if "structuredContent" in result and not any(b.get("type") != "text" for b in content):
+            r.dump_json(result["structuredContent"], out)  # the text is its serialization
+        else:
+            r.render_content(content, out)
+    return 1 if result.get("isError") else 0
+
+
+async def _listen(client: Any, args: argparse.Namespace) -> int:
+    if not (args.tools or args.prompts or args.resources or args.resource):
+        raise UsageError("listen wants at least one of --tools, --prompts, --resources, --resource URI")
+    async with client.listen(tools=args.tools, prompts=args.prompts,
+                             resources_list=args.resources, resources=args.resource) as events:
+        async for event in events:
+            if args.json:
+                print(json.dumps({"kind": event.kind, "uri": event.uri, "message": event.raw},
+                                 ensure_ascii=False), flush=True)
+            else:
+                print(r.render_event(event.kind, event.uri, event.raw), flush=True)
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    argv = list(argv)
+    command_line: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, command_line = argv[:cut], argv[cut + 1:]
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(levelname)s %(name)s: %(message)s")
+    from nimblemcp.errors import McpError
+
+    try:
+        target, words = _split_target(args, command_line)
+        return asyncio.run(_run(args, target, words))
+    except UsageError as exc:
+        parser.error(str(exc))
+    except KeyboardInterrupt:
+        return 130 if args.command != "listen" else 0
+    except McpError as exc:
+        print(f"nimblemcp: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 2  # parser.error exits; kept for the type checker
