@@ -20,7 +20,6 @@ from typing import Any
 
 from nimblemcp.errors import (
     ClientError,
-    InvalidParams,
     RequestTimeout,
     TransportError,
     UnsupportedProtocolVersion,
@@ -31,6 +30,7 @@ from nimblemcp.types._versions import MODERN_VERSIONS, version_index
 from nimblemcp.types.methods import METHODS
 
 from ._cache import CacheStore, ResultCache
+from ._calls import CallsMixin
 from ._listen import Listener
 from ._mrtr import Callback, answer_round, capabilities_for
 from ._tools import ToolsMixin
@@ -74,7 +74,7 @@ def _transport_for(target: Any) -> Transport:
     raise TypeError(f"cannot make a transport from {target!r}")
 
 
-class Client(ToolsMixin):
+class Client(CallsMixin, ToolsMixin):
     """An MCP client for one server: `async with Client("http://.../mcp") as c: ...`.
 
     `target` is an `http(s)://` URL, a command line as a list (stdio), an in-process
@@ -384,76 +384,6 @@ class Client(ToolsMixin):
             wanted["resourceSubscriptions"] = list(resources)
         return Listener(self, wanted, reconnect=reconnect, max_reconnects=max_reconnects,
                         backoff=backoff, max_backoff=max_backoff)
-
-    # -- discovery and the simple calls ------------------------------------------------
-
-    async def discover(self, *, cache: bool = True) -> dict[str, Any]:
-        """`server/discover` (DISC-02): versions, capabilities, instructions."""
-        result = await self.request("server/discover", cache=cache)
-        self.discovered = result
-        supported = result.get("supportedVersions")
-        if isinstance(supported, list) and self.version not in supported:
-            common = [v for v in self.versions if v in supported]
-            if not common:
-                raise UnsupportedProtocolVersion(
-                    self.version, [v for v in supported if isinstance(v, str)],
-                    f"no protocol version in common: the server supports {supported}, "
-                    f"this client {self.versions}",
-                )
-            self.version = common[0]
-        return result
-
-    async def _all_pages(self, method: str, key: str, cache: bool, **kw: Any) -> list[Any]:
-        items: list[Any] = []
-        cursor: str | None = None
-        seen: set[str] = set()
-        restarted = False
-        while True:
-            params = {} if cursor is None else {"cursor": cursor}
-            try:
-                page = await self.request(method, params, cache=cache, **kw)
-            except InvalidParams:
-                if cursor is None or restarted:
-                    raise
-                # CACHE-09: a cursor went stale; drop every cached page, start over once.
-                self.cache.evict(method)
-                items, cursor, seen, restarted = [], None, set(), True
-                continue
-            items.extend(page.get(key) or [])
-            nxt = page.get("nextCursor")
-            if not isinstance(nxt, str) or nxt in seen:  # PAG-02: "" is a real cursor
-                return items
-            seen.add(nxt)
-            cursor = nxt
-
-    async def list_resources(self, *, cache: bool = True) -> list[dict[str, Any]]:
-        return await self._all_pages("resources/list", "resources", cache)
-
-    async def list_resource_templates(self, *, cache: bool = True) -> list[dict[str, Any]]:
-        return await self._all_pages("resources/templates/list", "resourceTemplates", cache)
-
-    async def list_prompts(self, *, cache: bool = True) -> list[dict[str, Any]]:
-        return await self._all_pages("prompts/list", "prompts", cache)
-
-    async def read_resource(self, uri: str, *, cache: bool = True, **kw: Any) -> dict[str, Any]:
-        return await self.request("resources/read", {"uri": uri}, cache=cache, **kw)
-
-    async def get_prompt(
-        self, name: str, arguments: Mapping[str, str] | None = None, **kw: Any
-    ) -> dict[str, Any]:
-        params: dict[str, Any] = {"name": name}
-        if arguments is not None:
-            params["arguments"] = dict(arguments)
-        return await self.request("prompts/get", params, **kw)
-
-    async def complete(
-        self, ref: Mapping[str, Any], argument: str, value: str,
-        context: Mapping[str, str] | None = None, **kw: Any,
-    ) -> dict[str, Any]:
-        params: dict[str, Any] = {"ref": dict(ref), "argument": {"name": argument, "value": value}}
-        if context is not None:
-            params["context"] = {"arguments": dict(context)}
-        return await self.request("completion/complete", params, **kw)
 
 
 async def _maybe_await(value: Any | Awaitable[Any]) -> Any:
