@@ -648,3 +648,18 @@ def test_sse_parser_handles_split_frames_and_comments() -> None:
     assert p.feed(b'ta: {"a":1}\r\n\r\ndata: 2\n') == [b'{"a":1}']
     assert p.feed(b"\n") == [b"2"]
     assert p.comments == 1
+
+
+async def test_http_13_header_values_are_compared_without_surrounding_whitespace() -> None:
+    """RFC 9110 optional whitespace around a field value is not part of it (SEP-2243)."""
+    server = m.Server("ows")
+    server.tool(lambda text: text, name="echo")
+    app = asgi_app(server)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "_meta": META, "name": "echo", "arguments": {"text": "x"}}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+               "mcp-protocol-version": " 2026-07-28", "mcp-method": "tools/call\t",
+               "mcp-name": "echo  "}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
+        r = await c.post("/mcp", json=body, headers=headers)
+    assert r.status_code == 200 and r.json()["result"]["content"][0]["text"] == "x"
