@@ -299,3 +299,36 @@ def test_tool_10_names_validated_and_unique() -> None:
     for bad in ("", "has space", "x" * 129, "slash/no"):
         with pytest.raises(ValueError):
             server.add_tool(lambda: "", name=bad)
+
+
+async def test_tool_03_verbatim_input_schema_is_published_and_enforced() -> None:
+    """TOOL-03: any JSON Schema 2020-12 keyword survives untouched; arguments are checked."""
+    from nimblemcp import Server
+    from nimblemcp.testing import connect
+
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"addr": {"$anchor": "addr", "type": "object",
+                           "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+        "properties": {"kind": {"enum": ["home", "work"]}, "address": {"$ref": "#addr"}},
+        "if": {"properties": {"kind": {"const": "work"}}},
+        "then": {"required": ["address"]},
+        "allOf": [{"required": ["kind"]}],
+        "additionalProperties": False,
+    }
+    server = Server("verbatim")
+
+    @server.tool(input_schema=schema)
+    def locate(kind: str, address: dict[str, str] | None = None) -> str:
+        return f"{kind}:{(address or {}).get('city', '-')}"
+
+    async with connect(server) as client:
+        listed = (await client.list_tools())["tools"][0]["inputSchema"]
+        assert listed == schema
+        ok = await client.call_tool("locate", {"kind": "work", "address": {"city": "Oslo"}})
+        assert ok["content"][0]["text"] == "work:Oslo"
+        missing = await client.call_tool("locate", {"kind": "work"})
+        assert missing["isError"] is True and "address" in missing["content"][0]["text"]
+        extra = await client.call_tool("locate", {"kind": "home", "x": 1})
+        assert extra["isError"] is True

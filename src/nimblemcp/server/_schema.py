@@ -33,6 +33,7 @@ __all__ = [
     "build_arguments",
     "build_output",
     "parse_docstring",
+    "verbatim_arguments",
 ]
 
 # --- whole signatures -------------------------------------------------------------
@@ -80,6 +81,44 @@ def build_arguments(fn: Callable[..., Any], arg_docs: Mapping[str, str]) -> Argu
     if all(is_simple(h) for _, h, _ in fields):
         return _simple_arguments(fields, arg_docs, names, context_param)
     return _pydantic_arguments(fn, fields, arg_docs, names, context_param)
+
+
+def verbatim_arguments(fn: Callable[..., Any], schema: dict[str, Any]) -> ArgumentSpec:
+    """Use a hand-written `inputSchema` as given (any JSON Schema 2020-12, TOOL-03).
+
+    Arguments are validated against it with jsonschema (validator built once) and
+    passed by name: to the function's matching parameters, or all of them when it
+    takes `**kwargs`.
+    """
+    if not isinstance(schema, dict) or schema.get("type") != "object":  # type: ignore[redundant-expr]
+        raise TypeError("input_schema must be a JSON Schema object with type 'object'")
+    import jsonschema
+
+    validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator_cls.check_schema(schema)
+    checker = validator_cls(schema)
+    context_param: str | None = None
+    takes_all = False
+    names: list[str] = []
+    hints = typing.get_type_hints(fn, include_extras=True)
+    for p in inspect.signature(fn).parameters.values():
+        if _is_context(hints.get(p.name, Any)):
+            context_param = p.name
+        elif p.kind is p.VAR_KEYWORD:
+            takes_all = True
+        elif p.kind is not p.VAR_POSITIONAL:
+            names.append(p.name)
+
+    def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+        error = jsonschema.exceptions.best_match(checker.iter_errors(arguments))
+        if error is not None:
+            where = ".".join(str(x) for x in error.absolute_path) or "arguments"
+            raise ArgumentError(f"{where}: {error.message}")
+        if takes_all:
+            return dict(arguments)
+        return {k: v for k, v in arguments.items() if k in names}
+
+    return ArgumentSpec(schema, validate, tuple(names), context_param)
 
 
 def _simple_arguments(

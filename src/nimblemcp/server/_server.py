@@ -127,6 +127,7 @@ class Server:
         meta: dict[str, Any] | None = None,
         one_time: bool = False,
         run_in_thread: bool = True,
+        input_schema: dict[str, Any] | None = None,
     ) -> Callable[[F], F]: ...
     def tool(self, fn: F | None = None, /, **options: Any) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=...)`.
@@ -136,7 +137,8 @@ class Server:
         `outputSchema` and `structuredContent`; `str` and content blocks do not.
         Sync functions run in a worker thread; `run_in_thread=False` runs one that
         never blocks directly on the event loop (saves the thread hop). `one_time=True`
-        makes its MRTR `requestState` single-use.
+        makes its MRTR `requestState` single-use. `input_schema=` publishes a
+        hand-written JSON Schema verbatim and validates arguments against it.
         """
 
         def register(f: F) -> F:

@@ -27,6 +27,7 @@ from nimblemcp.server._schema import (
     build_arguments,
     build_output,
     parse_docstring,
+    verbatim_arguments,
 )
 
 logger = logging.getLogger("nimblemcp.server")
@@ -124,6 +125,7 @@ class ToolEntry:
         meta: dict[str, Any] | None = None,
         one_time: bool = False,
         run_in_thread: bool = True,
+        input_schema: dict[str, Any] | None = None,
     ) -> None:
         self.fn = fn
         self.one_time = one_time  # its requestState may be used once only (MRTR-13)
@@ -133,7 +135,10 @@ class ToolEntry:
                 f"tool name {self.name!r} must be 1-128 characters of A-Z a-z 0-9 _ - . (TOOL-10)"
             )
         summary, arg_docs = parse_docstring(fn.__doc__)
-        self.arguments: ArgumentSpec = build_arguments(fn, arg_docs)
+        self.arguments: ArgumentSpec = (
+            build_arguments(fn, arg_docs) if input_schema is None
+            else verbatim_arguments(fn, input_schema)
+        )
         self.output: OutputSpec | None = None if structured_output is False else build_output(fn)
         if structured_output and self.output is None:
             raise TypeError(f"tool {self.name!r}: structured_output needs a structured return type")
