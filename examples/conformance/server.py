@@ -9,9 +9,9 @@ and point `npx @modelcontextprotocol/conformance server --url http://localhost:3
 at it (or use `scripts/conformance`, which does all of that).
 
 Fixtures that need features nimblemcp does not have yet (the 2025-11-25 wire with
-server-to-client requests, the tasks extension, a tool whose whole inputSchema is
-given verbatim for `json-schema-2020-12`) are left out on purpose; `conformance/expected-failures.txt`
-names the required scenarios that therefore fail and the issue that will fix each.
+server-to-client requests, the tasks extension) are left out on purpose;
+`conformance/expected-failures.txt` names the required scenarios that therefore fail
+and the issue that will fix each.
 """
 
 from __future__ import annotations
@@ -171,6 +171,37 @@ def test_x_mcp_header(
 ) -> str:
     """Echoes its region; HTTP clients must also send it as the Mcp-Param-Region header."""
     return f"Running in {region}."
+
+
+CONTACT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@server.tool(name="json_schema_2020_12_tool", input_schema=CONTACT_SCHEMA)
+def json_schema_2020_12_tool(**contact: Any) -> str:
+    """Tool with JSON Schema 2020-12 features"""
+    return f"Contact for {contact.get('name', 'someone')} accepted."
 
 
 # -- asking the client for input (multi round-trip requests) ----------------------------
