@@ -235,3 +235,19 @@ class Context:
     def handles(self) -> BoundHandles:
         """State handles for this request's subject (see `nimblemcp.server._handles`)."""
         return self.server.handles.bind(self.subject)
+
+
+def context_param(fn: Callable[..., Any]) -> str | None:
+    """The name of the parameter annotated `Context` (string annotations resolved)."""
+    import inspect
+    import typing
+
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable forward references: fall back to the raw text
+        hints = {}
+    for p in inspect.signature(fn).parameters.values():
+        ann = hints.get(p.name, p.annotation)
+        if ann == "Context" or (isinstance(ann, type) and issubclass(ann, Context)):
+            return p.name
+    return None

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from nimblemcp.content import is_content_block, text
 from nimblemcp.errors import InvalidParams
-from nimblemcp.server._context import Context
+from nimblemcp.server._context import Context, context_param
 from nimblemcp.server._docstrings import parse_docstring
 
 Role = Literal["user", "assistant"]
@@ -54,13 +54,11 @@ class PromptEntry:
         self.name = name or fn.__name__
         self.is_async = inspect.iscoroutinefunction(fn)
         summary, arg_docs = parse_docstring(fn.__doc__)
-        self.ctx_param: str | None = None
+        self.ctx_param = context_param(fn)
         args: list[dict[str, Any]] = []
         required: list[str] = []
         for p in inspect.signature(fn).parameters.values():
-            ann = p.annotation
-            if ann is Context or ann == "Context" or (isinstance(ann, type) and issubclass(ann, Context)):
-                self.ctx_param = p.name
+            if p.name == self.ctx_param:
                 continue
             arg: dict[str, Any] = {"name": p.name}
             if p.name in arg_docs:

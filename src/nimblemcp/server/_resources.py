@@ -16,19 +16,11 @@ from typing import Any
 
 from nimblemcp.content import blob_resource, text_resource
 from nimblemcp.errors import InvalidParams
-from nimblemcp.server._context import Context
+from nimblemcp.server._context import Context, context_param
 from nimblemcp.server._docstrings import parse_docstring
 
 _VAR = re.compile(r"\{([+]?)([A-Za-z0-9_]+)\}")
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
-
-
-def _context_param(fn: Callable[..., Any]) -> str | None:
-    for p in inspect.signature(fn).parameters.values():
-        ann = p.annotation
-        if ann is Context or ann == "Context" or (isinstance(ann, type) and issubclass(ann, Context)):
-            return p.name
-    return None
 
 
 def _definition(
@@ -76,7 +68,7 @@ class _Readable:
     def _setup(self, fn: Callable[..., Any], ttl_ms: int | None, cache_scope: str | None) -> None:
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.ctx_param = _context_param(fn)
+        self.ctx_param = context_param(fn)
         if ttl_ms is not None and ttl_ms < 0:
             raise ValueError("ttl_ms must be >= 0 (CACHE-01)")
         if cache_scope not in (None, "public", "private"):
