@@ -346,3 +346,30 @@ async def test_handles_are_bound_to_the_subject() -> None:
     assert await store.bind("alice").get(mine) == {"secret": 1}
     with pytest.raises(ToolError):
         await store.bind("mallory").get(mine)
+
+
+async def test_framework_sheds_load_with_a_state_only_checkpoint() -> None:
+    """MRTR-02: over `max_inflight`, MRTR methods get a requestState-only result; the
+    retry carries the same state and answers, and completes once there is room."""
+    server = make_server(max_inflight=1)
+    gate = asyncio.Event()
+
+    @server.tool
+    async def slow() -> str:
+        await gate.wait()
+        return "slow done"
+
+    async with connect(server, capabilities=ALL_CAPS) as client:
+        first = await client.call_tool("wizard", {})
+        busy = asyncio.create_task(client.call_tool("slow", {}))
+        await asyncio.sleep(0.01)
+        answers = {"step1": {"action": "accept", "content": {"name": "Ada"}}}
+        shed = await retry(client, first, {"name": "wizard"}, answers)
+        assert shed["resultType"] == "input_required"
+        assert "inputRequests" not in shed and shed["requestState"]
+        listed = await client.list_tools()  # other methods are not shed
+        assert listed["tools"]
+        gate.set()
+        assert (await busy)["content"][0]["text"] == "slow done"
+        resumed = await client.request("tools/call", {"name": "wizard", "requestState": shed["requestState"]})
+        assert list(resumed["inputRequests"]) == ["step2"]  # step1's answer survived the shed

@@ -95,6 +95,7 @@ class Dispatcher:
         if server.subscriptions:
             self.handlers["subscriptions/listen"] = listen
         self._pages: dict[Any, Any] = {}
+        self.busy = 0  # requests whose handler is running (for max_inflight)
         self._caps: dict[str, Any] | None = None
         self._server_meta = {SERVER_INFO: server.info}
 
@@ -139,7 +140,16 @@ class Dispatcher:
         try:
             if req.spec.input_required:
                 await self._resume(ctx, req, subject)
-            result = await req.handler(ctx, req.params)
+                limit = self.server.max_inflight
+                if limit is not None and self.busy >= limit:
+                    # Load shedding (MRTR-02): a state-only checkpoint; the client
+                    # retries after its backoff and resumes from the same state.
+                    raise InputRequired({})
+            self.busy += 1
+            try:
+                result = await req.handler(ctx, req.params)
+            finally:
+                self.busy -= 1
         except InputRequired as asked:
             if not req.spec.input_required:  # MRTR-01: never on other methods
                 logger.error("%s asked for client input, which only MRTR methods may", req.method)

@@ -61,6 +61,7 @@ class Server:
         bus: NotificationBus | None = None,
         listen_queue: int = 256,
         forward_logs: bool | str = False,
+        max_inflight: int | None = None,
     ) -> None:
         info: dict[str, Any] = {"name": name, "version": version}
         for key, value in (("title", title), ("description", description),
@@ -106,6 +107,9 @@ class Server:
             from nimblemcp.server._logbridge import install
 
             install("" if forward_logs is True else str(forward_logs))
+        # Above this many running handlers, tools/call, prompts/get and resources/read
+        # answer a state-only input_required instead of queueing (load shedding).
+        self.max_inflight = max_inflight
         self.dispatcher = Dispatcher(self)
 
     # -- registration ------------------------------------------------------------------
