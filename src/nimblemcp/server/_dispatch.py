@@ -145,11 +145,14 @@ class Dispatcher:
                     # Load shedding (MRTR-02): a state-only checkpoint; the client
                     # retries after its backoff and resumes from the same state.
                     raise InputRequired({})
-            self.busy += 1
-            try:
+            if req.spec.name == "subscriptions/listen":  # long-lived: not load
                 result = await req.handler(ctx, req.params)
-            finally:
-                self.busy -= 1
+            else:
+                self.busy += 1
+                try:
+                    result = await req.handler(ctx, req.params)
+                finally:
+                    self.busy -= 1
         except InputRequired as asked:
             if not req.spec.input_required:  # MRTR-01: never on other methods
                 logger.error("%s asked for client input, which only MRTR methods may", req.method)
