@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable
 from typing import Any, Literal
@@ -11,6 +10,7 @@ from nimblemcp.content import is_content_block, text
 from nimblemcp.errors import InvalidParams
 from nimblemcp.server._context import Context, context_param
 from nimblemcp.server._docstrings import parse_docstring
+from nimblemcp.server._workers import run_sync
 
 Role = Literal["user", "assistant"]
 
@@ -101,7 +101,7 @@ class PromptEntry:
         if self.is_async:
             value = await self.fn(**kwargs)
         else:
-            value = await asyncio.to_thread(self.fn, **kwargs)
+            value = await run_sync(self.fn, **kwargs)
         result: dict[str, Any] = {"resultType": "complete"}
         if "description" in self.definition:
             result["description"] = self.definition["description"]

