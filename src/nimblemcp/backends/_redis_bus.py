@@ -1,0 +1,244 @@
+"""`RedisBus`: the `NotificationBus` shared by every instance through Redis pub/sub.
+
+Shape: one background thread per bus runs its own event loop, which owns both Redis
+connections (one for PUBLISH, one SUBSCRIBEd to `channel`). `publish()` is sync,
+non-blocking and thread-safe: it hands the event to that loop; events are sent as
+small JSON (`{"k": kind, "u": uri}`). Every message read from the channel, the
+instance's own included, goes to the in-process fan-out of `backends.bus` (bounded
+queues, `SlowListener`), so each local listener gets every instance's events, each
+exactly once. Listeners are subscribed once `async with bus.subscribe()` is entered
+(it waits for Redis to confirm the channel, at most `ready_timeout` seconds).
+
+Delivery is at most once. When Redis drops, both connections reconnect with capped
+exponential backoff and listeners are told nothing: events that reach the channel
+while an instance is not subscribed are lost to that instance (a client that must not
+miss a change re-lists when its own stream reconnects). Unsent events wait, bounded,
+and go out once the publisher reconnects. Identical events still waiting to be sent are
+merged: they mean the same thing ("refetch"), and this turns a burst of registrations
+at start-up into one notification. `close_all()` ends local subscriptions; `close()`
+also stops the thread. Must not import server, transports or client modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from types import TracebackType
+from typing import Any
+
+import orjson
+
+from nimblemcp.backends.bus import Event, InProcessBus
+
+logger = logging.getLogger("nimblemcp.backends.redis")
+
+_MAX_PENDING = 10_000  # distinct unsent events; beyond this, new ones are dropped
+_BACKOFF_MIN, _BACKOFF_MAX = 0.05, 5.0
+
+
+def encode(event: Event) -> bytes:
+    return orjson.dumps({"k": event.kind, "u": event.uri})
+
+
+def decode(data: bytes) -> Event | None:
+    try:
+        obj = orjson.loads(data)
+        kind, uri = obj["k"], obj.get("u")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
+    if not isinstance(kind, str) or not (uri is None or isinstance(uri, str)):
+        return None
+    return Event(kind, uri)
+
+
+class RedisSubscription:
+    """A local subscription whose `__aenter__` waits until the channel is subscribed."""
+
+    def __init__(self, bus: RedisBus, inner: Any) -> None:
+        self._bus = bus
+        self._inner = inner
+
+    def __aiter__(self) -> RedisSubscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        event: Event = await self._inner.__anext__()
+        return event
+
+    async def __aenter__(self) -> RedisSubscription:
+        await self._bus.wait_subscribed()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class RedisBus:
+    """Publish/subscribe of change events across instances through one Redis channel."""
+
+    def __init__(self, url: str, *, channel: str = "nimblemcp:events", ready_timeout: float = 5.0) -> None:
+        import redis.asyncio  # fail at construction, not in the thread, when missing
+
+        self._redis = redis.asyncio
+        self.url = url
+        self.channel = channel
+        self.ready_timeout = ready_timeout
+        self._local = InProcessBus()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: dict[Event, None] = {}
+        self._wake: asyncio.Event | None = None
+        self._connects = 0  # times the channel subscription was confirmed
+        self._connects_cond = threading.Condition()
+        self._closed = False
+
+    # -- NotificationBus ----------------------------------------------------------------
+
+    def publish(self, event: Event) -> None:
+        loop = self._start()
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # loop closed by close()
+                loop.call_soon_threadsafe(self._enqueue, event)
+
+    def subscribe(self, max_queue: int = 256) -> RedisSubscription:
+        self._start()
+        return RedisSubscription(self, self._local.subscribe(max_queue))
+
+    def close_all(self) -> None:
+        self._local.close_all()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def connects(self) -> int:
+        """How many times the channel subscription has been (re)established."""
+        return self._connects
+
+    async def wait_subscribed(self, connects: int = 1, timeout: float | None = None) -> bool:
+        """Wait until the channel subscription was established `connects` times in all
+        (at most `timeout`, default `ready_timeout`, seconds); True if it was."""
+        self._start()
+        limit = self.ready_timeout if timeout is None else timeout
+
+        def wait() -> bool:
+            with self._connects_cond:
+                return self._connects_cond.wait_for(lambda: self._connects >= connects, limit)
+
+        if self._connects >= connects:
+            return True
+        return await asyncio.get_running_loop().run_in_executor(None, wait)
+
+    def close(self) -> None:
+        """End local subscriptions and stop the thread (closing both connections)."""
+        self.close_all()
+        with self._lock:
+            self._closed = True
+            thread, loop = self._thread, self._loop
+        if thread is None or loop is None:
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._stop_main)
+        thread.join()
+
+    def _start(self) -> asyncio.AbstractEventLoop | None:
+        if self._loop is not None or self._closed:
+            return self._loop
+        with self._lock:
+            if self._loop is None and not self._closed:
+                loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(
+                    target=self._run, args=(loop,), name="nimblemcp-redis-bus", daemon=True)
+                self._loop = loop
+                self._thread.start()
+        return self._loop
+
+    # -- the bus thread -----------------------------------------------------------------
+
+    def _run(self, loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
+        self._main_task = loop.create_task(self._main())
+        try:
+            loop.run_until_complete(self._main_task)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    def _stop_main(self) -> None:
+        self._main_task.cancel()
+
+    def _enqueue(self, event: Event) -> None:
+        if event not in self._pending:
+            if len(self._pending) >= _MAX_PENDING:
+                logger.warning("redis bus: %d events unsent, dropping %r", _MAX_PENDING, event)
+                return
+            self._pending[event] = None
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _main(self) -> None:
+        self._wake = asyncio.Event()
+        if self._pending:
+            self._wake.set()
+        client = self._redis.Redis.from_url(self.url)
+        try:
+            await asyncio.gather(self._publisher(client), self._reader(client))
+        finally:
+            await client.aclose()
+
+    async def _publisher(self, client: Any) -> None:
+        assert self._wake is not None
+        delay = _BACKOFF_MIN
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                event = next(iter(self._pending))
+                try:
+                    await client.publish(self.channel, encode(event))
+                except (self._redis.RedisError, OSError) as exc:
+                    # Keep it pending and retry after a pause; Redis may be restarting.
+                    logger.warning("redis bus: publish failed (%s); retrying in %.2fs", exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, _BACKOFF_MAX)
+                    continue
+                self._pending.pop(event, None)
+                delay = _BACKOFF_MIN
+
+    async def _reader(self, client: Any) -> None:
+        delay = _BACKOFF_MIN
+        while True:
+            pubsub = client.pubsub()
+            try:
+                await pubsub.subscribe(self.channel)
+                while True:
+                    message = await pubsub.get_message(timeout=None)
+                    if message is None:
+                        continue
+                    if message["type"] == "subscribe":
+                        delay = _BACKOFF_MIN
+                        with self._connects_cond:
+                            self._connects += 1
+                            self._connects_cond.notify_all()
+                    elif message["type"] == "message":
+                        event = decode(message["data"])
+                        if event is None:
+                            logger.warning("redis bus: ignoring malformed message %r", message["data"][:100])
+                        else:
+                            self._local.publish(event)
+            except (self._redis.RedisError, OSError) as exc:
+                logger.warning("redis bus: subscription lost (%s); reconnecting in %.2fs", exc, delay)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _BACKOFF_MAX)

@@ -1,0 +1,65 @@
+"""Redis backends for several instances behind a round-robin load balancer.
+
+`RedisStore` is the shared `KeyValueStore` (state handles, the one-time `requestState`
+guard); `RedisBus` (in `_redis_bus`) is the shared `NotificationBus`. Both import the
+`redis` package lazily, when constructed, so `nimblemcp[redis]` stays an optional extra;
+choose them by URL with `nimblemcp.backends.from_url` or `NIMBLEMCP_REDIS_URL`.
+
+Store contracts (see `_store`): keys live under `prefix`; TTLs are Redis `PX`
+milliseconds (rounded up, so a key never outlives a shorter wish by less than 1 ms);
+`set_if_absent` is one `SET NX PX`, atomic across every instance on the same Redis.
+The redis.asyncio client binds its connections to the event loop that first uses
+them: use one store from one loop (the server's). Must not import server, transports
+or client modules.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from nimblemcp.backends._redis_bus import RedisBus
+
+__all__ = ["RedisBus", "RedisStore"]
+
+
+def _ms(ttl_s: float) -> int:
+    return max(1, math.ceil(ttl_s * 1000))
+
+
+class RedisStore:
+    """`KeyValueStore` over Redis. Pass a URL (the store owns and closes its client)
+    or a `redis.asyncio.Redis` client (the caller keeps ownership)."""
+
+    def __init__(self, url_or_client: str | Any, *, prefix: str = "nimblemcp:") -> None:
+        if isinstance(url_or_client, str):
+            import redis.asyncio
+
+            self._client: Any = redis.asyncio.Redis.from_url(url_or_client)
+            self._owned = True
+        else:
+            self._client = url_or_client
+            self._owned = False
+        self.prefix = prefix
+
+    async def get(self, key: str) -> bytes | None:
+        value = await self._client.get(self.prefix + key)
+        return None if value is None else bytes(value)
+
+    async def set(self, key: str, value: bytes, ttl_s: float) -> None:
+        if ttl_s <= 0:  # expired at once, as in MemoryStore; Redis rejects PX 0
+            await self._client.delete(self.prefix + key)
+            return
+        await self._client.set(self.prefix + key, value, px=_ms(ttl_s))
+
+    async def set_if_absent(self, key: str, value: bytes, ttl_s: float) -> bool:
+        if ttl_s <= 0:
+            return not await self._client.exists(self.prefix + key)
+        return bool(await self._client.set(self.prefix + key, value, px=_ms(ttl_s), nx=True))
+
+    async def delete(self, key: str) -> bool:
+        return bool(await self._client.delete(self.prefix + key))
+
+    async def close(self) -> None:
+        if self._owned:
+            await self._client.aclose()
