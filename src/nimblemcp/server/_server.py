@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, overload
 
+from nimblemcp.backends._select import from_env
 from nimblemcp.backends._store import KeyValueStore
 from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
@@ -95,6 +96,11 @@ class Server:
         self.one_time_state = one_time_state
         self._state_keys = state_keys
         self._sealer: Sealer | None = None
+        if store is None or bus is None:  # NIMBLEMCP_REDIS_URL: shared backends (scale-out)
+            shared = from_env()
+            if shared is not None:
+                store = shared[0] if store is None else store
+                bus = shared[1] if bus is None else bus
         self.store: KeyValueStore = store if store is not None else MemoryStore()
         self.handles = HandleStore(self.store, ttl_s=handle_ttl)
         # subscriptions/listen: list changes and resource updates fan out via the bus.
