@@ -12,17 +12,16 @@ import os
 import socket
 import subprocess
 import time
-import venv
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _peers import mcp_python
 
 from nimblemcp.client import Client
 from nimblemcp.transports.stdio_client import StdioTransport
 
 ROOT = Path(__file__).resolve().parents[1]
-VENV = ROOT / ".cache" / "interop-mcp-2.3.0"
 
 PEER = '''
 import sys
@@ -60,14 +59,7 @@ if __name__ == "__main__":
 
 @pytest.fixture(scope="session")
 def peer_python() -> Path:
-    python = VENV / "bin" / "python"
-    marker = VENV / "installed-mcp-2.3.0"
-    if not marker.exists():
-        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "mcp==2.3.0"], check=True,
-                       timeout=300, capture_output=True)
-        marker.write_text("ok\n")
-    return python
+    return mcp_python()
 
 
 @pytest.fixture

@@ -1,0 +1,127 @@
+"""Independent peers for interop tests, installed into `.cache/` (gitignored) on first use.
+
+- `mcp_python()`: a private venv with the official Python SDK `mcp` 2.3.0.
+- `ts_client_modules()`: `node_modules` with the official TypeScript client
+  `@modelcontextprotocol/client` (v2, the line that speaks 2026-07-28; the v1 package
+  `@modelcontextprotocol/sdk` does not), run with the machine's Node (>= 20).
+
+Installs are idempotent (a marker file per pinned version), serialised by a file lock so
+parallel pytest sessions in one work tree do not race, and bounded by timeouts. When an
+install is impossible the tests fail loudly rather than skip.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import venv
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache"
+INTEROP = Path(__file__).resolve().parent / "interop"
+
+MCP_VERSION = "2.3.0"
+MCP_VENV = CACHE / f"interop-mcp-{MCP_VERSION}"
+TS_CLIENT_VERSION = "2.4.0"
+NPM_PEERS = CACHE / "npm-peers"
+
+
+@contextmanager
+def _locked(name: str) -> Iterator[None]:
+    CACHE.mkdir(exist_ok=True)
+    with open(CACHE / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def mcp_python() -> Path:
+    """The python of a venv holding `mcp==2.3.0` (created once)."""
+    python = MCP_VENV / "bin" / "python"
+    marker = MCP_VENV / f"installed-mcp-{MCP_VERSION}"
+    with _locked(MCP_VENV.name):
+        if not marker.exists():
+            venv.EnvBuilder(with_pip=True, clear=True).create(MCP_VENV)
+            subprocess.run([str(python), "-m", "pip", "install", "-q", f"mcp=={MCP_VERSION}"],
+                           check=True, timeout=300, capture_output=True)
+            marker.write_text("ok\n")
+    return python
+
+
+def node() -> str:
+    """The machine's node binary; the v2 TypeScript client needs Node >= 20."""
+    found = shutil.which("node")
+    if found is None:
+        raise RuntimeError("node is not on PATH; the TypeScript interop tests need Node >= 20")
+    version = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30,
+                             check=True).stdout.strip()
+    if int(version.lstrip("v").split(".")[0]) < 20:
+        raise RuntimeError(f"node {version} is too old for @modelcontextprotocol/client (>= 20)")
+    return found
+
+
+def ts_client_modules() -> Path:
+    """`node_modules` holding `@modelcontextprotocol/client` (installed once with npm)."""
+    modules = NPM_PEERS / "node_modules"
+    marker = NPM_PEERS / f"installed-client-{TS_CLIENT_VERSION}"
+    with _locked(NPM_PEERS.name):
+        if not marker.exists():
+            NPM_PEERS.mkdir(parents=True, exist_ok=True)
+            (NPM_PEERS / "package.json").write_text(json.dumps({
+                "private": True,
+                "dependencies": {"@modelcontextprotocol/client": TS_CLIENT_VERSION},
+            }, indent=2) + "\n")
+            npm = shutil.which("npm")
+            if npm is None:
+                raise RuntimeError("npm is not on PATH; the TypeScript interop tests need it")
+            subprocess.run([npm, "install", "--no-audit", "--no-fund", "--ignore-scripts"],
+                           cwd=NPM_PEERS, check=True, timeout=300, capture_output=True)
+            marker.write_text("ok\n")
+    return modules
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(proc: subprocess.Popen[bytes], port: int, what: str) -> None:
+    """Wait (bounded) until `port` accepts connections; fail if the process exits first."""
+    for _ in range(600):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{what} exited with {proc.returncode} before listening") from None
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on port {port}")
+
+
+@contextmanager
+def running(cmd: list[str], port: int, what: str, env: dict[str, str] | None = None,
+            ) -> Iterator[subprocess.Popen[bytes]]:
+    """Start a server subprocess listening on `port`; stop it afterwards."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})})
+    try:
+        wait_for_port(proc, port, what)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=20)
