@@ -21,15 +21,16 @@ def _require_spec() -> None:
 
 
 class SchemaBook:
-    """Validates an instance against one `$defs` entry of the 2026-07-28 schema.json."""
+    """Validates an instance against one `$defs` entry of a revision's schema.json."""
 
-    def __init__(self) -> None:
+    def __init__(self, revision: str = "2026-07-28") -> None:
         import jsonschema
         from referencing import Registry, Resource
 
         _require_spec()
-        self.root: dict[str, Any] = json.loads((SCHEMA_DIR / "schema.json").read_text())
-        uri = "urn:mcp:2026-07-28"
+        path = SPEC_DIR / "schema" / revision / "schema.json"
+        self.root: dict[str, Any] = json.loads(path.read_text())
+        uri = f"urn:mcp:{revision}"
         resource = Resource.from_contents(self.root)
         self.registry: Any = Registry().with_resource(uri, resource)
         self.uri = uri
@@ -56,6 +57,16 @@ class SchemaBook:
 
 
 _BOOK: SchemaBook | None = None
+_LEGACY_BOOK: SchemaBook | None = None
+
+
+@pytest.fixture(scope="session")
+def legacy_schemas() -> SchemaBook:
+    """The 2025-11-25 schema, for what the legacy leg sends."""
+    global _LEGACY_BOOK
+    if _LEGACY_BOOK is None:
+        _LEGACY_BOOK = SchemaBook("2025-11-25")
+    return _LEGACY_BOOK
 
 
 @pytest.fixture(scope="session")

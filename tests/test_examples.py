@@ -75,22 +75,34 @@ def test_docs_server_tools_resources_prompt_over_stdio() -> None:
 
 
 def _read_until(proc: subprocess.Popen[str], predicate: Any, limit: float = 10.0) -> dict[str, Any]:
-    """Read stdout lines until one satisfies `predicate`; fail after `limit` seconds."""
-    import selectors
+    """Read stdout lines until one satisfies `predicate`; fail after `limit` seconds.
+
+    A reader thread feeds a queue: select() on a buffered pipe would miss lines that
+    arrived in the same chunk.
+    """
+    import queue
+    import threading
+
+    lines: queue.Queue[str] = getattr(proc, "_lines", None) or queue.Queue()
+    if not hasattr(proc, "_lines"):
+        proc._lines = lines  # type: ignore[attr-defined]
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.put(line)
+
+        threading.Thread(target=pump, daemon=True).start()
     import time
 
-    sel = selectors.DefaultSelector()
-    assert proc.stdout is not None
-    sel.register(proc.stdout, selectors.EVENT_READ)
     deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if sel.select(timeout=0.2):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            msg = json.loads(line)
-            if predicate(msg):
-                return msg
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            msg: dict[str, Any] = json.loads(lines.get(timeout=left))
+        except queue.Empty:
+            break
+        if predicate(msg):
+            return msg
     raise AssertionError("expected message did not arrive")
 
 

@@ -42,6 +42,11 @@ logger = logging.getLogger("nimblemcp.server")
 Handler = Callable[[Context, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 _MAX_COMPLETIONS = 100
+MAX_LEGACY_ROUNDS = 32
+MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
+
+# Sends a round of input requests to a legacy client and returns its answers by key.
+Ask = Callable[[dict[str, dict[str, Any]]], Awaitable[dict[str, Any]]]
 INVALID_STATE = "Invalid or expired requestState"
 
 
@@ -131,10 +136,32 @@ class Dispatcher:
             raise MethodNotFound(f"Method not supported by this server: {method}")
         return Prepared(rid, method, params, meta, spec, handler)
 
+    def prepare_legacy(self, message: Any, meta: RequestMeta) -> Prepared:
+        """A request of a legacy (2025-11-25) session: its `_meta` comes from the
+        session, so only the method and the capability gate are checked here."""
+        method: str = message["method"]
+        params = message.get("params")
+        if params is None:
+            params = {}
+        elif not isinstance(params, dict):
+            raise InvalidParams("params must be an object")
+        spec = METHODS.get(method)
+        handler = self.handlers.get(method)
+        if spec is None or handler is None or method in MODERN_ONLY:
+            raise MethodNotFound(f"Method not found: {method}")
+        if spec.capability is not None and spec.capability not in self.capabilities:
+            raise MethodNotFound(f"Method not supported by this server: {method}")
+        return Prepared(message["id"], method, params, meta, spec, handler)
+
     async def execute(
-        self, req: Prepared, emit: Emit | None = None, subject: str | None = None
+        self, req: Prepared, emit: Emit | None = None, subject: str | None = None,
+        ask: Ask | None = None,
     ) -> dict[str, Any]:
-        """Run a prepared request; always returns a response message."""
+        """Run a prepared request; always returns a response message.
+
+        With `ask` (legacy sessions, which have a back channel) a handler's questions
+        are sent to the client as real requests and the handler re-runs with the
+        answers, instead of ending the round with `input_required`."""
         ctx = Context(self.server, req.id, req.method, req.params, req.meta, emit, subject)
         token = current.set(ctx) if self.server.forward_logs and req.meta.log_level is not None else None
         try:
@@ -150,7 +177,7 @@ class Dispatcher:
             else:
                 self.busy += 1
                 try:
-                    result = await req.handler(ctx, req.params)
+                    result = await (self._ask_loop(ctx, req, ask) if ask else req.handler(ctx, req.params))
                 finally:
                     self.busy -= 1
         except InputRequired as asked:
@@ -186,6 +213,18 @@ class Dispatcher:
         except ProtocolError as exc:
             return error_response(message["id"], exc)
         return await self.execute(req, emit, subject)
+
+    async def _ask_loop(self, ctx: Context, req: Prepared, ask: Ask) -> dict[str, Any]:
+        """Re-run a re-entrant handler until its questions are answered (legacy era)."""
+        for _ in range(MAX_LEGACY_ROUNDS):
+            try:
+                return await req.handler(ctx, req.params)
+            except InputRequired as asked:
+                if not req.spec.input_required:
+                    raise
+                if asked.requests:
+                    ctx._responses = {**ctx._responses, **await ask(asked.requests)}
+        raise InternalError("The handler kept asking for input")
 
     # -- MRTR: resuming and pausing a request -----------------------------------------------
 

@@ -15,10 +15,13 @@ import os
 import stat
 import sys
 import threading
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.errors import ParseError, ProtocolError
 from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
+from nimblemcp.server._legacy import is_enveloped
+from nimblemcp.transports._stdio_legacy import LegacyStdio
 
 if TYPE_CHECKING:
     from nimblemcp.server._server import Server
@@ -125,12 +128,20 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
     dispatcher = server.dispatcher
     inflight: dict[tuple[type, Any], asyncio.Task[None]] = {}
 
-    async def run(req: Any, key: tuple[type, Any]) -> None:
+    async def run(respond: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         try:
-            response = await dispatcher.execute(req, writer.write)
+            response = await respond()
         except asyncio.CancelledError:
             return  # cancelled requests get no response (CANC-03)
         writer.write(response)
+
+    def start(rid: Any, respond: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        """Run a request as a task (cancellable by id); its response is written at the end."""
+        key = (type(rid), rid)
+        task = inflight[key] = asyncio.create_task(run(respond))
+        task.add_done_callback(lambda _t: inflight.pop(key, None))
+
+    legacy = LegacyStdio(server, writer.write, start)
 
     def on_message(message: Any) -> None:
         try:
@@ -148,16 +159,17 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
                     if task is not None:
                         task.cancel()
             return
-        if kind != "request":
+        if kind == "response":  # a legacy client answering one of our requests
+            legacy.on_response(message)
+            return
+        if not is_enveloped(message) and legacy.on_request(message):
             return
         try:
             req = dispatcher.prepare(message)
         except ProtocolError as exc:
             writer.write(error_response(message["id"], exc))
             return
-        key = (type(req.id), req.id)
-        task = inflight[key] = asyncio.create_task(run(req, key))
-        task.add_done_callback(lambda _t: inflight.pop(key, None))
+        start(req.id, lambda: dispatcher.execute(req, writer.write))
 
     async for line in _lines(in_fd):
         if line is None:
@@ -175,6 +187,7 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
         except Exception:  # one bad message must never stop the server
             logger.exception("failed to handle a message")
 
+    legacy.close()
     # stdin closed (STDIO-06): give in-flight work a moment, then stop.
     pending: set[asyncio.Task[None]] = set()
     if inflight:
