@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -156,3 +157,21 @@ def test_typescript_client_pinned_to_2026_07_28(tmp_path: Path) -> None:
         out = run_peer("ts", "2026-07-28", "target", target, env)
     assert out["protocol_version"] == "2026-07-28"
     check_target(out, lossy_progress=True)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("peer", ["python", "ts"])
+def test_official_client_listens(peer: str, transport: str, tmp_path: Path) -> None:
+    """subscriptions/listen (SUB-04/05): the docs example watches its folder; editing a
+    document reaches a subscriber as resources/updated, adding one as list_changed."""
+    docs = tmp_path / "docs"
+    shutil.copytree(SERVERS["docs"].parent / "docs", docs)
+    env = {**server_env(tmp_path), "DOCS_WATCH": "1", "DOCS_DIR": str(docs),
+           "DOCS_POLL_SECONDS": "0.1"}
+    with target_for(transport, "docs", env) as target:
+        out = run_peer(peer, "auto", "listen", target, env)
+    assert out["honored"] == {"resourcesListChanged": True,
+                              "resourceSubscriptions": ["docs://brief.md"]}
+    kinds = [kind for kind, _ in out["events"]]
+    assert out["events"][0][1] == "docs://brief.md" and len(kinds) == 2, out["events"]
+    assert "docs://added.md" in out["resources"]

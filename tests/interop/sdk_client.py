@@ -86,8 +86,35 @@ async def docs(client: Client, out: dict[str, Any]) -> None:
     out["finish_review"] = dump(await client.call_tool("finish_review", {"review": handle}))
 
 
+async def listen(client: Client, out: dict[str, Any]) -> None:
+    """docs_server watching $DOCS_DIR: an edited document and an added one reach listeners."""
+    from pathlib import Path
+
+    docs_dir = Path(json.loads(os.environ["INTEROP_SERVER_ENV"])["DOCS_DIR"])
+    events: list[list[Any]] = []
+    async with client.listen(resources_list_changed=True,
+                             resource_subscriptions=["docs://brief.md"]) as sub:
+        out["honored"] = dump(sub.honored)
+        brief = docs_dir / "brief.md"
+        brief.write_text(brief.read_text() + "\nEdited.\n")
+        async with asyncio.timeout(30):
+            async for event in sub:
+                events.append([type(event).__name__, getattr(event, "uri", None)])
+                if getattr(event, "uri", None) == "docs://brief.md":
+                    break
+        (docs_dir / "added.md").write_text("# Added\n")
+        async with asyncio.timeout(30):
+            async for event in sub:
+                events.append([type(event).__name__, getattr(event, "uri", None)])
+                if getattr(event, "uri", None) is None:
+                    break
+    out["events"] = events
+    out["resources"] = sorted(r.uri for r in (await client.list_resources(
+        cache_mode="refresh")).resources)
+
+
 SCENARIOS: dict[str, Callable[[Client, dict[str, Any]], Awaitable[None]]] = {
-    "target": target, "docs": docs,
+    "target": target, "docs": docs, "listen": listen,
 }
 
 

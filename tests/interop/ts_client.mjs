@@ -10,12 +10,13 @@
 // (tests/interop/nimble_server.py) or "docs" (examples/docs_server/server.py). A stdio server
 // gets the SDK's default environment plus the JSON object in $INTEROP_SERVER_ENV.
 
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 const modules = process.env.INTEROP_NODE_MODULES;
-const require = createRequire(path.join(modules, 'noop.js'));
+const require = createRequire(path.join(path.resolve(modules), 'noop.js'));
 const load = async (spec) => import(pathToFileURL(require.resolve(spec)).href);
 const { Client, StreamableHTTPClientTransport } = await load('@modelcontextprotocol/client');
 const { StdioClientTransport, getDefaultEnvironment } = await load('@modelcontextprotocol/client/stdio');
@@ -83,6 +84,43 @@ async function docs(client) {
     client.callTool({ name: 'finish_review', arguments: { review: handle } }));
 }
 
+// docs_server watching $DOCS_DIR: an edited document and an added one reach listeners.
+async function listen(client) {
+  const docsDir = JSON.parse(process.env.INTEROP_SERVER_ENV).DOCS_DIR;
+  const events = [];
+  let wake = null;
+  const arrived = (kind, uri) => {
+    events.push([kind, uri ?? null]);
+    if (wake) wake();
+  };
+  const waitFor = (pred) => new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no event after 30 s: ${JSON.stringify(events)}`)), 30000);
+    const check = () => {
+      if (events.some(pred)) {
+        clearTimeout(timer);
+        wake = null;
+        resolve();
+      }
+    };
+    wake = check;
+    check();
+  });
+  client.setNotificationHandler('notifications/resources/updated', (n) => arrived('updated', n.params.uri));
+  client.setNotificationHandler('notifications/resources/list_changed', () => arrived('list_changed'));
+  const sub = await client.listen({ resourcesListChanged: true, resourceSubscriptions: ['docs://brief.md'] });
+  out.honored = sub.honoredFilter;
+  const brief = path.join(docsDir, 'brief.md');
+  writeFileSync(brief, readFileSync(brief, 'utf8') + '\nEdited.\n');
+  await waitFor((e) => e[0] === 'updated' && e[1] === 'docs://brief.md');
+  writeFileSync(path.join(docsDir, 'added.md'), '# Added\n');
+  await waitFor((e) => e[0] === 'list_changed');
+  out.events = events;
+  out.resources = (await client.listResources(undefined, { cacheMode: 'refresh' })).resources
+    .map((r) => r.uri).sort();
+  await sub.close();
+  out.closed = await sub.closed;
+}
+
 const negotiation = mode === 'auto' || mode === 'legacy' ? { mode } : { mode: { pin: mode } };
 const client = new Client(
   { name: 'interop-ts', version: '1.0.0' },
@@ -99,7 +137,7 @@ try {
   await client.connect(transportFor());
   out.protocol_version = client.getNegotiatedProtocolVersion();
   out.server_name = client.getServerVersion()?.name;
-  await (scenario === 'docs' ? docs : target)(client);
+  await ({ target, docs, listen })[scenario](client);
 } catch (err) {
   out.error = String(err && err.stack ? err.stack : err).slice(0, 4000);
 } finally {
