@@ -205,7 +205,7 @@ class RedisBus:
                 event = next(iter(self._pending))
                 try:
                     await client.publish(self.channel, encode(event))
-                except (self._redis.RedisError, OSError) as exc:
+                except Exception as exc:  # never let the publisher die
                     # Keep it pending and retry after a pause; Redis may be restarting.
                     logger.warning("redis bus: publish failed (%s); retrying in %.2fs", exc, delay)
                     await asyncio.sleep(delay)
@@ -235,7 +235,7 @@ class RedisBus:
                             logger.warning("redis bus: ignoring malformed message %r", message["data"][:100])
                         else:
                             self._local.publish(event)
-            except (self._redis.RedisError, OSError) as exc:
+            except Exception as exc:  # never let the reader die: Redis errors, a bug
                 logger.warning("redis bus: subscription lost (%s); reconnecting in %.2fs", exc, delay)
             finally:
                 with contextlib.suppress(Exception):
