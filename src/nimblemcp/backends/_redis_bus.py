@@ -53,6 +53,11 @@ def decode(data: bytes) -> Event | None:
     return Event(kind, uri)
 
 
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class RedisSubscription:
     """A local subscription whose `__aenter__` waits until the channel is subscribed."""
 
@@ -97,7 +102,7 @@ class RedisBus:
         self._pending: dict[Event, None] = {}
         self._wake: asyncio.Event | None = None
         self._connects = 0  # times the channel subscription was confirmed
-        self._connects_cond = threading.Condition()
+        self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._closed = False
 
     # -- NotificationBus ----------------------------------------------------------------
@@ -126,15 +131,30 @@ class RedisBus:
         """Wait until the channel subscription was established `connects` times in all
         (at most `timeout`, default `ready_timeout`, seconds); True if it was."""
         self._start()
-        limit = self.ready_timeout if timeout is None else timeout
-
-        def wait() -> bool:
-            with self._connects_cond:
-                return self._connects_cond.wait_for(lambda: self._connects >= connects, limit)
-
-        if self._connects >= connects:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        entry = (connects, loop, waiter)
+        with self._lock:
+            if self._connects >= connects:
+                return True
+            self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(waiter, self.ready_timeout if timeout is None else timeout)
             return True
-        return await asyncio.get_running_loop().run_in_executor(None, wait)
+        except TimeoutError:
+            return False
+        finally:
+            with self._lock, contextlib.suppress(ValueError):
+                self._waiters.remove(entry)
+
+    def _connected(self) -> None:
+        """Runs on the bus thread each time the channel subscription is confirmed."""
+        with self._lock:
+            self._connects += 1
+            ready = [(loop, w) for n, loop, w in self._waiters if n <= self._connects]
+        for loop, waiter in ready:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(_wake, waiter)
 
     def close(self) -> None:
         """End local subscriptions and stop the thread (closing both connections)."""
@@ -226,9 +246,7 @@ class RedisBus:
                         continue
                     if message["type"] == "subscribe":
                         delay = _BACKOFF_MIN
-                        with self._connects_cond:
-                            self._connects += 1
-                            self._connects_cond.notify_all()
+                        self._connected()
                     elif message["type"] == "message":
                         event = decode(message["data"])
                         if event is None:
