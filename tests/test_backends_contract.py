@@ -293,3 +293,22 @@ def test_redis_is_not_imported_unless_chosen() -> None:
             "import nimblemcp.server; print('redis' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+async def test_redis_bus_started_before_redis_catches_up() -> None:
+    server = RedisServer()  # port chosen, nothing listening yet
+    bus = RedisBus(server.url, channel="late", ready_timeout=0.1)
+    try:
+        bus.publish(Event("tools"))  # Redis unreachable: kept, not raised, not blocking
+        async with bus.subscribe() as sub:  # gives up waiting after ready_timeout
+            assert bus.connects == 0
+            server.start()
+            assert await bus.wait_subscribed(1, timeout=HANG_GUARD)
+            bus.publish(Event("updated", "file:///late"))
+            got = await next_event(sub)
+            if got == Event("tools"):  # the early event went out once Redis came up
+                got = await next_event(sub)
+            assert got == Event("updated", "file:///late")
+    finally:
+        bus.close()
+        server.close()
