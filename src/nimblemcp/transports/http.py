@@ -22,7 +22,7 @@ import gc
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nimblemcp.errors import InvalidRequest, ProtocolError
+from nimblemcp.errors import InvalidRequest, ProtocolError, UnsupportedProtocolVersion
 from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
 from nimblemcp.transports._http_exchange import (
     EMPTY_BODY,
@@ -43,7 +43,7 @@ from nimblemcp.transports._http_headers import (
 )
 from nimblemcp.transports._sse import frame
 from nimblemcp.types._meta import CLIENT_CAPABILITIES, PROTOCOL_VERSION
-from nimblemcp.types._versions import LEGACY_VERSIONS
+from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
 if TYPE_CHECKING:
     from nimblemcp.server._dispatch import Prepared
@@ -203,6 +203,11 @@ class McpHttpApp:
     def _prepare(self, h: RequestHeaders, msg: dict[str, Any]) -> Prepared:
         """HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params."""
         params = msg.get("params")
+        if msg["method"] == "initialize":  # no legacy leg plugged in (COMPAT-S02)
+            requested = params.get("protocolVersion") if type(params) is dict else None
+            raise UnsupportedProtocolVersion(
+                requested, list(MODERN_VERSIONS),
+                "This server speaks only the stateless revisions (no initialize handshake)")
         meta = params.get("_meta") if type(params) is dict else None
         if type(meta) is dict:
             version = meta.get(PROTOCOL_VERSION)
