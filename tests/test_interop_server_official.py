@@ -175,3 +175,30 @@ def test_official_client_listens(peer: str, transport: str, tmp_path: Path) -> N
     kinds = [kind for kind, _ in out["events"]]
     assert out["events"][0][1] == "docs://brief.md" and len(kinds) == 2, out["events"]
     assert "docs://added.md" in out["resources"]
+
+
+@pytest.mark.parametrize("peer", ["python", "ts"])
+def test_legacy_client_over_http_is_told_the_supported_versions(peer: str, tmp_path: Path) -> None:
+    """A modern-only HTTP server answers a legacy client's `initialize` with -32022 naming
+    the versions it speaks, its only diagnostic (COMPAT-S02), not "params._meta is required"."""
+    port = free_port()
+    cmd = [sys.executable, str(INTEROP / "modern_only_http.py"), str(port)]
+    with running(cmd, port, "modern-only server", server_env(tmp_path)):
+        target = [f"http://127.0.0.1:{port}/mcp"]
+        peer_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        if peer == "python":
+            cmd = [str(mcp_python()), str(INTEROP / "sdk_client.py")]
+        else:
+            peer_env["INTEROP_NODE_MODULES"] = str(ts_client_modules())
+            cmd = [node(), str(INTEROP / "ts_client.mjs")]
+        done = subprocess.run([*cmd, "legacy", "target", *target], capture_output=True,
+                              text=True, timeout=180, env=peer_env)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "protocol_version" not in out, out
+    assert "params._meta is required" not in out["error"], out["error"][-1500:]
+    if peer == "python":
+        assert out["error_code"] == -32022, out
+        assert out["error_data"]["supported"] == ["2026-07-28"]
+        assert out["error_data"]["requested"] == "2025-11-25"
+    else:  # the TypeScript client quotes the response body
+        assert '"code":-32022' in out["error"] and '"supported":["2026-07-28"]' in out["error"]

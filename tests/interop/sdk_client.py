@@ -135,6 +135,12 @@ async def main(argv: list[str]) -> dict[str, Any]:
             await SCENARIOS[scenario](client, out)
     except BaseException as exc:  # report, do not crash: the test prints it
         out["error"] = "".join(traceback.format_exception(exc))[-4000:]
+        leaf: BaseException | None = exc
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        if leaf is not None and hasattr(leaf, "code"):
+            out["error_code"] = leaf.code
+            out["error_data"] = getattr(leaf, "data", None)
     return out
 
 
