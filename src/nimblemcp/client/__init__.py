@@ -10,6 +10,7 @@ Must not import `nimblemcp.server`.
 from nimblemcp.client._cache import CacheStore, MemoryCacheStore, ResultCache
 from nimblemcp.client._client import Client, ProgressCallback
 from nimblemcp.client._headers import InvalidToolHeaders, header_rules, param_headers
+from nimblemcp.client._legacy import ListenNotSupported
 from nimblemcp.client._listen import Listener, ListenEvent
 from nimblemcp.client._mrtr import InputRequestRefused, fill_defaults
 from nimblemcp.client._tools import OutputValidationError
@@ -21,6 +22,7 @@ __all__ = [
     "InputRequestRefused",
     "InvalidToolHeaders",
     "ListenEvent",
+    "ListenNotSupported",
     "Listener",
     "MemoryCacheStore",
     "OutputValidationError",

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nimblemcp.errors import InvalidParams, UnsupportedProtocolVersion
+from nimblemcp.errors import InvalidParams, ProtocolError, UnsupportedProtocolVersion
+
+from ._legacy import not_found
 
 if TYPE_CHECKING:
     from ._cache import ResultCache
@@ -24,10 +26,19 @@ class CallsMixin:
         version: str
         versions: list[str]
         discovered: dict[str, Any] | None
+        era: str | None
         request: Callable[..., Awaitable[dict[str, Any]]]
+        ensure_era: Callable[[], Awaitable[str]]
+        legacy_discover_result: Callable[[], dict[str, Any]]
 
     async def discover(self, *, cache: bool = True) -> dict[str, Any]:
-        """`server/discover` (DISC-02): versions, capabilities, instructions."""
+        """`server/discover` (DISC-02): versions, capabilities, instructions. On a legacy
+        connection, the same shape built from the `initialize` result (LEGC-07)."""
+        fresh = self.era is None
+        if await self.ensure_era() == "legacy":
+            return self.legacy_discover_result()
+        if fresh and self.discovered is not None:
+            return self.discovered  # the era probe was this very request
         result = await self.request("server/discover", cache=cache)
         self.discovered = result
         supported = result.get("supportedVersions")
@@ -75,7 +86,13 @@ class CallsMixin:
         return await self._all_pages("prompts/list", "prompts", cache)
 
     async def read_resource(self, uri: str, *, cache: bool = True, **kw: Any) -> dict[str, Any]:
-        return await self.request("resources/read", {"uri": uri}, cache=cache, **kw)
+        try:
+            return await self.request("resources/read", {"uri": uri}, cache=cache, **kw)
+        except ProtocolError as exc:
+            mapped = not_found(exc, uri)
+            if mapped is exc:
+                raise
+            raise mapped from exc
 
     async def get_prompt(
         self, name: str, arguments: Mapping[str, str] | None = None, **kw: Any

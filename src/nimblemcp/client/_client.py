@@ -4,7 +4,9 @@ Every request carries its own `_meta` (META-01/03, VER-01); ids are unique for t
 client's life (BASE-02); -32022 triggers one version renegotiation (VER-03);
 `input_required` results run the MRTR loop with the user's callbacks (MRTR-06..09,
 17); cacheable results honor `ttlMs`/`cacheScope` (CACHE-03..09). SDK-local failures
-are `ClientError`s, peer errors are `ProtocolError`s (ERR-05).
+are `ClientError`s, peer errors are `ProtocolError`s (ERR-05). The era (modern or
+2025-11-25) is settled before the first request (`_legacy`, MAP-09); legacy requests
+carry no modern `_meta` envelope.
 Must not import `nimblemcp.server`; transports are imported lazily by `connect`.
 """
 
@@ -31,7 +33,8 @@ from nimblemcp.types.methods import METHODS
 
 from ._cache import CacheStore, ResultCache
 from ._calls import CallsMixin
-from ._listen import Listener
+from ._legacy import Era, LegacyMixin, Mode
+from ._listen import ListenMixin
 from ._mrtr import Callback, answer_round, capabilities_for
 from ._tools import ToolsMixin
 from ._transport import ParamValue, Transport
@@ -74,12 +77,13 @@ def _transport_for(target: Any) -> Transport:
     raise TypeError(f"cannot make a transport from {target!r}")
 
 
-class Client(CallsMixin, ToolsMixin):
+class Client(LegacyMixin, ListenMixin, CallsMixin, ToolsMixin):
     """An MCP client for one server: `async with Client("http://.../mcp") as c: ...`.
 
     `target` is an `http(s)://` URL, a command line as a list (stdio), an in-process
     server, or any `Transport`. Callbacks answer the server's input requests and
-    decide the capabilities declared on every request.
+    decide the capabilities declared on every request. `mode` is "auto" (probe with
+    `server/discover`, fall back to `initialize`), "modern" or "legacy".
     """
 
     def __init__(
@@ -105,6 +109,8 @@ class Client(CallsMixin, ToolsMixin):
         validate_output: bool = True,
         max_retries: int = 3,
         retry_backoff: float = 0.1,
+        mode: Mode = "auto",
+        probe_timeout: float = 5.0,
     ) -> None:
         self.transport = _transport_for(target)
         self.client_info = dict(client_info) if client_info is not None else None
@@ -131,6 +137,13 @@ class Client(CallsMixin, ToolsMixin):
         self.discovered: dict[str, Any] | None = None
         self._ids = itertools.count(1)
         self._open = False
+        if mode not in ("auto", "modern", "legacy"):
+            raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
+        self.mode: Mode = mode
+        self.era: Era | None = None  # settled before the first request, kept (COMPAT-C04)
+        self.probe_timeout = probe_timeout
+        self.initialized: dict[str, Any] | None = None  # the legacy initialize result
+        self._era_lock = asyncio.Lock()
         ToolsMixin.__init__(self)
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -150,6 +163,8 @@ class Client(CallsMixin, ToolsMixin):
             self.transport, "on_notification", None
         ) is None:
             self.transport.on_notification = self._on_stray
+        if getattr(self.transport, "on_request", False) is None:
+            self.transport.on_request = self._answer_peer  # type: ignore[attr-defined]
         await self.transport.open()
         self._open = True
 
@@ -166,14 +181,14 @@ class Client(CallsMixin, ToolsMixin):
         self, *, progress_token: str | int | None = None, traceparent: str | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            PROTOCOL_VERSION: self.version,
-            CLIENT_CAPABILITIES: self.capabilities,
-        }
-        if self.client_info is not None:
-            meta[CLIENT_INFO] = self.client_info
-        if self.log_level is not None:
-            meta[LOG_LEVEL] = self.log_level
+        meta: dict[str, Any] = {}
+        if self.era != "legacy":  # legacy: the handshake said it all (LEGC-01)
+            meta[PROTOCOL_VERSION] = self.version
+            meta[CLIENT_CAPABILITIES] = self.capabilities
+            if self.client_info is not None:
+                meta[CLIENT_INFO] = self.client_info
+            if self.log_level is not None:
+                meta[LOG_LEVEL] = self.log_level
         if progress_token is not None:
             meta["progressToken"] = progress_token
         if traceparent is not None:
@@ -204,6 +219,8 @@ class Client(CallsMixin, ToolsMixin):
         a new id (at most `max_retries` times, with backoff) if it is idempotent:
         `retry=None` means "the methods in IDEMPOTENT_METHODS", True/False force it.
         """
+        if self.era is None and self._open:
+            await self.ensure_era()
         idempotent = method in IDEMPOTENT_METHODS if retry is None else retry
         retries = 0
         base = {k: v for k, v in (params or {}).items() if k != "_meta"}
@@ -229,6 +246,8 @@ class Client(CallsMixin, ToolsMixin):
                 renegotiated = True
                 continue
             except TransportError as exc:
+                if await self._recover(exc):
+                    continue
                 if not (idempotent and getattr(exc, "retryable", False)) or retries >= self.max_retries:
                     raise
                 retries += 1
@@ -290,7 +309,9 @@ class Client(CallsMixin, ToolsMixin):
         rid = self.next_id()  # MRTR-08: every attempt is a new request
         token = f"{rid}-progress" if on_progress is not None else None
         body = dict(params)
-        body["_meta"] = self.build_meta(progress_token=token, traceparent=traceparent, extra=meta)
+        envelope = self.build_meta(progress_token=token, traceparent=traceparent, extra=meta)
+        if envelope:
+            body["_meta"] = envelope
         message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": body}
         stream = self.transport.send(message, param_headers=param_headers)
         try:
@@ -354,36 +375,6 @@ class Client(CallsMixin, ToolsMixin):
             result = self.on_notification(note)
             if asyncio.iscoroutine(result):
                 asyncio.ensure_future(result)  # noqa: RUF006
-
-    # -- subscriptions -----------------------------------------------------------------
-
-    def listen(
-        self,
-        *,
-        tools: bool = False,
-        prompts: bool = False,
-        resources_list: bool = False,
-        resources: Sequence[str] = (),
-        reconnect: bool = True,
-        max_reconnects: int = 8,
-        backoff: float = 0.1,
-        max_backoff: float = 5.0,
-    ) -> Listener:
-        """`async with client.listen(tools=True, resources=[uri]) as events:` (SUB-01..10).
-
-        Yields `ListenEvent`s; see `nimblemcp.client._listen` for reconnect semantics.
-        """
-        wanted: dict[str, Any] = {}
-        if tools:
-            wanted["toolsListChanged"] = True
-        if prompts:
-            wanted["promptsListChanged"] = True
-        if resources_list:
-            wanted["resourcesListChanged"] = True
-        if resources:
-            wanted["resourceSubscriptions"] = list(resources)
-        return Listener(self, wanted, reconnect=reconnect, max_reconnects=max_reconnects,
-                        backoff=backoff, max_backoff=max_backoff)
 
 
 async def _maybe_await(value: Any | Awaitable[Any]) -> Any:

@@ -14,7 +14,9 @@ drop (SUB-10): the listen is re-sent with backoff and a `missed` event says even
 have been lost. The closing result yields `closed` and ends iteration. Leaving the
 block cancels the listen (the transport closes the stream or sends
 `notifications/cancelled`, SUB-08). The listen is exempt from request timeouts
-(TRAP-40). Must not import transports or the server.
+(TRAP-40). On a 2025-11-25 connection `listen()` raises `ListenNotSupported` on entry
+(LEGC-07): use `subscribe_resource` and `on_notification` there.
+Must not import transports or the server.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from nimblemcp.errors import ClientError, McpError, TransportError, error_from_wire
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
+from ._legacy import ListenNotSupported
+
 if TYPE_CHECKING:
     from ._client import Client
 
-__all__ = ["ListenEvent", "Listener"]
+__all__ = ["ListenEvent", "ListenMixin", "Listener"]
 
 logger = logging.getLogger("nimblemcp.client")
 
@@ -115,6 +119,10 @@ class Listener:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def __aenter__(self) -> Listener:
+        if await self.client.ensure_era() == "legacy":
+            raise ListenNotSupported(
+                "subscriptions/listen needs a 2026-07-28 server; this one speaks "
+                f"{self.client.version}: use subscribe_resource() and on_notification")
         self._task = asyncio.create_task(self._run(), name="nimblemcp-listen")
         waiter = asyncio.create_task(self._acked.wait())
         try:
@@ -246,3 +254,35 @@ class Listener:
                 self._queue.put_nowait(ListenEvent("missed", None, note, rid))
                 return
         self._queue.put_nowait(ListenEvent(kind, uri, note, rid))
+
+
+class ListenMixin:
+    """`Client.listen()`, kept with the Listener it returns."""
+
+    def listen(
+        self,
+        *,
+        tools: bool = False,
+        prompts: bool = False,
+        resources_list: bool = False,
+        resources: Sequence[str] = (),
+        reconnect: bool = True,
+        max_reconnects: int = 8,
+        backoff: float = 0.1,
+        max_backoff: float = 5.0,
+    ) -> Listener:
+        """`async with client.listen(tools=True, resources=[uri]) as events:` (SUB-01..10).
+
+        Yields `ListenEvent`s; see `nimblemcp.client._listen` for reconnect semantics.
+        """
+        wanted: dict[str, Any] = {}
+        if tools:
+            wanted["toolsListChanged"] = True
+        if prompts:
+            wanted["promptsListChanged"] = True
+        if resources_list:
+            wanted["resourcesListChanged"] = True
+        if resources:
+            wanted["resourceSubscriptions"] = list(resources)
+        return Listener(self, wanted, reconnect=reconnect,  # type: ignore[arg-type]
+                        max_reconnects=max_reconnects, backoff=backoff, max_backoff=max_backoff)

@@ -4,14 +4,26 @@ One POST per request; the answer is `application/json` (one response) or
 `text/event-stream` (notifications, then the response). Routing headers
 (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) are derived from the
 body here, so the Client never sees HTTP. Closing a response stream early is the
-cancellation (CANC-01). Must not import `nimblemcp.client` or `nimblemcp.server`.
+cancellation (CANC-01).
+
+Legacy (2025-11-25) sessions (LEGC-02/03/06): `begin_session(version)` after the
+`initialize` exchange makes every later message carry `Mcp-Session-Id` (captured from
+the `initialize` response) and `MCP-Protocol-Version`; a 404 for a message carrying the
+session raises `SessionExpired`; server-to-client requests on a response stream go to
+`on_request` and its answers are POSTed back; an abandoned request is cancelled with an
+explicit `notifications/cancelled`; an SSE stream that ends before the response is
+resumed with GET + `Last-Event-ID` after the server's `retry:` delay; `close()` DELETEs
+the session (405 tolerated). Must not import `nimblemcp.client` or `nimblemcp.server`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,7 +36,10 @@ from nimblemcp.types.methods import METHODS
 
 from ._sse_reader import iter_sse
 
-__all__ = ["HttpTransport", "StreamBroken", "encode_header_value", "mcp_name"]
+__all__ = [
+    "HttpStatusError", "HttpTransport", "SessionExpired", "StreamBroken",
+    "encode_header_value", "mcp_name",
+]
 
 logger = logging.getLogger("nimblemcp.http_client")
 
@@ -40,6 +55,31 @@ class StreamBroken(TransportError):
     """
 
     retryable = True
+
+
+class HttpStatusError(TransportError):
+    """An HTTP error status without a JSON-RPC response for the request: `status`, and
+    the JSON-RPC `error` object of the body if it carried one (e.g. with `id: null`)."""
+
+    def __init__(self, status: int, message: str, error: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+
+
+class SessionExpired(HttpStatusError):
+    """HTTP 404 for a message that carried `Mcp-Session-Id`: start a new session (LEGC-02)."""
+
+    session_expired = True
+
+
+@dataclass(slots=True)
+class _Resume:
+    """Where an SSE response stream stood: the last event id and the retry hint."""
+
+    last_id: str | None = None
+    retry_ms: int | None = None
+    accepted: bool = False
 
 
 def encode_header_value(value: str | int | bool) -> str:
@@ -73,6 +113,7 @@ class HttpTransport:
     """POSTs each request to one MCP endpoint URL."""
 
     carries_param_headers = True
+    wire = "http"
 
     def __init__(
         self,
@@ -81,6 +122,7 @@ class HttpTransport:
         headers: Mapping[str, str] | None = None,
         http: httpx.AsyncClient | None = None,
         connect_timeout: float = 10.0,
+        max_resumes: int = 5,
     ) -> None:
         self.url = url
         parts = urlsplit(url)
@@ -89,6 +131,13 @@ class HttpTransport:
         self._http = http
         self._owns_http = http is None
         self._connect_timeout = connect_timeout
+        self.max_resumes = max_resumes
+        #: Answers a server-to-client request (legacy sessions); the result is POSTed.
+        self.on_request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+        self.session_id: str | None = None
+        self.session_version: str | None = None
+        self._pending_id: str | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def open(self) -> None:
         if self._http is None:
@@ -98,12 +147,30 @@ class HttpTransport:
             )
             self._owns_http = True
 
+    # -- legacy sessions (LEGC-02) -------------------------------------------------------
+
+    def begin_session(self, version: str) -> None:
+        """The `initialize` exchange is done: carry its session id and version from now on."""
+        self.session_id, self._pending_id = self._pending_id, None
+        self.session_version = version
+
+    def reset_session(self) -> None:
+        self.session_id = self.session_version = self._pending_id = None
+
+    def _session_headers(self) -> dict[str, str]:
+        headers = dict(self.extra_headers)
+        if self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.session_version is not None:
+            headers["MCP-Protocol-Version"] = self.session_version
+        return headers
+
     def build_headers(
         self, request: Mapping[str, Any], param_headers: Mapping[str, Any] | None
     ) -> dict[str, str]:
         """All headers for one POST (HTTP-04, HTTP-09..11, HTTP-15)."""
         headers = {
-            **self.extra_headers,
+            **self._session_headers(),
             "Accept": "application/json, text/event-stream",
             "Content-Type": "application/json",
         }
@@ -122,11 +189,49 @@ class HttpTransport:
             headers[f"Mcp-Param-{key}"] = encode_header_value(value)
         return headers
 
+    # -- requests ------------------------------------------------------------------------
+
     async def send(
         self, request: dict[str, Any], *, param_headers: Mapping[str, Any] | None = None
     ) -> AsyncIterator[dict[str, Any]]:
         if self._http is None:
             await self.open()
+        rid = request.get("id")
+        state = _Resume()
+        finished = False
+        try:
+            async with contextlib.aclosing(self._post(request, param_headers, state)) as stream:
+                async for message in stream:
+                    finished = "method" not in message and message.get("id") == rid
+                    yield message
+                    if finished:
+                        return
+            if not state.accepted:
+                return  # a plain JSON answer that was not ours: the caller reports it
+            for _ in range(self.max_resumes):
+                if state.last_id is None or self.session_version is None:
+                    break
+                # LEGC-06: resume with GET + Last-Event-ID after the server's retry hint.
+                await asyncio.sleep((state.retry_ms if state.retry_ms is not None else 1000) / 1000)
+                async with contextlib.aclosing(self._resume(state)) as stream:
+                    async for message in stream:
+                        finished = "method" not in message and message.get("id") == rid
+                        yield message
+                        if finished:
+                            return
+            raise StreamBroken("the SSE stream ended before the response")
+        finally:
+            if not finished and state.accepted and self.session_version is not None:
+                # LEGC-06: closing a stream is not cancellation on a legacy session.
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.notify({
+                        "jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": rid, "reason": "the client abandoned the request"},
+                    }))
+
+    async def _post(
+        self, request: dict[str, Any], param_headers: Mapping[str, Any] | None, state: _Resume
+    ) -> AsyncGenerator[dict[str, Any], None]:
         assert self._http is not None
         headers = self.build_headers(request, param_headers)
         rid = request.get("id")
@@ -134,32 +239,86 @@ class HttpTransport:
             async with self._http.stream(
                 "POST", self.url, content=encode(request), headers=headers
             ) as response:
+                if request.get("method") == "initialize":
+                    self._pending_id = response.headers.get("mcp-session-id")
                 ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if ctype == "text/event-stream":
-                    async for event in iter_sse(response.aiter_lines()):
-                        if event.event != "message" or not event.data.strip():
-                            continue
-                        message = _decode(event.data)
+                if ctype == "text/event-stream" and response.status_code < 400:
+                    state.accepted = True
+                    async for message in self._events(response, state):
                         yield message
-                        if "method" not in message and message.get("id") == rid:
-                            return
-                    raise StreamBroken("the SSE stream ended before the response")
+                    return
                 body = await response.aread()
-                if ctype == "application/json" and body:
-                    message = _decode(body)
-                    if isinstance(message, dict) and ("result" in message or "error" in message):
-                        yield message
-                        return
-                raise TransportError(
+                answer = _decode(body) if ctype == "application/json" and body else None
+                if (isinstance(answer, dict) and ("result" in answer or "error" in answer)
+                        and (response.status_code < 400 or answer.get("id") == rid)):
+                    yield answer
+                    return
+                error = answer.get("error") if isinstance(answer, dict) else None
+                cls = (SessionExpired if response.status_code == 404
+                       and "Mcp-Session-Id" in headers else HttpStatusError)
+                raise cls(
+                    response.status_code,
                     f"HTTP {response.status_code} without a JSON-RPC response"
-                    f" ({ctype or 'no content type'}): {body[:200]!r}"
+                    f" ({ctype or 'no content type'}): {body[:200]!r}",
+                    error if isinstance(error, dict) else None,
                 )
         except httpx.TransportError as exc:  # connect, read, protocol: nothing final arrived
             raise StreamBroken(f"HTTP transport failed: {exc!r}") from exc
         except httpx.HTTPError as exc:
             raise TransportError(f"HTTP transport failed: {exc}") from exc
 
+    async def _resume(self, state: _Resume) -> AsyncGenerator[dict[str, Any], None]:
+        assert self._http is not None
+        headers = {**self._session_headers(), "Accept": "text/event-stream"}
+        if state.last_id is not None:
+            headers["Last-Event-ID"] = state.last_id
+        before = state.last_id
+        try:
+            async with self._http.stream("GET", self.url, headers=headers) as response:
+                ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if response.status_code >= 400 or ctype != "text/event-stream":
+                    state.last_id = None  # the server cannot resume: stop trying
+                    return
+                async for message in self._events(response, state):
+                    yield message
+        except httpx.TransportError:
+            pass  # a failed resumption attempt; the caller may try again
+        except httpx.HTTPError as exc:
+            raise TransportError(f"HTTP transport failed: {exc}") from exc
+        if state.last_id == before and before is not None:
+            logger.info("resumption from %s delivered nothing new", before)
+
+    async def _events(
+        self, response: httpx.Response, state: _Resume
+    ) -> AsyncIterator[dict[str, Any]]:
+        async for event in iter_sse(response.aiter_lines()):
+            if event.id is not None:
+                state.last_id = event.id
+            if event.retry is not None:
+                state.retry_ms = event.retry
+            if event.event != "message" or not event.data.strip():
+                continue
+            message = _decode(event.data)
+            if "method" in message and "id" in message and self.on_request is not None:
+                self._serve(message)
+                continue
+            yield message
+
+    def _serve(self, message: dict[str, Any]) -> None:
+        """LEGC-03: answer a server-to-client request by POSTing the response."""
+        assert self.on_request is not None
+        handler = self.on_request
+
+        async def run() -> None:
+            response = await handler(message)
+            await self.notify(response)
+
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def notify(self, message: dict[str, Any]) -> None:
+        """Send a notification or a response (no JSON-RPC answer expected; 202)."""
         if self._http is None:
             await self.open()
         assert self._http is not None
@@ -170,10 +329,17 @@ class HttpTransport:
         except httpx.HTTPError as exc:
             raise TransportError(f"HTTP transport failed: {exc}") from exc
         if response.status_code >= 400:
-            logger.warning("notification %s refused: HTTP %s", message.get("method"),
+            logger.warning("%s refused: HTTP %s", message.get("method", "a response"),
                            response.status_code)
 
     async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._http is not None and self.session_id is not None:
+            # LEGC-02: end the session; 405 means the server does not allow it.
+            with contextlib.suppress(httpx.HTTPError):
+                await self._http.delete(self.url, headers=self._session_headers())
+        self.reset_session()
         if self._http is not None and self._owns_http:
             await self._http.aclose()
         self._http = None

@@ -2,7 +2,8 @@
 
 One reader task demultiplexes the child's stdout: responses by `id`, progress by
 `progressToken`, other request-scoped notifications to the single in-flight request
-(or to `on_notification` when it is ambiguous). The child's stderr is forwarded to
+(or to `on_notification` when it is ambiguous); server-to-client requests go to
+`on_request` (legacy sessions, LEGC-03) and its answer is written back. The child's stderr is forwarded to
 logging, never treated as an error signal (STDIO-02). Abandoning a stream sends
 `notifications/cancelled` (STDIO-05). Shutdown closes stdin, waits, then SIGTERM,
 then SIGKILL (STDIO-06). Must not import `nimblemcp.client` or `nimblemcp.server`.
@@ -15,7 +16,7 @@ import contextlib
 import logging
 import os
 import shlex
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from nimblemcp.errors import TransportError
@@ -32,6 +33,7 @@ class StdioTransport:
     """Talks to a server process it spawns; `open()` starts it, `close()` stops it."""
 
     carries_param_headers = False
+    wire = "stdio"
 
     def __init__(
         self,
@@ -51,6 +53,11 @@ class StdioTransport:
         self.cwd = cwd
         self.shutdown_timeout = shutdown_timeout
         self.on_notification = on_notification
+        #: Answers a server-to-client request (legacy sessions); the result is written back.
+        self.on_request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+        #: Request ids whose abandonment must not send `notifications/cancelled` (the era
+        #: probe: a legacy server may see nothing but `ping` before `initialize`, LEGC-01).
+        self.quiet_ids: set[Any] = set()
         self.peer = "stdio:" + shlex.join([command, *self.args])
         self.process: asyncio.subprocess.Process | None = None
         self._pending: dict[tuple[type, Any], asyncio.Queue[dict[str, Any] | None]] = {}
@@ -109,7 +116,11 @@ class StdioTransport:
                 queue.put_nowait(message)
             return
         if "id" in message:
-            logger.warning("ignoring a server-to-client request %s (BASE-06)", message["method"])
+            if self.on_request is None:
+                logger.warning("ignoring a server-to-client request %s (BASE-06)",
+                               message["method"])
+            else:
+                self._serve(message)
             return
         params = message.get("params")
         token = params.get("progressToken") if isinstance(params, dict) else None
@@ -123,6 +134,23 @@ class StdioTransport:
             queue.put_nowait(message)
         elif self.on_notification is not None:
             self.on_notification(message)
+
+    def _serve(self, message: dict[str, Any]) -> None:
+        assert self.on_request is not None
+        handler = self.on_request
+
+        async def run() -> None:
+            response = await handler(message)
+            with contextlib.suppress(TransportError):
+                await self._write(response)
+
+        task = asyncio.create_task(run())
+        self._tasks.append(task)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._tasks.remove(task)
 
     def _subscription_of(self, method: str, params: dict[str, Any]) -> tuple[type, Any] | None:
         """SUB-06: listen traffic is routed by its subscription id (the listen's request
@@ -179,7 +207,9 @@ class StdioTransport:
             self._pending.pop(key, None)
             if token is not None:
                 self._tokens.pop(token_key, None)
-            if not finished and self._lost is None and self.process is not None:
+            quiet = rid in self.quiet_ids
+            self.quiet_ids.discard(rid)
+            if not finished and not quiet and self._lost is None and self.process is not None:
                 # CANC-01/STDIO-05: tell the server we gave up on this request.
                 with contextlib.suppress(TransportError):
                     await asyncio.shield(self._write(notification(
@@ -207,7 +237,7 @@ class StdioTransport:
                 break
             except TimeoutError:
                 continue
-        for task in self._tasks:
+        for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, self.shutdown_timeout)
         self._tasks = []
