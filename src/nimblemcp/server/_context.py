@@ -58,6 +58,7 @@ class Context:
         "server",
         "state",
         "subject",
+        "task_mode",
     )
 
     def __init__(
@@ -86,6 +87,9 @@ class Context:
         # Small JSON-able handler state that survives MRTR rounds inside the sealed
         # requestState (MRTR-10): write it before asking, read it on the retry.
         self.state: dict[str, Any] = {}
+        # Tasks extension: None (not a task tool or client), "deferred" (as_task()
+        # escalates), "running" (already a background task).
+        self.task_mode: str | None = None
 
     # -- what the request said ------------------------------------------------------
 
@@ -230,6 +234,19 @@ class Context:
         """End this round with a state-only input_required; the client retries at once
         and the handler resumes from `ctx.state` (load shedding, MRTR-02)."""
         raise _mrtr.InputRequired({})
+
+    def as_task(self) -> _Sent:
+        """Continue as a background task from here (tools with `defer_task=True`).
+
+        Questions asked before this call go through the normal MRTR rounds; the
+        client then gets a CreateTaskResult and the handler re-runs in the task with
+        those answers. A no-op when the client did not declare the tasks extension
+        (the call just goes on synchronously) or inside the task."""
+        if self.task_mode == "deferred":
+            from nimblemcp.server._tasks import BecomeTask
+
+            raise BecomeTask()
+        return _SENT
 
     @property
     def handles(self) -> BoundHandles:

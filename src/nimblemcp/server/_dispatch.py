@@ -20,6 +20,7 @@ from nimblemcp.errors import (
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
+    MissingClientCapability,
     ProtocolError,
     ResourceNotFound,
     UnsupportedProtocolVersion,
@@ -36,6 +37,7 @@ from nimblemcp.types.methods import METHODS, MethodSpec
 
 if TYPE_CHECKING:
     from nimblemcp.server._server import Server
+    from nimblemcp.server._tools import ToolEntry
 
 logger = logging.getLogger("nimblemcp.server")
 
@@ -99,6 +101,9 @@ class Dispatcher:
         }
         if server.subscriptions:
             self.handlers["subscriptions/listen"] = listen
+        self.handlers["tasks/get"] = lambda ctx, p: server.tasks.get(ctx, p)
+        self.handlers["tasks/update"] = lambda ctx, p: server.tasks.update(ctx, p)
+        self.handlers["tasks/cancel"] = lambda ctx, p: server.tasks.cancel(ctx, p)
         self._pages: dict[Any, Any] = {}
         self.busy = 0  # requests whose handler is running (for max_inflight)
         self._caps: dict[str, Any] | None = None
@@ -349,7 +354,37 @@ class Dispatcher:
             arguments = {}
         elif not isinstance(arguments, dict):
             raise InvalidParams("tools/call 'arguments' must be an object")
+        if tool.task is not None:
+            return await self._maybe_task(ctx, tool, arguments)  # type: ignore[arg-type]
         return await tool.call(ctx, arguments)  # type: ignore[arg-type]
+
+    async def _maybe_task(self, ctx: Context, tool: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Tasks extension: run as a background task when the client declared it."""
+        from nimblemcp.server._tasks import REQUIRED, BecomeTask, client_supports_tasks
+
+        if not client_supports_tasks(ctx):
+            if tool.task == "required":
+                raise MissingClientCapability(REQUIRED)  # TASK-03
+            return await tool.call(ctx, arguments)
+        if tool.defer_task:
+            ctx.task_mode = "deferred"
+            try:
+                return await tool.call(ctx, arguments)
+            except BecomeTask:
+                pass
+
+        async def run(ask: Ask) -> dict[str, Any]:
+            ctx.task_mode = "running"
+            ctx._emit = None  # no response stream any more
+            for _ in range(MAX_LEGACY_ROUNDS):
+                try:
+                    return await tool.call(ctx, arguments)
+                except InputRequired as asked:
+                    if asked.requests:
+                        ctx._responses = {**ctx._responses, **await ask(asked.requests)}
+            raise InternalError("The tool kept asking for input")
+
+        return await self.server.tasks.create(ctx, run)
 
     async def _read_resource(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         uri = params.get("uri")

@@ -8,7 +8,7 @@ imports a transport: `run()` imports the chosen one lazily.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from nimblemcp.backends._select import from_env
 from nimblemcp.backends._store import KeyValueStore
@@ -20,6 +20,9 @@ from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._sealing import Sealer
 from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
+
+if TYPE_CHECKING:
+    from nimblemcp.server._tasks import TaskManager
 
 F = Callable[..., Any]
 
@@ -96,6 +99,7 @@ class Server:
         self.one_time_state = one_time_state
         self._state_keys = state_keys
         self._sealer: Sealer | None = None
+        self._tasks: TaskManager | None = None
         if store is None or bus is None:  # NIMBLEMCP_REDIS_URL: shared backends (scale-out)
             shared = from_env()
             if shared is not None:
@@ -138,6 +142,8 @@ class Server:
         one_time: bool = False,
         run_in_thread: bool = True,
         input_schema: dict[str, Any] | None = None,
+        task: str | None = None,
+        defer_task: bool = False,
     ) -> Callable[[F], F]: ...
     def tool(self, fn: F | None = None, /, **options: Any) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=...)`.
@@ -149,6 +155,8 @@ class Server:
         never blocks directly on the event loop (saves the thread hop). `one_time=True`
         makes its MRTR `requestState` single-use. `input_schema=` publishes a
         hand-written JSON Schema verbatim and validates arguments against it.
+        `task="optional"|"required"` runs calls from clients that declare the tasks
+        extension as background tasks (`defer_task=True`: only from `ctx.as_task()`).
         """
 
         def register(f: F) -> F:
@@ -161,6 +169,10 @@ class Server:
         entry = ToolEntry(fn, **options)
         if entry.name in self.tools:
             raise ValueError(f"a tool named {entry.name!r} is already registered")
+        if entry.task is not None:
+            from nimblemcp.server._tasks import TASKS_EXTENSION
+
+            self.extensions.setdefault(TASKS_EXTENSION, {})
         self.tools[entry.name] = entry
         self._changed("tools")
         return entry
@@ -269,6 +281,15 @@ class Server:
     def close_listeners(self) -> None:
         """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09)."""
         self.bus.close_all()
+
+    @property
+    def tasks(self) -> TaskManager:
+        """Background tasks of the tasks extension; built on first use."""
+        if self._tasks is None:
+            from nimblemcp.server._tasks import TaskManager
+
+            self._tasks = TaskManager(self)
+        return self._tasks
 
     @property
     def sealer(self) -> Sealer:

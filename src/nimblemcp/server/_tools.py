@@ -104,6 +104,7 @@ class ToolEntry:
 
     __slots__ = (
         "arguments",
+        "defer_task",
         "definition",
         "fn",
         "inline",
@@ -111,6 +112,7 @@ class ToolEntry:
         "name",
         "one_time",
         "output",
+        "task",
     )
 
     def __init__(
@@ -127,7 +129,13 @@ class ToolEntry:
         one_time: bool = False,
         run_in_thread: bool = True,
         input_schema: dict[str, Any] | None = None,
+        task: str | None = None,
+        defer_task: bool = False,
     ) -> None:
+        if task not in (None, "optional", "required"):
+            raise ValueError("task must be None, 'optional' or 'required'")
+        self.task = task  # tasks extension support (TASK-02/03)
+        self.defer_task = defer_task  # becomes a task only at ctx.as_task()
         self.fn = fn
         self.one_time = one_time  # its requestState may be used once only (MRTR-13)
         self.name = name or fn.__name__

@@ -33,6 +33,10 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("prompts/get", "prompts", False, False, True, "name"),
         MethodSpec("completion/complete", "completions", False, False, False, None),
         MethodSpec("subscriptions/listen", None, False, False, False, None),
+        # The tasks extension (io.modelcontextprotocol/tasks); gated on its advertisement.
+        MethodSpec("tasks/get", "extensions", False, False, False, "taskId"),
+        MethodSpec("tasks/update", "extensions", False, False, False, "taskId"),
+        MethodSpec("tasks/cancel", "extensions", False, False, False, "taskId"),
     )
 }
 
