@@ -548,7 +548,10 @@ async def test_legacy_hook_receives_get_initialize_and_session_requests(server: 
         h = {"accept": ACCEPT, "content-type": "application/json"}
         assert (await post(c, init, h)).content == b"legacy"
         body = call("echo", message="x")
-        assert (await post(c, body, headers_for(body, mcp_session_id="s1"))).status_code == 299
+        legacy_session = {"accept": ACCEPT, "content-type": "application/json", "mcp-session-id": "s1"}
+        assert (await post(c, body, legacy_session)).status_code == 299
+        # COMPAT-S04: a modern version header wins over a stray session id.
+        assert (await post(c, body, headers_for(body, mcp_session_id="s1"))).status_code == 200
         assert (await post(c, body, headers_for(body, mcp_protocol_version="2025-11-25"))).status_code == 299
         await still_serving(c)
     assert seen == [("GET", None), ("POST", "initialize"), ("POST", "tools/call"), ("POST", "tools/call")]

@@ -8,8 +8,9 @@ and `Context`. Run it with
 and point `npx @modelcontextprotocol/conformance server --url http://localhost:3001/mcp`
 at it (or use `scripts/conformance`, which does all of that).
 
-Fixtures that need features nimblemcp does not have yet (the 2025-11-25 wire with
-server-to-client requests, the tasks extension) are left out on purpose;
+It serves both wires: 2025-11-25 sessions (`initialize`, `Mcp-Session-Id`) and
+stateless 2026-07-28 requests. Fixtures that need features nimblemcp does not have
+yet (the tasks extension, SSE resumability) are left out on purpose;
 `conformance/expected-failures.txt` names the required scenarios that therefore fail
 and the issue that will fix each.
 """
@@ -314,6 +315,78 @@ async def test_streaming_elicitation(ctx: Context) -> str:
     """Needs elicitation; asks through an input_required result, never a separate request."""
     answer = await ctx.elicit("confirmation", "Shall I continue?", CONFIRM_FORM)
     return f"The user chose {answer.action}."
+
+
+# -- asking the client directly: both eras, one handler each ---------------------------
+# On 2025-11-25 sessions these questions go out as real server-to-client requests on the
+# call's own SSE stream; on 2026-07-28 they end the round with an input_required result.
+
+DEFAULTS_FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {"type": "string", "description": "User status",
+                   "enum": ["active", "inactive", "pending"], "default": "active"},
+        "verified": {"type": "boolean", "description": "Verification status", "default": True},
+    },
+}
+ENUMS_FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {"type": "string", "oneOf": [
+            {"const": "value1", "title": "First Option"},
+            {"const": "value2", "title": "Second Option"},
+            {"const": "value3", "title": "Third Option"},
+        ]},
+        "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                       "enumNames": ["Option One", "Option Two", "Option Three"]},
+        "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+        "titledMulti": {"type": "array", "items": {"anyOf": [
+            {"const": "value1", "title": "First Choice"},
+            {"const": "value2", "title": "Second Choice"},
+            {"const": "value3", "title": "Third Choice"},
+        ]}},
+    },
+}
+INFO_FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "username": {"type": "string", "description": "User's response"},
+        "email": {"type": "string", "description": "User's email address"},
+    },
+    "required": ["username", "email"],
+}
+
+
+@server.tool
+async def test_sampling(prompt: str, ctx: Context) -> str:
+    """Asks the client's model to answer `prompt` and returns its reply."""
+    reply = await ctx.sample("reply", [prompt], 100)
+    return f"LLM response: {_said(reply)}"
+
+
+@server.tool
+async def test_elicitation(message: str, ctx: Context) -> str:
+    """Asks the user for a username and an email, with `message` as the question."""
+    answer = await ctx.elicit("info", message, INFO_FORM)
+    return f"User response: action={answer.action}, content={json.dumps(answer.content or {})}"
+
+
+@server.tool
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """Asks for a form whose every primitive field has a default (SEP-1034)."""
+    answer = await ctx.elicit("defaults", "Please review and update the form fields with defaults", DEFAULTS_FORM)
+    return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content or {})}"
+
+
+@server.tool
+async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """Asks for a form with the five enum shapes of SEP-1330."""
+    answer = await ctx.elicit("enums", "Please select options from the enum fields", ENUMS_FORM)
+    return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content or {})}"
 
 
 _dynamic: dict[str, bool] = {"tool": False, "prompt": False}

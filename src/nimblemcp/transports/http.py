@@ -55,7 +55,8 @@ logger = logging.getLogger("nimblemcp.http")
 
 class LegacyHandler(Protocol):
     """The seam for the 2025-11-25 leg: gets GET/DELETE (message None) and POSTs
-    that carry `Mcp-Session-Id`, a legacy `MCP-Protocol-Version` or `initialize`."""
+    with a legacy `MCP-Protocol-Version`, or with none and `Mcp-Session-Id` or
+    `initialize` (COMPAT-S04). `asgi_app` plugs in `_http_legacy.LegacyHttp`."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, message: Any) -> None: ...
 
@@ -194,11 +195,11 @@ class McpHttpApp:
 
     def _is_legacy(self, h: RequestHeaders, msg: Any) -> bool:
         version = h.values[VERSION]
-        return (
-            h.values[SESSION] is not None
-            or (version is not None and version.decode("latin-1") in LEGACY_VERSIONS)
-            or (type(msg) is dict and msg.get("method") == "initialize")
-        )
+        # COMPAT-S04: the version header decides; a modern one wins over a stray
+        # `Mcp-Session-Id` and makes `initialize` a removed method (-32601).
+        if version is not None:
+            return version.decode("latin-1") in LEGACY_VERSIONS
+        return h.values[SESSION] is not None or (type(msg) is dict and msg.get("method") == "initialize")
 
     def _prepare(self, h: RequestHeaders, msg: dict[str, Any]) -> Prepared:
         """HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params."""
@@ -262,10 +263,18 @@ def asgi_app(
     path: str = "/mcp",
     keepalive: float = 15.0,
     legacy: LegacyHandler | None = None,
+    legacy_sessions: bool = True,
     freeze_gc: bool = False,
 ) -> McpHttpApp:
     """The bare MCP endpoint as an ASGI app (no Origin/size checks: wrap it, see
-    `http_security.secure_app`). `keepalive` <= 0 turns keep-alive comments off."""
+    `http_security.secure_app`). `keepalive` <= 0 turns keep-alive comments off.
+
+    Dual-era by default: 2025-11-25 clients (`initialize`, `Mcp-Session-Id`) are
+    served by the legacy session leg; `legacy_sessions=False` serves only 2026-07-28."""
+    if legacy is None and legacy_sessions:
+        from nimblemcp.transports._http_legacy import LegacyHttp
+
+        legacy = LegacyHttp(server, keepalive=keepalive)
     return McpHttpApp(server, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc)
 
 
@@ -286,12 +295,14 @@ def run_http(
     shutdown_timeout: float = 10.0,
     log_level: str = "info",
     access_log: bool = False,
+    legacy_sessions: bool = True,
 ) -> None:
     """Serve `server` under uvicorn (uvloop + httptools when installed), blocking.
 
     Bound to 127.0.0.1 unless told otherwise (HTTP-02). On a non-loopback bind with
     no `allowed_hosts`, any Host is accepted (Origin is still checked). Shutdown
     lets in-flight requests finish for at most `shutdown_timeout` seconds.
+    `legacy_sessions=False` turns the 2025-11-25 session leg off.
     """
     import uvicorn
 
@@ -300,7 +311,7 @@ def run_http(
     if allowed_hosts is None and host not in _LOOPBACK:
         allowed_hosts = ["*"]
     app = secure_app(
-        server, path=path, keepalive=keepalive, freeze_gc=True,
+        server, path=path, keepalive=keepalive, freeze_gc=True, legacy_sessions=legacy_sessions,
         allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body, cors=cors,
     )
     config = uvicorn.Config(

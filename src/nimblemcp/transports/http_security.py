@@ -38,7 +38,7 @@ _TOO_LARGE = _error_body(-32600, "Request body too large")
 _BAD_LENGTH = _error_body(-32600, "Invalid Content-Length")
 _TOO_MANY_HEADERS = _error_body(-32600, "Request header fields too large")
 _PREFLIGHT_HEADERS = (
-    b"content-type, accept, authorization, mcp-protocol-version, mcp-method, mcp-name"
+    b"content-type, accept, authorization, mcp-protocol-version, mcp-method, mcp-name, mcp-session-id"
 )
 
 
@@ -234,7 +234,7 @@ class SecurityMiddleware:
                 message["headers"] = [
                     *message.get("headers", ()),
                     (b"access-control-allow-origin", origin),
-                    (b"access-control-expose-headers", b"www-authenticate"),
+                    (b"access-control-expose-headers", b"www-authenticate, mcp-session-id"),
                     (b"vary", b"origin"),
                 ]
             await send(message)
@@ -255,6 +255,7 @@ def secure_app(
     cors: bool = False,
     keepalive: float = 15.0,
     legacy: LegacyHandler | None = None,
+    legacy_sessions: bool = True,
     freeze_gc: bool = False,
 ) -> SecurityMiddleware:
     """`asgi_app(server)` wrapped in `SecurityMiddleware`: what `run_http` serves.
@@ -264,7 +265,9 @@ def secure_app(
     """
     from nimblemcp.transports.http import asgi_app
 
-    app = asgi_app(server, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc)
+    app = asgi_app(
+        server, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc
+    )
     return SecurityMiddleware(
         app,
         allowed_origins=allowed_origins,

@@ -1,0 +1,290 @@
+"""The legacy (2025-11-25) leg of the Streamable HTTP server: sessions over HTTP.
+
+Plugged into `McpHttpApp` as its `legacy` hook, which hands over GET/DELETE and the
+POSTs that carry `Mcp-Session-Id`, a legacy `MCP-Protocol-Version` or `initialize`
+(COMPAT-S04). POST `initialize` opens a session and returns its `Mcp-Session-Id`
+(LEG-01/04); later requests without the id get 400, with an unknown, expired,
+deleted or foreign id 404. Requests run through the same dispatcher as modern ones
+with the session's metadata and legacy-shaped results; a handler's questions go out
+as real server-to-client requests on that POST's SSE stream, and the client's
+answers come back as separate POSTs answered 202 (LEG-06/09). A client hanging up
+on a POST stream does not cancel it; `notifications/cancelled` does (LEG-07). GET
+opens the session's one stream of untagged list_changed and resources/updated
+notifications (LEG-08/12); DELETE ends the session.
+
+Must not import uvicorn or any client code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from nimblemcp.errors import InvalidRequest, ProtocolError
+from nimblemcp.jsonrpc import encode, error_response
+from nimblemcp.server._legacy import LegacySession, is_enveloped
+from nimblemcp.transports._http_exchange import EMPTY_BODY, Exchange, Receive, Scope, Send
+from nimblemcp.transports._http_headers import ACCEPT, SESSION, VERSION, RequestHeaders
+from nimblemcp.transports._http_sessions import HttpSession, Sessions
+from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
+from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
+
+if TYPE_CHECKING:
+    from nimblemcp.server._server import Server
+
+__all__ = ["LegacyHttp"]
+
+logger = logging.getLogger("nimblemcp.http")
+
+_SID = b"mcp-session-id"
+_202: dict[str, Any] = {"type": "http.response.start", "status": 202, "headers": []}
+
+
+async def _json(send: Send, status: int, message: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = encode(message)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse(send: Send, status: int, text: str, rid: Any = None) -> None:
+    """A transport-level refusal: the status says it, a JSON-RPC error body explains."""
+    await _json(send, status, error_response(rid, InvalidRequest(text)))
+
+
+def _wants_sse(accept: bytes | None) -> bool:
+    if accept is None:
+        return False
+    kinds = {part.split(b";", 1)[0].strip().lower() for part in accept.split(b",")}
+    return bool(kinds & {b"text/event-stream", b"text/*", b"*/*"})
+
+
+class LegacyHttp:
+    """The `LegacyHandler` of one app: a session table and the legacy wire."""
+
+    def __init__(
+        self, server: Server, *, keepalive: float = 15.0,
+        max_sessions: int = 10_000, idle_timeout: float = 1800.0,
+    ) -> None:
+        self.server = server
+        self.keepalive = keepalive
+        self.sessions = Sessions(max_sessions, idle_timeout)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, message: Any) -> None:
+        h = RequestHeaders(scope["headers"])
+        method = scope["method"]
+        owner = scope.get("user")
+        if message is not None and method == "POST" and type(message) is dict and h.values[SESSION] is None \
+                and message.get("method") == "initialize" and "id" in message:
+            await self._initialize(send, message, owner)
+            return
+        raw = h.values[SESSION]
+        if method not in ("POST", "GET", "DELETE") or (method != "POST" and raw is None):
+            # Without a session, GET/DELETE get the modern answer (HTTP-01, COMPAT-S03).
+            allow = b"GET, POST, DELETE" if raw is not None else b"POST"
+            await send({"type": "http.response.start", "status": 405, "headers": [(b"allow", allow)]})
+            await send(EMPTY_BODY)
+            return
+        rid = message.get("id") if type(message) is dict and "method" in message else None
+        version = h.values[VERSION]
+        if version is not None and version.decode("latin-1") not in LEGACY_VERSIONS:
+            await _refuse(send, 400, f"Bad Request: unsupported MCP-Protocol-Version {version.decode('latin-1')!r}", rid)
+            return
+        if raw is None:
+            await _refuse(send, 400, "Bad Request: Mcp-Session-Id header is required", rid)
+            return
+        session = self.sessions.get(raw.decode("latin-1"), owner)
+        if session is None:
+            await _refuse(send, 404, "Session not found", rid)
+            return
+        if method == "DELETE":
+            self.sessions.drop(session.id)
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send(EMPTY_BODY)
+        elif method == "GET":
+            if not _wants_sse(h.values[ACCEPT]):
+                await _refuse(send, 406, "Not Acceptable: the GET stream needs Accept: text/event-stream")
+            else:
+                await self._stream(receive, send, session)
+        elif "method" not in message:  # a response to one of our requests (LEG-06)
+            session.answer(message)
+            await send(_202)
+            await send(EMPTY_BODY)
+        elif "id" not in message:  # a notification (LEG-06)
+            if message["method"] == "notifications/cancelled":
+                session.cancel(message.get("params"))
+            await send(_202)
+            await send(EMPTY_BODY)
+        else:
+            await self._request(scope, receive, send, session, message)
+
+    # -- initialize ----------------------------------------------------------------------
+
+    async def _initialize(self, send: Send, message: dict[str, Any], owner: Any) -> None:
+        rid = message["id"]
+        try:
+            legacy = LegacySession(self.server, message.get("params"))
+        except ProtocolError as exc:
+            params = message.get("params")
+            requested = params.get("protocolVersion") if isinstance(params, dict) else None
+            error = error_response(rid, exc)
+            error["error"]["data"] = {"supported": [*LEGACY_VERSIONS, *MODERN_VERSIONS], "requested": requested}
+            await _json(send, 400, error)  # COMPAT-S02: the only diagnostic a legacy client gets
+            return
+        session = self.sessions.open(legacy, owner)
+        if session is None:
+            await _refuse(send, 503, "Too many sessions; try again later", rid)
+            return
+        result = {"jsonrpc": "2.0", "id": rid, "result": legacy.initialize_result()}
+        await _json(send, 200, result, [(_SID, session.id.encode())])
+
+    # -- requests ------------------------------------------------------------------------
+
+    async def _request(
+        self, scope: Scope, receive: Receive, send: Send, session: HttpSession, message: dict[str, Any]
+    ) -> None:
+        rid = message["id"]
+        method = message["method"]
+        legacy = session.legacy
+        params = message.get("params")
+        dispatcher = self.server.dispatcher
+        try:
+            if method == "initialize":
+                raise InvalidRequest("The session is already initialized")
+            if is_enveloped(message):
+                raise InvalidRequest("A modern (enveloped) request cannot use a legacy session")
+            own = legacy.handle_own(method, params)
+            if own is not None:
+                await _json(send, 200, {"jsonrpc": "2.0", "id": rid, "result": own})
+                return
+            req = dispatcher.prepare_legacy(message, legacy.request_meta(params or {}))
+        except ProtocolError as exc:
+            await _json(send, 200, legacy.shape(error_response(rid, exc), method))
+            return
+        if rid in session.requests:
+            await _json(send, 200, error_response(rid, InvalidRequest("Request id already in use")))
+            return
+        loop = asyncio.get_running_loop()
+        ex = Exchange(loop, receive, send, self.keepalive)
+        task = ex.owner = asyncio.current_task()
+        assert task is not None
+        # No disconnect watch: hanging up is not cancellation on this wire (LEG-07).
+        if self.keepalive > 0:
+            ex.commit_timer = loop.call_later(self.keepalive, ex._commit)
+        session.requests[rid] = task
+        subject = scope.get("user")
+
+        async def ask(requests: dict[str, dict[str, Any]]) -> dict[str, Any]:
+            return await self._ask(session, ex, requests)
+
+        try:
+            response = await dispatcher.execute(
+                req, ex.emit, subject if isinstance(subject, str) else None, ask=ask
+            )
+        except asyncio.CancelledError:
+            ex.finish()
+            if not (session.closed or rid in session.cancelled or ex.slow):
+                raise
+            task.uncancel()
+            # A cancelled request gets no response: the stream just ends.
+            ex.closed = True
+            if ex.pump is None:
+                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+                await send(EMPTY_BODY)
+            else:
+                ex._wake()
+                with contextlib.suppress(Exception):
+                    await ex.pump
+            return
+        finally:
+            session.requests.pop(rid, None)
+            session.cancelled.discard(rid)
+        ex.finish()
+        response = legacy.shape(response, method)
+        if ex.pump is None:
+            await _json(send, 200, response)
+            return
+        ex.frames.append(frame(encode(response)))
+        ex.closed = True
+        ex._wake()
+        await ex.pump
+
+    async def _ask(self, session: HttpSession, ex: Exchange, requests: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """One round of questions as requests on the POST's stream (LEG-09)."""
+        loop = asyncio.get_running_loop()
+        waits: dict[str, asyncio.Future[Any]] = {}
+        sent: list[str] = []
+        try:
+            for key, request in requests.items():
+                qid = f"nimblemcp-{next(self.sessions.ids)}"
+                waits[key] = session.pending[qid] = loop.create_future()
+                sent.append(qid)
+                ex.emit({"jsonrpc": "2.0", "id": qid, **session.legacy.outgoing(request)})
+            answers = await asyncio.gather(*waits.values())
+        finally:
+            for qid in sent:
+                session.pending.pop(qid, None)
+        return dict(zip(waits, answers, strict=True))
+
+    # -- the GET stream ------------------------------------------------------------------
+
+    async def _stream(self, receive: Receive, send: Send, session: HttpSession) -> None:
+        """The session's standalone stream: untagged notifications (LEG-08/12)."""
+        if session.stream is not None:
+            await _refuse(send, 409, "Conflict: this session already has a GET stream")
+            return
+        stop = session.stream = asyncio.Event()
+        notes: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        tasks = [asyncio.ensure_future(self._watch(receive, stop))]
+        if self.server.subscriptions:
+            tasks.append(asyncio.ensure_future(self._forward(session, notes, stop)))
+        try:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [*SSE_HEADERS, (_SID, session.id.encode())]})
+            await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+            while not stop.is_set():
+                getter = asyncio.ensure_future(notes.get())
+                stopper = asyncio.ensure_future(stop.wait())
+                done, _ = await asyncio.wait(
+                    {getter, stopper}, timeout=self.keepalive if self.keepalive > 0 else None,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                stopper.cancel()
+                if getter in done:
+                    await send({"type": "http.response.body", "body": frame(encode(getter.result())), "more_body": True})
+                    continue
+                getter.cancel()
+                if not done:
+                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+            await send(EMPTY_BODY)
+        finally:
+            for task in tasks:
+                task.cancel()
+            if session.stream is stop:
+                session.stream = None
+
+    @staticmethod
+    async def _watch(receive: Receive, stop: asyncio.Event) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        stop.set()
+
+    async def _forward(self, session: HttpSession, notes: asyncio.Queue[dict[str, Any]], stop: asyncio.Event) -> None:
+        try:
+            async with self.server.bus.subscribe(self.server.listen_queue) as events:
+                async for event in events:
+                    note = session.legacy.notification_for(event)
+                    if note is not None:
+                        notes.put_nowait(note)
+        except Exception:  # a dropped slow listener or a closed bus ends the stream
+            logger.debug("legacy GET stream of a session ended", exc_info=True)
+        stop.set()
+
+    def close(self) -> None:
+        """End every session (GET streams finish, waiting questions are cancelled)."""
+        self.sessions.close_all()
+

@@ -1,0 +1,132 @@
+"""The session table of the legacy (2025-11-25) Streamable HTTP leg (LEG-04).
+
+A `HttpSession` is one `initialize`-era client over HTTP: its `LegacySession`
+(version, capabilities, log level, subscriptions), the server-to-client questions
+waiting for an answer POST, the requests in flight (so `notifications/cancelled`
+can stop them) and its GET stream, if open. `Sessions` mints ids with `secrets`
+(visible ASCII), binds each session to the credential that opened it, expires idle
+sessions and keeps the table bounded. Must not import the ASGI app or uvicorn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import time
+from collections import OrderedDict
+from typing import Any
+
+from nimblemcp.errors import InternalError
+from nimblemcp.server._legacy import LegacySession
+
+__all__ = ["HttpSession", "Sessions"]
+
+
+class HttpSession:
+    """One legacy client session."""
+
+    __slots__ = ("cancelled", "closed", "id", "legacy", "owner", "pending", "requests", "seen", "stream")
+
+    def __init__(self, sid: str, legacy: LegacySession, owner: Any) -> None:
+        self.id = sid
+        self.legacy = legacy
+        self.owner = owner
+        self.seen = time.monotonic()
+        self.pending: dict[str, asyncio.Future[Any]] = {}
+        self.requests: dict[Any, asyncio.Task[Any]] = {}
+        self.cancelled: set[Any] = set()
+        self.stream: asyncio.Event | None = None  # set when the GET stream must end
+        self.closed = False
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.requests) or self.stream is not None
+
+    def answer(self, message: dict[str, Any]) -> None:
+        """A client's JSON-RPC response to one of our requests (unknown ids ignored)."""
+        rid = message.get("id")
+        future = self.pending.get(rid) if isinstance(rid, str) else None
+        if future is None or future.done():
+            return
+        result = message.get("result")
+        if isinstance(result, dict):
+            future.set_result(result)
+        else:
+            error = message.get("error")
+            text = error.get("message") if isinstance(error, dict) else None
+            future.set_exception(InternalError(f"The client could not answer: {text or 'error'}"))
+
+    def cancel(self, params: Any) -> None:
+        """`notifications/cancelled` stops the named request (LEG-07)."""
+        rid = params.get("requestId") if isinstance(params, dict) else None
+        task = self.requests.get(rid) if isinstance(rid, str | int) else None
+        if task is not None:
+            self.cancelled.add(rid)
+            task.cancel()
+
+    def close(self) -> None:
+        self.closed = True
+        for future in self.pending.values():
+            future.cancel()
+        self.pending.clear()
+        for task in self.requests.values():
+            task.cancel()
+        if self.stream is not None:
+            self.stream.set()
+
+
+class Sessions:
+    """Bounded, idle-expiring table of legacy sessions by id."""
+
+    def __init__(self, max_sessions: int = 10_000, idle_timeout: float = 1800.0) -> None:
+        self.max_sessions = max_sessions
+        self.idle_timeout = idle_timeout
+        self._by_id: OrderedDict[str, HttpSession] = OrderedDict()
+        self.ids = itertools.count(1)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def open(self, legacy: LegacySession, owner: Any) -> HttpSession | None:
+        """A new session, or None when the table is full of busy sessions."""
+        self._prune()
+        if len(self._by_id) >= self.max_sessions:
+            victim = next((s for s in self._by_id.values() if not s.busy), None)
+            if victim is None:
+                return None
+            self.drop(victim.id)
+        sid = secrets.token_urlsafe(24)  # [A-Za-z0-9_-]: visible ASCII (LEG-04)
+        session = self._by_id[sid] = HttpSession(sid, legacy, owner)
+        return session
+
+    def get(self, sid: str, owner: Any) -> HttpSession | None:
+        """The live session `sid` if `owner` opened it; None = "not found" (404)."""
+        session = self._by_id.get(sid)
+        if session is None:
+            return None
+        now = time.monotonic()
+        if not session.busy and now - session.seen > self.idle_timeout:
+            self.drop(sid)
+            return None
+        if session.owner != owner:  # another credential: indistinguishable from unknown
+            return None
+        session.seen = now
+        self._by_id.move_to_end(sid)
+        return session
+
+    def drop(self, sid: str) -> bool:
+        session = self._by_id.pop(sid, None)
+        if session is None:
+            return False
+        session.close()
+        return True
+
+    def _prune(self) -> None:
+        limit = time.monotonic() - self.idle_timeout
+        for sid in [s.id for s in self._by_id.values() if not s.busy and s.seen < limit]:
+            self.drop(sid)
+
+    def close_all(self) -> None:
+        for sid in list(self._by_id):
+            self.drop(sid)
