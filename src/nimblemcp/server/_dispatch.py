@@ -20,12 +20,12 @@ from nimblemcp.errors import (
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
-    MissingClientCapability,
     ProtocolError,
     ResourceNotFound,
     UnsupportedProtocolVersion,
 )
 from nimblemcp.jsonrpc import classify, error_response, request_id_of
+from nimblemcp.server._completion import complete
 from nimblemcp.server._context import Context, Emit
 from nimblemcp.server._logbridge import current
 from nimblemcp.server._mrtr import InputRequired, check_responses
@@ -37,13 +37,11 @@ from nimblemcp.types.methods import METHODS, MethodSpec
 
 if TYPE_CHECKING:
     from nimblemcp.server._server import Server
-    from nimblemcp.server._tools import ToolEntry
 
 logger = logging.getLogger("nimblemcp.server")
 
 Handler = Callable[[Context, dict[str, Any]], Awaitable[dict[str, Any]]]
 
-_MAX_COMPLETIONS = 100
 MAX_LEGACY_ROUNDS = 32
 MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
 
@@ -97,7 +95,7 @@ class Dispatcher:
             "resources/read": self._read_resource,
             "prompts/list": self._list_prompts,
             "prompts/get": self._get_prompt,
-            "completion/complete": self._complete,
+            "completion/complete": lambda ctx, p: complete(server, p),
         }
         if server.subscriptions:
             self.handlers["subscriptions/listen"] = listen
@@ -355,36 +353,10 @@ class Dispatcher:
         elif not isinstance(arguments, dict):
             raise InvalidParams("tools/call 'arguments' must be an object")
         if tool.task is not None:
-            return await self._maybe_task(ctx, tool, arguments)  # type: ignore[arg-type]
+            from nimblemcp.server._tasks import call_tool
+
+            return await call_tool(self.server, ctx, tool, arguments)  # type: ignore[arg-type]
         return await tool.call(ctx, arguments)  # type: ignore[arg-type]
-
-    async def _maybe_task(self, ctx: Context, tool: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Tasks extension: run as a background task when the client declared it."""
-        from nimblemcp.server._tasks import REQUIRED, BecomeTask, client_supports_tasks
-
-        if not client_supports_tasks(ctx):
-            if tool.task == "required":
-                raise MissingClientCapability(REQUIRED)  # TASK-03
-            return await tool.call(ctx, arguments)
-        if tool.defer_task:
-            ctx.task_mode = "deferred"
-            try:
-                return await tool.call(ctx, arguments)
-            except BecomeTask:
-                pass
-
-        async def run(ask: Ask) -> dict[str, Any]:
-            ctx.task_mode = "running"
-            ctx._emit = None  # no response stream any more
-            for _ in range(MAX_LEGACY_ROUNDS):
-                try:
-                    return await tool.call(ctx, arguments)
-                except InputRequired as asked:
-                    if asked.requests:
-                        ctx._responses = {**ctx._responses, **await ask(asked.requests)}
-            raise InternalError("The tool kept asking for input")
-
-        return await self.server.tasks.create(ctx, run)
 
     async def _read_resource(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         uri = params.get("uri")
@@ -418,54 +390,3 @@ class Dispatcher:
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {name}")
         return await prompt.get(ctx, params.get("arguments"))
-
-    async def _complete(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        ref = params.get("ref")
-        argument = params.get("argument")
-        if not isinstance(ref, dict) or not isinstance(argument, dict):
-            raise InvalidParams("completion/complete needs 'ref' and 'argument' objects")
-        arg_name = argument.get("name")  # type: ignore[union-attr]
-        value = argument.get("value", "")  # type: ignore[union-attr]
-        if not isinstance(arg_name, str) or not isinstance(value, str):
-            raise InvalidParams("argument needs string 'name' and 'value'")
-        context = params.get("context")
-        context_args: dict[str, str] = {}
-        if isinstance(context, dict) and isinstance(context.get("arguments"), dict):  # type: ignore[union-attr]
-            context_args = context["arguments"]  # type: ignore[index]
-        completer: Callable[..., Any] | None = None
-        ref_type = ref.get("type")  # type: ignore[union-attr]
-        if ref_type == "ref/prompt":
-            prompt = self.server.prompts.get(ref.get("name"))  # type: ignore[union-attr, arg-type]
-            if prompt is None:
-                raise InvalidParams(f"Unknown prompt: {ref.get('name')}")  # type: ignore[union-attr]
-            completer = prompt.completers.get(arg_name)
-        elif ref_type == "ref/resource":
-            uri = ref.get("uri")  # type: ignore[union-attr]
-            template = self.server.templates.get(uri)  # type: ignore[arg-type]
-            if template is not None:
-                completer = template.completers.get(arg_name)
-            elif uri not in self.server.resources:
-                raise InvalidParams(f"Unknown resource or template: {uri}")
-        else:
-            raise InvalidParams("ref.type must be 'ref/prompt' or 'ref/resource'")
-        values: Any = []
-        if completer is not None:
-            values = completer(value, context_args)
-        elif self.server.completion_handler is not None:
-            values = self.server.completion_handler(ref, arg_name, value, context_args)
-        if asyncio.iscoroutine(values):
-            values = await values
-        return {"resultType": "complete", "completion": _completion(values)}
-
-
-def _completion(values: Any) -> dict[str, Any]:
-    if isinstance(values, dict):
-        out = dict(values)  # type: ignore[arg-type]
-        items = [str(v) for v in out.get("values", [])]
-    else:
-        out = {}
-        items = [str(v) for v in values or []]
-    total = out.get("total", len(items))
-    completion: dict[str, Any] = {"values": items[:_MAX_COMPLETIONS], "total": total}
-    completion["hasMore"] = bool(out.get("hasMore", len(items) > _MAX_COMPLETIONS))
-    return completion

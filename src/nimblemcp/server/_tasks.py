@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from nimblemcp.errors import InvalidParams, MissingClientCapability, ProtocolError
+from nimblemcp.errors import InternalError, InvalidParams, MissingClientCapability, ProtocolError
+from nimblemcp.server._mrtr import InputRequired
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
     from nimblemcp.server._server import Server
+    from nimblemcp.server._tools import ToolEntry
 
 logger = logging.getLogger("nimblemcp.server")
 
@@ -34,6 +36,7 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _PREFIX = "task:"
 REQUIRED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
+MAX_ROUNDS = 32
 
 
 def client_supports_tasks(ctx: Context) -> bool:
@@ -207,3 +210,30 @@ def _task_event(task_id: str) -> Any:
     from nimblemcp.backends.bus import Event
 
     return Event("task", task_id)
+
+
+async def call_tool(server: Server, ctx: Context, tool: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:
+    """`tools/call` of a task-supporting tool: a task for declaring clients (TASK-02/03)."""
+    if not client_supports_tasks(ctx):
+        if tool.task == "required":
+            raise MissingClientCapability(REQUIRED)  # TASK-03
+        return await tool.call(ctx, arguments)
+    if tool.defer_task:
+        ctx.task_mode = "deferred"
+        try:
+            return await tool.call(ctx, arguments)
+        except BecomeTask:
+            pass
+
+    async def run(ask: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        ctx.task_mode = "running"
+        ctx._emit = None  # no response stream any more
+        for _ in range(MAX_ROUNDS):
+            try:
+                return await tool.call(ctx, arguments)
+            except InputRequired as asked:
+                if asked.requests:
+                    ctx._responses = {**ctx._responses, **await ask(asked.requests)}
+        raise InternalError("The tool kept asking for input")
+
+    return await server.tasks.create(ctx, run)
