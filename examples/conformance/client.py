@@ -5,8 +5,9 @@
 Reads MCP_CONFORMANCE_SCENARIO, MCP_CONFORMANCE_PROTOCOL_VERSION and (for some
 scenarios) MCP_CONFORMANCE_CONTEXT, then drives `nimblemcp.client.Client`, our public
 client API, the way that scenario expects. The verdict comes from what the mock server
-observed; this program just has to behave and exit on its own. auth/* scenarios need
-the authorization issue and exit non-zero at once.
+observed; this program just has to behave and exit on its own. For 2025-11-25 the
+same Client falls back to the `initialize` handshake on its own (mode "auto").
+auth/* scenarios need the authorization issue and exit non-zero at once.
 """
 
 from __future__ import annotations
@@ -67,6 +68,20 @@ async def tools_call(url: str, context: dict[str, Any]) -> None:
         log.info("add_numbers -> %s", result.get("content"))
 
 
+async def initialize(url: str, context: dict[str, Any]) -> None:
+    async with make_client(url) as client:
+        tools = await client.list_tools()
+        log.info("era %s, version %s, %d tools", client.era, client.version, len(tools))
+
+
+async def call_every_tool(url: str, context: dict[str, Any]) -> None:
+    """sse-retry and elicitation-sep1034-client-defaults: call what the server lists."""
+    async with make_client(url) as client:
+        for tool in await client.list_tools():
+            result = await client.call_tool(tool["name"], {})
+            log.info("%s -> %s", tool["name"], result.get("content"))
+
+
 async def request_metadata(url: str, context: dict[str, Any]) -> None:
     async with make_client(url) as client:
         await client.discover(cache=False)
@@ -125,6 +140,9 @@ async def ref_no_deref(url: str, context: dict[str, Any]) -> None:
 
 SCENARIOS: dict[str, Callable[[str, dict[str, Any]], Coroutine[Any, Any, None]]] = {
     "tools_call": tools_call,
+    "initialize": initialize,
+    "sse-retry": call_every_tool,
+    "elicitation-sep1034-client-defaults": call_every_tool,
     "request-metadata": request_metadata,
     "sep-2322-client-request-state": request_state,
     "http-standard-headers": standard_headers,
@@ -144,9 +162,7 @@ def main(argv: list[str]) -> int:
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2026-07-28")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-    if version != "2026-07-28":
-        print(f"protocol version {version} is not supported yet (legacy era)", file=sys.stderr)
-        return 3
+    log.info("scenario %s at protocol version %s", scenario, version)
     run = SCENARIOS.get(scenario)
     if run is None:
         print(f"scenario {scenario!r} is not supported by this client yet", file=sys.stderr)

@@ -11,7 +11,9 @@ Legacy (2025-11-25) sessions (LEGC-02/03/06): `begin_session(version)` after the
 the `initialize` response) and `MCP-Protocol-Version`; a 404 for a message carrying the
 session raises `SessionExpired`; server-to-client requests on a response stream go to
 `on_request` and its answers are POSTed back; an abandoned request is cancelled with an
-explicit `notifications/cancelled`; an SSE stream that ends before the response is
+explicit `notifications/cancelled`; the session's standalone GET stream (LEGC-05;
+`listen_get=False` to skip) carries the server's own requests and notifications (to
+`on_notification`); an SSE stream that ends before the response is
 resumed with GET + `Last-Event-ID` after the server's `retry:` delay; `close()` DELETEs
 the session (405 tolerated). Must not import `nimblemcp.client` or `nimblemcp.server`.
 """
@@ -22,7 +24,14 @@ import asyncio
 import base64
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Mapping,
+)
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -123,6 +132,7 @@ class HttpTransport:
         http: httpx.AsyncClient | None = None,
         connect_timeout: float = 10.0,
         max_resumes: int = 5,
+        listen_get: bool = True,
     ) -> None:
         self.url = url
         parts = urlsplit(url)
@@ -132,6 +142,9 @@ class HttpTransport:
         self._owns_http = http is None
         self._connect_timeout = connect_timeout
         self.max_resumes = max_resumes
+        self.listen_get = listen_get
+        #: Receives notifications that arrive outside any request (the GET stream).
+        self.on_notification: Callable[[dict[str, Any]], None] | None = None
         #: Answers a server-to-client request (legacy sessions); the result is POSTed.
         self.on_request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
         self.session_id: str | None = None
@@ -153,6 +166,17 @@ class HttpTransport:
         """The `initialize` exchange is done: carry its session id and version from now on."""
         self.session_id, self._pending_id = self._pending_id, None
         self.session_version = version
+        if self.listen_get and self.session_id is not None:
+            self._spawn(self._standalone())
+
+    async def _standalone(self) -> None:
+        """LEGC-05: the session's GET stream; 405 (or any error) means there is none."""
+        state = _Resume()
+        with contextlib.suppress(TransportError):
+            async with contextlib.aclosing(self._resume(state)) as stream:
+                async for message in stream:
+                    if "method" in message and self.on_notification is not None:
+                        self.on_notification(message)
 
     def reset_session(self) -> None:
         self.session_id = self.session_version = self._pending_id = None
@@ -313,7 +337,10 @@ class HttpTransport:
             response = await handler(message)
             await self.notify(response)
 
-        task = asyncio.create_task(run())
+        self._spawn(run())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -333,8 +360,10 @@ class HttpTransport:
                            response.status_code)
 
     async def close(self) -> None:
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self._http is not None and self.session_id is not None:
             # LEGC-02: end the session; 405 means the server does not allow it.
             with contextlib.suppress(httpx.HTTPError):
