@@ -44,7 +44,7 @@ _LABEL = {VERSION: "MCP-Protocol-Version", METHOD: "Mcp-Method", NAME: "Mcp-Name
 _PARAM_PREFIX: Final = b"mcp-param-"
 _UNSAFE = re.compile(rb"[^\t\x20-\x7e]")  # RFC 9110 field-value characters (HTTP-13)
 _DUP: Final = b"\x00dup"
-_OWS: Final = b" \t"
+_OWS: Final = (0x20, 0x09)  # space, tab
 
 
 class RequestHeaders:
@@ -58,14 +58,16 @@ class RequestHeaders:
         dup = -1
         wanted = WANTED
         for key, value in raw:
-            if value[:1] in _OWS or value[-1:] in _OWS:
-                value = value.strip(b" \t")  # RFC 9110: surrounding whitespace is not content
             idx = wanted.get(key)
             if idx is not None:
+                if value and (value[0] in _OWS or value[-1] in _OWS):
+                    value = value.strip(b" \t")  # RFC 9110: surrounding whitespace is not content
                 if values[idx] is not None and idx in _ROUTING:
                     dup = idx  # first-copy and last-copy readers would disagree (HTTP-19)
                 values[idx] = value
             elif key.startswith(_PARAM_PREFIX):
+                if value and (value[0] in _OWS or value[-1] in _OWS):
+                    value = value.strip(b" \t")
                 if params is None:
                     params = {}
                 params[key] = _DUP if key in params else value
