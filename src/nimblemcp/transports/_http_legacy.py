@@ -240,8 +240,10 @@ class LegacyHttp:
         stop = session.stream = asyncio.Event()
         notes: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         tasks = [asyncio.ensure_future(self._watch(receive, stop))]
-        if self.server.subscriptions:
-            tasks.append(asyncio.ensure_future(self._forward(session, notes, stop)))
+        sub: Any = None
+        if self.server.subscriptions:  # subscribed before the headers go out: nothing is missed
+            sub = self.server.bus.subscribe(self.server.listen_queue)
+            tasks.append(asyncio.ensure_future(self._forward(session, sub, notes, stop)))
         try:
             await send({"type": "http.response.start", "status": 200,
                         "headers": [*SSE_HEADERS, (_SID, session.id.encode())]})
@@ -264,6 +266,8 @@ class LegacyHttp:
         finally:
             for task in tasks:
                 task.cancel()
+            if sub is not None:
+                sub.close()  # also when the forwarder never got to run
             if session.stream is stop:
                 session.stream = None
 
@@ -273,9 +277,11 @@ class LegacyHttp:
             pass
         stop.set()
 
-    async def _forward(self, session: HttpSession, notes: asyncio.Queue[dict[str, Any]], stop: asyncio.Event) -> None:
+    async def _forward(
+        self, session: HttpSession, sub: Any, notes: asyncio.Queue[dict[str, Any]], stop: asyncio.Event
+    ) -> None:
         try:
-            async with self.server.bus.subscribe(self.server.listen_queue) as events:
+            async with sub as events:
                 async for event in events:
                     note = session.legacy.notification_for(event)
                     if note is not None:

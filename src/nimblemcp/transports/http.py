@@ -204,12 +204,14 @@ class McpHttpApp:
     def _prepare(self, h: RequestHeaders, msg: dict[str, Any]) -> Prepared:
         """HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params."""
         params = msg.get("params")
-        if msg["method"] == "initialize":  # no legacy leg plugged in (COMPAT-S02)
+        meta = params.get("_meta") if type(params) is dict else None
+        if msg["method"] == "initialize" and not (type(meta) is dict and PROTOCOL_VERSION in meta):
+            # A legacy client the legacy leg does not serve (COMPAT-S02); an enveloped
+            # `initialize` is a removed method instead (-32601, 404).
             requested = params.get("protocolVersion") if type(params) is dict else None
             raise UnsupportedProtocolVersion(
                 requested, list(MODERN_VERSIONS),
                 "This server speaks only the stateless revisions (no initialize handshake)")
-        meta = params.get("_meta") if type(params) is dict else None
         if type(meta) is dict:
             version = meta.get(PROTOCOL_VERSION)
             if type(version) is str and type(meta.get(CLIENT_CAPABILITIES)) is dict:
