@@ -263,3 +263,14 @@ async def test_secure_app_serves_legacy_sessions_by_default() -> None:
         r = await c.post("/mcp", json=body(0, "initialize", INIT),
                          headers={"accept": ACCEPT, "content-type": "application/json", "origin": "http://evil.example"})
         assert r.status_code == 403
+
+
+async def test_compat_s04_the_version_header_picks_the_era(c: httpx.AsyncClient) -> None:
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    modern = {"accept": ACCEPT, "content-type": "application/json",
+              "mcp-protocol-version": "2026-07-28", "mcp-method": "initialize"}
+    r = await c.post("/mcp", json=body(1, "initialize", {"_meta": meta}), headers=modern)
+    assert r.status_code == 404 and r.json()["error"]["code"] == -32601  # removed in 2026-07-28
+    assert "mcp-session-id" not in r.headers
+    r = await c.post("/mcp", json=body(2, "initialize", INIT), headers={"accept": ACCEPT, "content-type": "application/json"})
+    assert r.status_code == 200 and r.headers["mcp-session-id"]
