@@ -131,7 +131,7 @@ class LegacyMixin:
             if not on_stdio:
                 raise
             logger.info("no answer to server/discover within %s s: legacy server", limit)
-            return await self._initialize()
+            return await self._initialize(reprobe=again)
         except TransportError as exc:
             status = getattr(exc, "status", None)
             error = getattr(exc, "error", None)
@@ -141,7 +141,7 @@ class LegacyMixin:
                 reply = {"error": error}
             else:
                 logger.info("server/discover got HTTP %s: legacy server", status)
-                return await self._initialize()
+                return await self._initialize(reprobe=again)
         if isinstance(reply.get("error"), dict):
             err = error_from_wire(reply["error"])
             if isinstance(err, UnsupportedProtocolVersion):
@@ -150,19 +150,19 @@ class LegacyMixin:
                     self.version = mutual[0]
                     return await self._probe(again=False)
                 if any(v in LEGACY_VERSIONS for v in err.supported):
-                    return await self._initialize()
+                    return await self._initialize(reprobe=again)
                 raise err
             if isinstance(err, HeaderMismatch | MissingClientCapability):
                 self.era = "modern"  # a modern server; the request itself needs fixing
                 return None
             logger.info("server/discover answered %s: legacy server", err.code)
-            return await self._initialize()
+            return await self._initialize(reprobe=again)
         result = reply.get("result")
         supported = result.get("supportedVersions") if isinstance(result, dict) else None
         mutual = [v for v in self.versions if isinstance(supported, list) and v in supported]
         if not mutual:
             logger.info("the server advertises no modern version we speak: legacy server")
-            return await self._initialize()
+            return await self._initialize(reprobe=again)
         assert isinstance(result, dict)
         self.version = mutual[0]
         self.discovered = result
