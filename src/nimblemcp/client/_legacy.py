@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -227,7 +228,9 @@ class LegacyMixin:
         assert isinstance(version, str)
         begin = getattr(self.transport, "begin_session", None)
         if begin is not None:
-            begin(version)
+            started = begin(version)
+            if inspect.isawaitable(started):
+                await started
         self.version = version
         self.initialized = result
         info = result.get("serverInfo")

@@ -162,18 +162,24 @@ class HttpTransport:
 
     # -- legacy sessions (LEGC-02) -------------------------------------------------------
 
-    def begin_session(self, version: str) -> None:
-        """The `initialize` exchange is done: carry its session id and version from now on."""
+    async def begin_session(self, version: str) -> None:
+        """The `initialize` exchange is done: carry its session id and version from now
+        on, and open the standalone GET stream (answered before this returns, so later
+        requests' resumptions never race it)."""
         self.session_id, self._pending_id = self._pending_id, None
         self.session_version = version
         if self.listen_get and self.session_id is not None:
-            self._spawn(self._standalone())
+            connected = asyncio.Event()
+            task = self._spawn(self._standalone(connected))
+            waiter = asyncio.ensure_future(connected.wait())
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
 
-    async def _standalone(self) -> None:
+    async def _standalone(self, connected: asyncio.Event) -> None:
         """LEGC-05: the session's GET stream; 405 (or any error) means there is none."""
         state = _Resume()
         with contextlib.suppress(TransportError):
-            async with contextlib.aclosing(self._resume(state)) as stream:
+            async with contextlib.aclosing(self._resume(state, connected)) as stream:
                 async for message in stream:
                     if "method" in message and self.on_notification is not None:
                         self.on_notification(message)
@@ -291,7 +297,9 @@ class HttpTransport:
         except httpx.HTTPError as exc:
             raise TransportError(f"HTTP transport failed: {exc}") from exc
 
-    async def _resume(self, state: _Resume) -> AsyncGenerator[dict[str, Any], None]:
+    async def _resume(
+        self, state: _Resume, connected: asyncio.Event | None = None
+    ) -> AsyncGenerator[dict[str, Any], None]:
         assert self._http is not None
         headers = {**self._session_headers(), "Accept": "text/event-stream"}
         if state.last_id is not None:
@@ -299,6 +307,8 @@ class HttpTransport:
         before = state.last_id
         try:
             async with self._http.stream("GET", self.url, headers=headers) as response:
+                if connected is not None:
+                    connected.set()
                 ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
                 if response.status_code >= 400 or ctype != "text/event-stream":
                     state.last_id = None  # the server cannot resume: stop trying
@@ -339,10 +349,11 @@ class HttpTransport:
 
         self._spawn(run())
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def notify(self, message: dict[str, Any]) -> None:
         """Send a notification or a response (no JSON-RPC answer expected; 202)."""
