@@ -40,6 +40,7 @@ from nimblemcp import (
     text,
     user,
 )
+from nimblemcp.errors import InternalError
 
 server = Server(
     "nimblemcp-conformance-everything",
@@ -501,6 +502,61 @@ async def test_input_required_result_prompt(ctx: Context):
     """Asks the user for context before building the prompt."""
     answer = await ctx.elicit("user_context", "What context should the prompt use?", CONTEXT_FORM)
     return [user(f"Context: {_field(answer, 'context')}"), user("Please help with the task above.")]
+
+
+# -- the tasks extension (io.modelcontextprotocol/tasks) -----------------------------------
+
+ANY_FORM: dict[str, Any] = {"type": "object", "properties": {
+    "confirm": {"type": "boolean"}, "name": {"type": "string"}}}
+
+
+@server.tool
+def greet(name: str) -> str:
+    """A plain synchronous tool: never a task."""
+    return f"Hello, {name}!"
+
+
+@server.tool(task="optional")
+async def slow_compute(seconds: float, label: str = "") -> str:
+    """Sleeps `seconds`, then answers; runs as a task for clients that declare tasks."""
+    await asyncio.sleep(seconds)
+    return f"Computed {label or 'result'} after {seconds} s."
+
+
+@server.tool(task="required")
+async def failing_job() -> str:
+    """Always ends in a tool execution error (a completed task with isError)."""
+    await asyncio.sleep(1)
+    raise ToolError("The job failed.")
+
+
+@server.tool(task="optional")
+async def protocol_error_job() -> str:
+    """Ends in a protocol error (a failed task)."""
+    raise InternalError("The job crashed.")
+
+
+@server.tool(task="optional")
+async def confirm_delete(ctx: Context, filename: str = "file.txt") -> str:
+    """Asks for confirmation through the task's inputRequests, then answers."""
+    answer = await ctx.elicit("confirm", f"Delete {filename}?", ANY_FORM)
+    return f"Deleted {filename}." if answer.accepted else f"Kept {filename}."
+
+
+@server.tool(task="optional")
+async def multi_input(ctx: Context) -> str:
+    """Asks two questions at once, so two inputRequests are pending together."""
+    first, second = ctx.gather(ctx.elicit("first", "First answer?", ANY_FORM),
+                               ctx.elicit("second", "Second answer?", ANY_FORM))
+    return f"Got {first.action} and {second.action}."
+
+
+@server.tool(task="required", defer_task=True)
+async def test_tool_with_task(ctx: Context) -> str:
+    """Asks for a name through MRTR, then continues as a task."""
+    answer = await ctx.elicit("user_name", "What is your name?", NAME_FORM)
+    await ctx.as_task()
+    return f"Task finished for {_field(answer, 'name')}."
 
 
 if __name__ == "__main__":
