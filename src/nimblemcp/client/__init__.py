@@ -13,10 +13,12 @@ from nimblemcp.client._headers import InvalidToolHeaders, header_rules, param_he
 from nimblemcp.client._legacy import ListenNotSupported
 from nimblemcp.client._listen import Listener, ListenEvent
 from nimblemcp.client._mrtr import InputRequestRefused, fill_defaults
+from nimblemcp.client._tasks import TASKS_EXTENSION, TaskCancelled, TasksNotDeclared
 from nimblemcp.client._tools import OutputValidationError
 from nimblemcp.client._transport import Transport
 
 __all__ = [
+    "TASKS_EXTENSION",
     "CacheStore",
     "Client",
     "InputRequestRefused",
@@ -28,6 +30,8 @@ __all__ = [
     "OutputValidationError",
     "ProgressCallback",
     "ResultCache",
+    "TaskCancelled",
+    "TasksNotDeclared",
     "Transport",
     "fill_defaults",
     "header_rules",

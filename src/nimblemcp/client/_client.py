@@ -36,6 +36,7 @@ from ._calls import CallsMixin
 from ._legacy import Era, LegacyMixin, Mode
 from ._listen import ListenMixin
 from ._mrtr import Callback, answer_round, capabilities_for
+from ._tasks import TasksMixin, with_tasks
 from ._tools import ToolsMixin
 from ._transport import ParamValue, Transport
 
@@ -77,13 +78,15 @@ def _transport_for(target: Any) -> Transport:
     raise TypeError(f"cannot make a transport from {target!r}")
 
 
-class Client(LegacyMixin, ListenMixin, CallsMixin, ToolsMixin):
+class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
     """An MCP client for one server: `async with Client("http://.../mcp") as c: ...`.
 
     `target` is an `http(s)://` URL, a command line as a list (stdio), an in-process
     server, or any `Transport`. Callbacks answer the server's input requests and
     decide the capabilities declared on every request. `mode` is "auto" (probe with
-    `server/discover`, fall back to `initialize`), "modern" or "legacy".
+    `server/discover`, fall back to `initialize`), "modern" or "legacy". `tasks=True`
+    declares the tasks extension: a tool may then run as a task, which `call_tool`
+    polls (every `pollIntervalMs`, kept within `task_poll_floor`..`task_poll_cap` s).
     """
 
     def __init__(
@@ -111,6 +114,9 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, ToolsMixin):
         retry_backoff: float = 0.1,
         mode: Mode = "auto",
         probe_timeout: float = 5.0,
+        tasks: bool = False,
+        task_poll_floor: float = 0.05,
+        task_poll_cap: float = 5.0,
     ) -> None:
         self.transport = _transport_for(target)
         self.client_info = dict(client_info) if client_info is not None else None
@@ -121,8 +127,13 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, ToolsMixin):
         }
         self.capabilities = capabilities_for(
             self.callbacks, elicitation_modes=elicitation_modes,
-            sampling=sampling_capabilities, extensions=extensions,
+            sampling=sampling_capabilities, extensions=with_tasks(extensions, tasks),
         )
+        if not 0 < task_poll_floor <= task_poll_cap:
+            raise ValueError("need 0 < task_poll_floor <= task_poll_cap")
+        self.task_poll_floor = task_poll_floor
+        self.task_poll_cap = task_poll_cap
+        self._cancel_senders: set[asyncio.Task[Any]] = set()
         self.on_log = on_log
         self.on_notification = on_notification
         self.log_level = log_level
@@ -256,6 +267,8 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, ToolsMixin):
                 await asyncio.sleep(delay)
                 continue
             kind = result.get("resultType", "complete")  # RT-02
+            if kind == "task" and method == "tools/call" and self.tasks_declared:
+                return result  # a CreateTaskResult (TASK-02): never cached
             if kind not in _RESULT_TYPES:
                 raise ClientError(f"{method}: unrecognized resultType {kind!r} (RT-03)")
             if kind == "complete":

@@ -35,6 +35,7 @@ class ToolsMixin:
 
         async def _all_pages(self, method: str, key: str, cache: bool, **kw: Any) -> list[Any]: ...
         request: Callable[..., Awaitable[dict[str, Any]]]
+        wait_task: Callable[..., Awaitable[dict[str, Any]]]
 
     def __init__(self) -> None:
         self.tools: dict[str, dict[str, Any]] = {}
@@ -81,9 +82,18 @@ class ToolsMixin:
         self,
         name: str,
         arguments: Mapping[str, Any] | None = None,
+        *,
+        wait: bool = True,
+        on_task_status: Callable[[dict[str, Any]], Any] | None = None,
+        task_timeout: float | None = None,
         **kw: Any,
     ) -> dict[str, Any]:
         """Call a tool; input requests are answered by the callbacks (MRTR).
+
+        When the server runs the call as a task (only for `tasks=True` clients), the
+        task is followed to its end (`wait_task`: `on_task_status` hears each status
+        change, `task_timeout` bounds the whole wait) and its result returned; with
+        `wait=False` the `CreateTaskResult` itself is returned instead.
 
         Execution errors come back as a result with `isError: true` (TOOL-08); a
         `structuredContent` that breaks the tool's `outputSchema` raises
@@ -106,6 +116,10 @@ class ToolsMixin:
             hints = (self.tools.get(name) or {}).get("annotations") or {}
             kw["retry"] = isinstance(hints, dict) and hints.get("idempotentHint") is True
         result = await self.request("tools/call", params, param_headers=headers, **kw)
+        if result.get("resultType") == "task":  # only ever returned to declaring clients
+            if not wait:
+                return result
+            result = await self.wait_task(result, on_status=on_task_status, timeout=task_timeout)
         if (
             self.validate_output
             and result.get("resultType", "complete") == "complete"

@@ -1,0 +1,216 @@
+"""Tasks on the client (`io.modelcontextprotocol/tasks`, CHECKLIST 22).
+
+A client built with `tasks=True` declares the extension on every modern request
+(TASK-01). `tools/call` may then answer a `CreateTaskResult`; `call_tool` waits for it
+transparently through `wait_task`: it polls `tasks/get` at the server's
+`pollIntervalMs` (clamped between a floor and a cap, TASK-06), answers each
+`input_required` round with the same callbacks as MRTR, every key once (TASK-07),
+returns the inlined result of a `completed` task, raises the inlined JSON-RPC error of a
+`failed` one and `TaskCancelled` for a `cancelled` one. When the caller stops waiting
+(cancellation, `timeout`, a refused input request) the task is cancelled with
+`tasks/cancel`, never `notifications/cancelled` (TASK-08). `get_task`, `update_task`,
+`cancel_task` and `wait_task` are the lower-level handle API.
+
+A mixin of `Client`, kept apart so each module stays small. Must not import transports
+or the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from nimblemcp.errors import ClientError, RequestTimeout, error_from_wire
+
+from ._mrtr import answer_round
+
+if TYPE_CHECKING:
+    from ._mrtr import Callback
+
+__all__ = [
+    "TASKS_EXTENSION",
+    "TaskCancelled",
+    "TaskStatusCallback",
+    "TasksMixin",
+    "TasksNotDeclared",
+    "with_tasks",
+]
+
+logger = logging.getLogger("nimblemcp.client")
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+#: Called with the task (as `tasks/get` returned it) whenever its status changes.
+TaskStatusCallback = Callable[[dict[str, Any]], Any]
+_DEFAULT_INTERVAL = 1.0  # seconds, when the server gives no pollIntervalMs
+
+
+class TaskCancelled(ClientError):
+    """The task ended `cancelled` (by us, by someone else, or by the server)."""
+
+    def __init__(self, task_id: str, message: str | None = None) -> None:
+        super().__init__(f"task {task_id} was cancelled" + (f": {message}" if message else ""))
+        self.task_id = task_id
+
+
+class TasksNotDeclared(ClientError):
+    """A task method was used on a client that does not declare the tasks extension
+    (or on a legacy 2025-11-25 connection, where the extension enables nothing)."""
+
+
+def with_tasks(extensions: Mapping[str, Any] | None, enabled: bool) -> dict[str, Any] | None:
+    """The `extensions` capability with the tasks extension added when `enabled`."""
+    if not enabled:
+        return dict(extensions) if extensions is not None else None
+    out = dict(extensions or {})
+    out.setdefault(TASKS_EXTENSION, {})
+    return out
+
+
+def _task_id(task: str | Mapping[str, Any]) -> str:
+    value = task if isinstance(task, str) else task.get("taskId")
+    if not isinstance(value, str) or not value:
+        raise ClientError(f"not a task id or task: {task!r}")
+    return value
+
+
+class TasksMixin:
+    if TYPE_CHECKING:
+        capabilities: dict[str, Any]
+        callbacks: dict[str, Callback | None]
+        era: str | None
+        task_poll_floor: float
+        task_poll_cap: float
+        request: Callable[..., Awaitable[dict[str, Any]]]
+        ensure_era: Callable[[], Awaitable[str]]
+
+    _cancel_senders: set[asyncio.Task[Any]]
+
+    @property
+    def tasks_declared(self) -> bool:
+        """True when this client's requests declare the tasks extension (TASK-01) on a
+        modern connection; under 2025-11-25 the extension enables nothing (TASK-12)."""
+        extensions = self.capabilities.get("extensions")
+        declared = isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+        return declared and self.era != "legacy"
+
+    async def _task_request(self, method: str, params: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        await self.ensure_era()
+        if not self.tasks_declared:
+            raise TasksNotDeclared(
+                f"{method} needs the tasks extension: build the Client with tasks=True"
+                + (" (and a 2026-07-28 server)" if self.era == "legacy" else "")
+            )
+        kw.setdefault("retry", True)  # all three are safe to repeat (TASK-07/08)
+        return await self.request(method, params, cache=False, **kw)
+
+    async def get_task(self, task: str | Mapping[str, Any], **kw: Any) -> dict[str, Any]:
+        """`tasks/get`: the task's current state (TASK-06)."""
+        return await self._task_request("tasks/get", {"taskId": _task_id(task)}, **kw)
+
+    async def update_task(
+        self, task: str | Mapping[str, Any], responses: Mapping[str, Any], **kw: Any
+    ) -> None:
+        """`tasks/update`: answer some or all outstanding `inputRequests` (TASK-07)."""
+        await self._task_request(
+            "tasks/update", {"taskId": _task_id(task), "inputResponses": dict(responses)}, **kw
+        )
+
+    async def cancel_task(self, task: str | Mapping[str, Any], **kw: Any) -> None:
+        """`tasks/cancel`: ask the server to stop the task; cooperative (TASK-08)."""
+        await self._task_request("tasks/cancel", {"taskId": _task_id(task)}, **kw)
+
+    def _interval(self, task: Mapping[str, Any]) -> float:
+        ms = task.get("pollIntervalMs")
+        seconds = ms / 1000 if isinstance(ms, int | float) and not isinstance(ms, bool) else _DEFAULT_INTERVAL
+        return min(max(seconds, self.task_poll_floor), self.task_poll_cap)
+
+    async def wait_task(
+        self,
+        task: str | Mapping[str, Any],
+        *,
+        on_status: TaskStatusCallback | None = None,
+        timeout: float | None = None,
+        cancel_on_exit: bool = True,
+    ) -> dict[str, Any]:
+        """Poll a task to its end and return its result (what the original request
+        would have returned). `task` is a task id or a `CreateTaskResult`/task.
+
+        `input_required` rounds are answered with the client's callbacks. A `failed`
+        task raises its error as a `ProtocolError`, a `cancelled` one `TaskCancelled`.
+        If the wait ends early (cancellation, `timeout` -> RequestTimeout, a callback
+        that refuses) and `cancel_on_exit`, the task is cancelled on the server.
+        """
+        task_id = _task_id(task)
+        known = dict(task) if isinstance(task, Mapping) else None
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._follow(task_id, known, on_status)
+        except TimeoutError as exc:
+            if cancel_on_exit:
+                await self._cancel_quietly(task_id)
+            raise RequestTimeout(f"task {task_id} did not finish within {timeout} s") from exc
+        except (asyncio.CancelledError, ClientError) as exc:
+            if cancel_on_exit and not isinstance(exc, TaskCancelled | TasksNotDeclared):
+                await self._cancel_quietly(task_id)
+            raise
+
+    async def _follow(
+        self, task_id: str, current: dict[str, Any] | None, on_status: TaskStatusCallback | None
+    ) -> dict[str, Any]:
+        answered: set[str] = set()  # TASK-07: keys are never reused, never answer twice
+        last_status: str | None = None
+        interval = self.task_poll_floor
+        while True:
+            if current is None:
+                current = await self.get_task(task_id)
+            status = current.get("status")
+            interval = self._interval(current)
+            if status != last_status:
+                last_status = status if isinstance(status, str) else None
+                logger.debug("task %s: %s", task_id, status)
+                if on_status is not None:
+                    outcome = on_status(current)
+                    if asyncio.iscoroutine(outcome):
+                        await outcome
+            if status == "completed":
+                result = current.get("result")
+                if not isinstance(result, dict):
+                    raise ClientError(f"task {task_id} completed without a result object")
+                return result
+            if status == "failed":
+                error = current.get("error")
+                if not isinstance(error, dict):
+                    raise ClientError(f"task {task_id} failed without an error object")
+                raise error_from_wire(error)
+            if status == "cancelled":
+                raise TaskCancelled(task_id, current.get("statusMessage"))
+            if status == "input_required":
+                requests = current.get("inputRequests")
+                fresh = {k: v for k, v in requests.items() if k not in answered} if isinstance(
+                    requests, dict) else {}
+                if fresh:
+                    answered.update(fresh)
+                    responses = await answer_round(fresh, self.callbacks)  # all keys at once
+                    await self.update_task(task_id, responses)
+                    current = None
+                    continue  # look again at once: the task has moved on
+            elif status != "working":
+                raise ClientError(f"task {task_id} has an unknown status {status!r}")
+            await asyncio.sleep(interval)
+            current = None
+
+    async def _cancel_quietly(self, task_id: str) -> None:
+        """Send `tasks/cancel` even while our own caller is being cancelled: the send
+        runs in its own task, shielded; a second cancellation leaves it running."""
+        sender = asyncio.ensure_future(self.cancel_task(task_id, timeout=10.0))
+        self._cancel_senders.add(sender)
+        sender.add_done_callback(self._cancel_senders.discard)
+        try:
+            await asyncio.shield(sender)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # best effort: the task may already be gone
+            logger.info("could not cancel task %s: %s", task_id, exc)
