@@ -25,7 +25,7 @@ Send = Callable[[Message], Awaitable[None]]
 EMPTY_BODY: dict[str, Any] = {"type": "http.response.body", "body": b""}
 _SSE_START: dict[str, Any] = {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
 
-WATCH_DELAY = 0.002  # seconds
+WATCH_DELAY = 0.02  # seconds
 
 
 class Exchange:
