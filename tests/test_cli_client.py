@@ -157,3 +157,23 @@ async def test_listen_prints_events_until_ctrl_c(docs_copy: Path) -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+CONFORMANCE = ["--", sys.executable, str(ROOT / "examples" / "conformance" / "server.py")]
+
+
+def test_call_with_tasks_prints_status_changes_over_stdio() -> None:
+    """`call --tasks` declares the extension; the task's statuses go to stderr."""
+    done = cli("call", "slow_compute", "--tasks", "--arg", "seconds=0.1", *CONFORMANCE)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Computed result after 0.1 s."
+    lines = [line.split(": ", 1)[1] for line in done.stderr.splitlines() if line.startswith("task ")]
+    assert lines == ["working", "completed"]
+    asked = cli("call", "confirm_delete", "--tasks", *CONFORMANCE, stdin="y\n\n")
+    assert asked.returncode == 0, asked.stderr
+    assert "Delete file.txt?" in asked.stderr and asked.stdout.endswith("Deleted file.txt.\n")
+    assert "input_required" in asked.stderr
+    plain = cli("call", "slow_compute", "--arg", "seconds=0", *CONFORMANCE)  # no --tasks: no task
+    assert plain.returncode == 0 and "task " not in plain.stderr
+    failed = cli("call", "protocol_error_job", "--tasks", *CONFORMANCE)
+    assert failed.returncode == 1 and "The job crashed." in failed.stderr

@@ -8,7 +8,8 @@ over stdio:
     nimblemcp listen --tools --resource docs://brief.md -- python server.py
 
 Readable text by default, `--json` for scripts. `call` asks elicitation questions in
-the terminal and refuses sampling unless `--sample-reply` is given. Loaded only for
+the terminal and refuses sampling unless `--sample-reply` is given; `call --tasks` lets
+the tool run as a task and prints its status changes on stderr. Loaded only for
 these commands, so `nimblemcp run` never imports the client; must not import the
 server.
 """
@@ -53,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--args", dest="args_json", metavar="JSON", help="all arguments as a JSON object")
     p.add_argument("--sample-reply", metavar="TEXT",
                    help="answer sampling requests with this text (refused otherwise)")
+    p.add_argument("--tasks", action="store_true",
+                   help="declare the tasks extension: the tool may run as a task, which is "
+                   "polled to its end (status changes go to stderr)")
     p = sub.add_parser("read", parents=[common], help="read a resource (no URI: list them)")
     p.add_argument("words", nargs="*", metavar="[TARGET] [URI]")
     p = sub.add_parser("prompt", parents=[common], help="get a prompt (no NAME: list them)")
@@ -136,6 +140,7 @@ async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
         if args.sample_reply is not None:
             reply = args.sample_reply
             callbacks["on_sample"] = lambda params: reply
+        callbacks["tasks"] = args.tasks
     async with Client(_transport(target, args.header), timeout=args.timeout, **callbacks) as client:
         if args.command == "discover":
             result = await client.discover()
@@ -172,7 +177,7 @@ async def _call(client: Any, args: argparse.Namespace, words: list[str]) -> int:
     if len(words) != 1:
         raise UsageError("call wants exactly one tool NAME")
     arguments = parse_arguments(args.arg, args.args_json)
-    result = await client.call_tool(words[0], arguments)
+    result = await client.call_tool(words[0], arguments, on_task_status=_print_status)
     if args.json:
         r.dump_json(result)
     else:
@@ -183,6 +188,13 @@ async def _call(client: Any, args: argparse.Namespace, words: list[str]) -> int:
         else:
             r.render_content(content, out)
     return 1 if result.get("isError") else 0
+
+
+def _print_status(task: dict[str, Any]) -> None:
+    """One stderr line per task status change (stdout stays the result)."""
+    message = task.get("statusMessage")
+    print(f"task {task.get('taskId')}: {task.get('status')}" + (f" - {message}" if message else ""),
+          file=sys.stderr, flush=True)
 
 
 async def _listen(client: Any, args: argparse.Namespace) -> int:
