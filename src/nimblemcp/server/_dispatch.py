@@ -28,7 +28,7 @@ from nimblemcp.jsonrpc import classify, error_response, request_id_of
 from nimblemcp.server._completion import complete
 from nimblemcp.server._context import Context, Emit
 from nimblemcp.server._logbridge import current
-from nimblemcp.server._mrtr import InputRequired, check_responses
+from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
 from nimblemcp.server._sealing import StateError, digest
 from nimblemcp.server._subscriptions import listen
 from nimblemcp.types._meta import SERVER_INFO, RequestMeta, parse_request_meta
@@ -42,7 +42,6 @@ logger = logging.getLogger("nimblemcp.server")
 
 Handler = Callable[[Context, dict[str, Any]], Awaitable[dict[str, Any]]]
 
-MAX_LEGACY_ROUNDS = 32
 MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
 
 # Sends a round of input requests to a legacy client and returns its answers by key.
@@ -218,16 +217,10 @@ class Dispatcher:
         return await self.execute(req, emit, subject)
 
     async def _ask_loop(self, ctx: Context, req: Prepared, ask: Ask) -> dict[str, Any]:
-        """Re-run a re-entrant handler until its questions are answered (legacy era)."""
-        for _ in range(MAX_LEGACY_ROUNDS):
-            try:
-                return await req.handler(ctx, req.params)
-            except InputRequired as asked:
-                if not req.spec.input_required:
-                    raise
-                if asked.requests:
-                    ctx._responses = {**ctx._responses, **await ask(asked.requests)}
-        raise InternalError("The handler kept asking for input")
+        """Legacy era: questions go to the client as requests (MRTR methods only)."""
+        if not req.spec.input_required:
+            return await req.handler(ctx, req.params)
+        return await run_answering(lambda: req.handler(ctx, req.params), ctx, ask)
 
     # -- MRTR: resuming and pausing a request -----------------------------------------------
 

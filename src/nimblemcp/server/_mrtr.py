@@ -11,10 +11,13 @@ swallow it. Must not import transports or the dispatcher.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from nimblemcp.errors import InvalidParams, MissingClientCapability
+
+if TYPE_CHECKING:
+    from nimblemcp.server._context import Context
 
 ElicitAction = Literal["accept", "decline", "cancel"]
 
@@ -217,3 +220,24 @@ def check_responses(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):  # type: ignore[union-attr]
         raise InvalidParams("inputResponses must be an object whose values are objects")
     return value  # type: ignore[return-value]
+
+
+MAX_ROUNDS = 32
+
+Asker = Callable[[dict[str, dict[str, Any]]], Awaitable[dict[str, Any]]]
+
+
+async def run_answering(
+    run: Callable[[], Awaitable[dict[str, Any]]], ctx: Context, ask: Asker
+) -> dict[str, Any]:
+    """Re-run a re-entrant handler, sending each round's questions through `ask`
+    (a legacy client's back channel, or a task's `inputRequests`) until it finishes."""
+    from nimblemcp.errors import InternalError
+
+    for _ in range(MAX_ROUNDS):
+        try:
+            return await run()
+        except InputRequired as asked:
+            if asked.requests:
+                ctx._responses = {**ctx._responses, **await ask(asked.requests)}
+    raise InternalError("The handler kept asking for input")

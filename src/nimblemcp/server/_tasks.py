@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from nimblemcp.errors import InternalError, InvalidParams, MissingClientCapability, ProtocolError
-from nimblemcp.server._mrtr import InputRequired
+from nimblemcp.errors import InvalidParams, MissingClientCapability, ProtocolError
+from nimblemcp.server._mrtr import Asker, run_answering
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
@@ -36,7 +36,6 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _PREFIX = "task:"
 REQUIRED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
-MAX_ROUNDS = 32
 
 
 def client_supports_tasks(ctx: Context) -> bool:
@@ -225,15 +224,9 @@ async def call_tool(server: Server, ctx: Context, tool: ToolEntry, arguments: di
         except BecomeTask:
             pass
 
-    async def run(ask: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    async def run(ask: Asker) -> dict[str, Any]:
         ctx.task_mode = "running"
         ctx._emit = None  # no response stream any more
-        for _ in range(MAX_ROUNDS):
-            try:
-                return await tool.call(ctx, arguments)
-            except InputRequired as asked:
-                if asked.requests:
-                    ctx._responses = {**ctx._responses, **await ask(asked.requests)}
-        raise InternalError("The tool kept asking for input")
+        return await run_answering(lambda: tool.call(ctx, arguments), ctx, ask)
 
     return await server.tasks.create(ctx, run)
