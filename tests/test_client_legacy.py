@@ -20,7 +20,7 @@ import pytest
 import uvicorn
 
 import nimblemcp as m
-from nimblemcp.client import Client, ListenNotSupported
+from nimblemcp.client import Client
 from nimblemcp.transports.http import asgi_app
 
 SERVER = '''
@@ -114,7 +114,7 @@ async def test_forced_legacy_over_stdio_uses_the_handshake_and_the_same_callback
     server_script: Path, tmp_path: Path
 ) -> None:
     """LEGC-01/03/07: initialize, initialized, no modern envelope; the server's own
-    requests are answered by the MRTR callbacks; listen is refused locally."""
+    requests are answered by the MRTR callbacks; listen maps onto the legacy session."""
     target = teed(tmp_path, sys.executable, str(server_script))
     async with Client(target, mode="legacy", **callbacks()) as client:
         assert (await client.call_tool("add", {"a": 2, "b": 3}))["content"][0]["text"] == "5"
@@ -127,9 +127,9 @@ async def test_forced_legacy_over_stdio_uses_the_handshake_and_the_same_callback
         assert found["supportedVersions"] == ["2025-11-25"]
         assert found["serverInfo"]["name"] == "legacy-client-test"
         assert found["instructions"] == "Be kind."
-        with pytest.raises(ListenNotSupported):
-            async with client.listen(tools=True):
-                pass
+        async with client.listen(tools=True) as events:  # LEGC-05
+            assert (await events.next()).kind == "acknowledged"
+            assert events.acknowledged == {"toolsListChanged": True}
     sent, received = lines(tmp_path / "in.jsonl"), lines(tmp_path / "out.jsonl")
     assert [x.get("method") for x in sent[:2]] == ["initialize", "notifications/initialized"]
     init = sent[0]["params"]

@@ -384,6 +384,7 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
 
     def _on_stray(self, note: dict[str, Any]) -> None:
         self._evict_for(note)
+        self._fan_out_legacy(note)  # legacy listens (LEGC-05)
         if self.on_notification is not None:
             result = self.on_notification(note)
             if asyncio.iscoroutine(result):

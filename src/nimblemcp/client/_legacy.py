@@ -57,8 +57,8 @@ _MODERN_CODES = frozenset({-32020, -32021, -32022})
 
 
 class ListenNotSupported(ClientError):
-    """`listen()` on a 2025-11-25 connection: use `subscribe_resource` and
-    `on_notification` instead (LEGC-07)."""
+    """Kept for compatibility: `listen()` on a 2025-11-25 connection is now served by
+    `resources/subscribe` and the session's notifications (LEGC-05), not refused."""
 
 
 def legacy_capabilities(callbacks: Mapping[str, Callback | None],

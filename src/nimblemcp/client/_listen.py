@@ -14,8 +14,12 @@ drop (SUB-10): the listen is re-sent with backoff and a `missed` event says even
 have been lost. The closing result yields `closed` and ends iteration. Leaving the
 block cancels the listen (the transport closes the stream or sends
 `notifications/cancelled`, SUB-08). The listen is exempt from request timeouts
-(TRAP-40). On a 2025-11-25 connection `listen()` raises `ListenNotSupported` on entry
-(LEGC-07): use `subscribe_resource` and `on_notification` there.
+(TRAP-40). On a 2025-11-25 connection (LEGC-05) the same API is served by the legacy
+mechanisms: `resources/subscribe` per URI (when the server advertises
+`resources.subscribe`; reference-counted across listeners, unsubscribed on exit) and
+the session's untagged notifications (the GET stream on HTTP, the shared channel on
+stdio); the acknowledgement is built from the server's advertised capabilities, and
+there is nothing to re-listen (`subscription_id` is None).
 Must not import transports or the server.
 """
 
@@ -31,8 +35,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from nimblemcp.errors import ClientError, McpError, TransportError, error_from_wire
 from nimblemcp.types._meta import SUBSCRIPTION_ID
-
-from ._legacy import ListenNotSupported
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -101,6 +103,8 @@ class Listener:
         self._acked = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._finished = False
+        self._legacy = False
+        self._subscribed: list[str] = []
 
     @property
     def declined(self) -> dict[str, Any]:
@@ -120,9 +124,8 @@ class Listener:
 
     async def __aenter__(self) -> Listener:
         if await self.client.ensure_era() == "legacy":
-            raise ListenNotSupported(
-                "subscriptions/listen needs a 2026-07-28 server; this one speaks "
-                f"{self.client.version}: use subscribe_resource() and on_notification")
+            await self._enter_legacy()
+            return self
         self._task = asyncio.create_task(self._run(), name="nimblemcp-listen")
         waiter = asyncio.create_task(self._acked.wait())
         try:
@@ -149,6 +152,8 @@ class Listener:
         await self._stop()
 
     async def _stop(self) -> None:
+        if self._legacy:
+            await self._leave_legacy()
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()  # the transport cancels the listen on the wire (SUB-08)
@@ -256,8 +261,92 @@ class Listener:
         self._queue.put_nowait(ListenEvent(kind, uri, note, rid))
 
 
+    # -- a 2025-11-25 connection (LEGC-05) ----------------------------------------------
+
+    async def _enter_legacy(self) -> None:
+        client = self.client
+        caps = (client.initialized or {}).get("capabilities") or {}
+        ack: dict[str, Any] = {}
+        for key, cap in _LEGACY_CAPS.items():
+            if self.requested.get(key) and isinstance(caps.get(cap), dict) and caps[cap].get("listChanged"):
+                ack[key] = True
+        uris: list[str] = self.requested.get("resourceSubscriptions") or []
+        resources = caps.get("resources")
+        if uris and isinstance(resources, dict) and resources.get("subscribe"):
+            counts = client._legacy_subscriptions()
+            self._legacy = True  # from here on, _leave_legacy undoes what was done
+            for uri in uris:
+                if counts.get(uri, 0) == 0:
+                    try:
+                        await client.subscribe_resource(uri)
+                    except BaseException:
+                        await self._leave_legacy()
+                        raise
+                counts[uri] = counts.get(uri, 0) + 1
+                self._subscribed.append(uri)
+            ack["resourceSubscriptions"] = list(uris)
+        self._legacy = True
+        self.acknowledged = ack
+        client._legacy_listeners().add(self)
+        self._acked.set()
+        note = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                "params": {"notifications": ack}}
+        self._queue.put_nowait(ListenEvent("acknowledged", None, note, None))
+
+    def _deliver_legacy(self, note: dict[str, Any]) -> None:
+        """A session notification (already evicted from the cache by the client)."""
+        kind = _KINDS.get(note.get("method") or "")
+        ack = self.acknowledged or {}
+        if kind is None or kind == "acknowledged":
+            return
+        raw = note.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        uri = params.get("uri") if isinstance(params.get("uri"), str) else None
+        if kind == "resource_updated":
+            if uri not in self._subscribed:
+                return
+        elif not ack.get(_LEGACY_KEYS[kind]):
+            return
+        self._queue.put_nowait(ListenEvent(kind, uri, note, None))
+
+    async def _leave_legacy(self) -> None:
+        client = self.client
+        self._legacy = False
+        client._legacy_listeners().discard(self)
+        counts = client._legacy_subscriptions()
+        subscribed, self._subscribed = self._subscribed, []
+        for uri in subscribed:
+            counts[uri] -= 1
+            if counts[uri] <= 0:
+                del counts[uri]
+                if client._open:
+                    try:
+                        await client.unsubscribe_resource(uri)
+                    except Exception as exc:  # best effort: the session may be gone
+                        logger.info("could not unsubscribe %s: %s", uri, exc)
+
+
+_LEGACY_CAPS = {"toolsListChanged": "tools", "promptsListChanged": "prompts",
+                "resourcesListChanged": "resources"}
+_LEGACY_KEYS = {"tools_changed": "toolsListChanged", "prompts_changed": "promptsListChanged",
+                "resources_changed": "resourcesListChanged"}
+
+
 class ListenMixin:
     """`Client.listen()`, kept with the Listener it returns."""
+
+    def _legacy_listeners(self) -> set[Listener]:
+        found: set[Listener] = self.__dict__.setdefault("_legacy_listener_set", set())
+        return found
+
+    def _legacy_subscriptions(self) -> dict[str, int]:
+        """How many open legacy listeners want each subscribed URI."""
+        found: dict[str, int] = self.__dict__.setdefault("_legacy_subscription_counts", {})
+        return found
+
+    def _fan_out_legacy(self, note: dict[str, Any]) -> None:
+        for listener in list(self._legacy_listeners()):
+            listener._deliver_legacy(note)
 
     def listen(
         self,
