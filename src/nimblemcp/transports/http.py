@@ -298,13 +298,15 @@ def run_http(
     log_level: str = "info",
     access_log: bool = False,
     legacy_sessions: bool = True,
+    auth: dict[str, Any] | None = None,
 ) -> None:
     """Serve `server` under uvicorn (uvloop + httptools when installed), blocking.
 
     Bound to 127.0.0.1 unless told otherwise (HTTP-02). On a non-loopback bind with
     no `allowed_hosts`, any Host is accepted (Origin is still checked). Shutdown
     lets in-flight requests finish for at most `shutdown_timeout` seconds.
-    `legacy_sessions=False` turns the 2025-11-25 session leg off.
+    `legacy_sessions=False` turns the 2025-11-25 session leg off; `auth` makes the
+    endpoint an OAuth resource server (see `http_auth.BearerAuth`).
     """
     import uvicorn
 
@@ -315,6 +317,7 @@ def run_http(
     app = secure_app(
         server, path=path, keepalive=keepalive, freeze_gc=True, legacy_sessions=legacy_sessions,
         allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body, cors=cors,
+        auth=auth,
     )
     config = uvicorn.Config(
         app, host=host, port=port, loop="auto", http="auto", lifespan="on",

@@ -257,17 +257,24 @@ def secure_app(
     legacy: LegacyHandler | None = None,
     legacy_sessions: bool = True,
     freeze_gc: bool = False,
+    auth: dict[str, Any] | None = None,
 ) -> SecurityMiddleware:
     """`asgi_app(server)` wrapped in `SecurityMiddleware`: what `run_http` serves.
 
     Localhost Origins and Hosts are allowed by default; list deployment ones in
-    `allowed_origins` / `allowed_hosts` ("*" allows any).
+    `allowed_origins` / `allowed_hosts` ("*" allows any). `auth` makes the endpoint an
+    OAuth resource server: the keyword arguments of `http_auth.BearerAuth` (verifier,
+    resource, authorization_servers, scopes...).
     """
     from nimblemcp.transports.http import asgi_app
 
-    app = asgi_app(
+    app: Any = asgi_app(
         server, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc
     )
+    if auth is not None:
+        from nimblemcp.transports.http_auth import BearerAuth
+
+        app = BearerAuth(app, path=path, **auth)
     return SecurityMiddleware(
         app,
         allowed_origins=allowed_origins,
