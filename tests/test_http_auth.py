@@ -100,3 +100,23 @@ async def test_request_state_is_bound_to_the_authenticated_subject() -> None:
         assert stolen.json()["error"]["code"] == -32602
         mine = await client.post("/mcp", json=retry, headers=headers("alice-token", "confirm"))
         assert mine.json()["result"]["content"][0]["text"] == "accept"
+
+
+async def test_cache_07_authenticated_lists_default_to_private_scope() -> None:
+    async with make_client() as client:
+        body = {"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": META}}
+        h = {**headers("alice-token", "x"), "mcp-method": "tools/list"}
+        del h["mcp-name"]
+        r = await client.post("/mcp", json=body, headers=h)
+        assert r.json()["result"]["cacheScope"] == "private"
+    unauthenticated = m.Server("open")
+    unauthenticated.tool(lambda: "x", name="t")
+    from nimblemcp.testing import connect
+
+    async with connect(unauthenticated) as c:
+        assert (await c.list_tools())["cacheScope"] == "public"
+    explicit = m.Server("explicit", cache_hints={"tools/list": (1000, "public")})
+    explicit.tool(lambda: "x", name="t")
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
+    answer = await explicit.handle(message, subject="alice")
+    assert answer is not None and answer["result"]["cacheScope"] == "public"

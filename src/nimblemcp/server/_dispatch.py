@@ -199,7 +199,7 @@ class Dispatcher:
             ctx._done = True
             if token is not None:
                 current.reset(token)
-        return {"jsonrpc": "2.0", "id": req.id, "result": self._shape(req, result)}
+        return {"jsonrpc": "2.0", "id": req.id, "result": self._shape(req, result, subject)}
 
     async def handle(
         self, message: Any, emit: Emit | None = None, subject: str | None = None
@@ -271,7 +271,7 @@ class Dispatcher:
         )
         return result
 
-    def _shape(self, req: Prepared, result: dict[str, Any]) -> dict[str, Any]:
+    def _shape(self, req: Prepared, result: dict[str, Any], subject: str | None = None) -> dict[str, Any]:
         if "_meta" in result:
             if SERVER_INFO not in result["_meta"]:
                 result["_meta"] = {**result["_meta"], **self._server_meta}
@@ -280,6 +280,10 @@ class Dispatcher:
         kind = result.setdefault("resultType", "complete")
         if req.spec.cacheable and kind == "complete" and "ttlMs" not in result:
             ttl, scope = self.server.cache_hints[req.method]
+            if subject is not None and req.method not in self.server.explicit_hints:
+                # An authenticated answer may be user-specific: never shared across
+                # authorization contexts unless the server said so (CACHE-07/10).
+                scope = "private"
             result["ttlMs"] = ttl
             result["cacheScope"] = scope
         return result

@@ -79,6 +79,7 @@ class Server:
             raise ValueError("page_size must be >= 1")
         self.page_size = page_size
         self.cache_hints = {**DEFAULT_CACHE_HINTS, **(cache_hints or {})}
+        self.explicit_hints = frozenset(cache_hints or ())  # kept as given, even when authenticated
         for ttl, scope in self.cache_hints.values():
             if ttl < 0 or scope not in ("public", "private"):
                 raise ValueError("cache hints need ttl >= 0 and scope 'public' or 'private'")
