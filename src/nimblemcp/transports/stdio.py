@@ -209,6 +209,9 @@ def run_stdio(server: Server) -> None:
     """Run `server` on this process's stdin/stdout (blocking)."""
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    if sys.stdin.isatty():  # a person started it by hand: say what is going on
+        print(f"{server.name}: MCP server on stdio. Connect a host (it spawns this command), "
+              "or type one JSON-RPC message per line; Ctrl-D to stop.", file=sys.stderr)
     runner = asyncio.Runner()
     abandoned = 0
     with contextlib.suppress(KeyboardInterrupt):
