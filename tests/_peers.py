@@ -90,6 +90,30 @@ def ts_client_modules() -> Path:
     return modules
 
 
+EVERYTHING_VERSION = "2026.8.31"
+NPM_EVERYTHING = CACHE / "npm-everything"
+
+
+def server_everything() -> list[str]:
+    """The command that starts the npm reference server `server-everything` on stdio."""
+    package = NPM_EVERYTHING / "node_modules" / "@modelcontextprotocol" / "server-everything"
+    marker = NPM_EVERYTHING / f"installed-everything-{EVERYTHING_VERSION}"
+    with _locked(NPM_EVERYTHING.name):
+        if not marker.exists():
+            NPM_EVERYTHING.mkdir(parents=True, exist_ok=True)
+            (NPM_EVERYTHING / "package.json").write_text(json.dumps({
+                "private": True,
+                "dependencies": {"@modelcontextprotocol/server-everything": EVERYTHING_VERSION},
+            }, indent=2) + "\n")
+            npm = shutil.which("npm")
+            if npm is None:
+                raise RuntimeError("npm is not on PATH; the server-everything interop test needs it")
+            subprocess.run([npm, "install", "--no-audit", "--no-fund", "--ignore-scripts"],
+                           cwd=NPM_EVERYTHING, check=True, timeout=300, capture_output=True)
+            marker.write_text("ok\n")
+    return [node(), str(package / "dist" / "index.js"), "stdio"]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
