@@ -3,9 +3,10 @@ over stdio: an independent legacy-era peer (COMPAT-C02/C06, LEGC-01/07)."""
 
 from __future__ import annotations
 
+import _peers
+
 from nimblemcp import Client
 from nimblemcp.transports.stdio_client import StdioTransport
-import _peers
 
 
 async def test_client_falls_back_to_legacy_and_uses_the_reference_server() -> None:
