@@ -20,7 +20,9 @@ import asyncio
 import contextlib
 import gc
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+import types
+from collections.abc import Coroutine, Generator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from nimblemcp.errors import InvalidRequest, ProtocolError, UnsupportedProtocolVersion
 from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["LegacyHandler", "McpHttpApp", "asgi_app", "run_http"]
 
 logger = logging.getLogger("nimblemcp.http")
+T = TypeVar("T")
 
 class LegacyHandler(Protocol):
     """The seam for the 2025-11-25 leg: gets GET/DELETE (message None) and POSTs
@@ -225,17 +228,27 @@ class McpHttpApp:
         loop = asyncio.get_running_loop()
         ex = Exchange(loop, receive, send, self.keepalive)
         ex.owner = asyncio.current_task()
-        # The disconnect watcher and keep-alive timer start only for a handler still
-        # running after a moment: quick requests never pay for the extra task.
-        handle = loop.call_later(WATCH_DELAY, ex.start_watch)
         subject = scope.get("user")
+        step = self.server.dispatcher.execute(prepared, ex.emit, subject if isinstance(subject, str) else None)
         try:
-            response = await self.server.dispatcher.execute(
-                prepared, ex.emit, subject if isinstance(subject, str) else None
-            )
+            # Most handlers finish without ever yielding to the loop: take the first step
+            # by hand so they never arm (and cancel) the watch timer. A handler that does
+            # yield arms it for the same instant as before and is awaited as usual.
+            started = loop.time()
+            try:
+                waiting = step.send(None)
+            except StopIteration as stop:
+                response = stop.value
+            else:
+                # The disconnect watcher and keep-alive timer start only for a handler
+                # still running after a moment: quick requests never pay for the task.
+                handle = loop.call_at(started + WATCH_DELAY, ex.start_watch)
+                try:
+                    response = await _resume(step, waiting)
+                finally:
+                    handle.cancel()
         except asyncio.CancelledError:
             ex.finish()
-            handle.cancel()
             if ex.pump is not None:
                 ex.pump.cancel()
             if ex.disconnected and ex.owner is not None:
@@ -249,7 +262,6 @@ class McpHttpApp:
                 return
             raise
         ex.finish()
-        handle.cancel()
         if ex.pump is None:
             await _json(send, 200 if "result" in response else _STATUS.get(response["error"]["code"], 200), response)
             return
@@ -257,6 +269,25 @@ class McpHttpApp:
         ex.closed = True
         ex._wake()
         await ex.pump
+
+
+@types.coroutine
+def _resume(step: Coroutine[Any, Any, T], waiting: Any) -> Generator[Any, Any, T]:
+    """Finish a coroutine whose first step was taken by hand, exactly as `await` would:
+    what it waits on goes to the task, and what the task sends or throws goes back."""
+    while True:
+        try:
+            sent = yield waiting
+        except BaseException as exc:  # cancellation included: the handler sees it
+            try:
+                waiting = step.throw(exc)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+        else:
+            try:
+                waiting = step.send(sent)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
 
 
 def asgi_app(
