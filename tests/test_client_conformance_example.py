@@ -65,8 +65,8 @@ async def test_tools_call_scenario(served: tuple[str, list[tuple[int, int]]]) ->
     assert calls == [(5, 3)]
 
 
-async def test_auth_scenarios_fail_fast(served: tuple[str, list[tuple[int, int]]]) -> None:
+async def test_unknown_scenarios_fail_fast(served: tuple[str, list[tuple[int, int]]]) -> None:
     url, calls = served
-    code, err = await run_client(url, "auth/metadata-default")
+    code, err = await run_client(url, "no-such-scenario")
     assert code != 0 and "not supported" in err
     assert calls == []

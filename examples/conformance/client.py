@@ -7,7 +7,11 @@ scenarios) MCP_CONFORMANCE_CONTEXT, then drives `nimblemcp.client.Client`, our p
 client API, the way that scenario expects. The verdict comes from what the mock server
 observed; this program just has to behave and exit on its own. For 2025-11-25 the
 same Client falls back to the `initialize` handshake on its own (mode "auto").
-auth/* scenarios need the authorization issue and exit non-zero at once.
+auth/* scenarios run `nimblemcp.client.auth.OAuth` with a non-interactive
+`on_authorize`: it GETs the authorization URL and returns the redirect's `Location`
+(the suite's mock authorization server approves at once), uses the context's
+pre-registered credentials when given, and offers the suite's Client ID Metadata
+Document URL. Scenarios that expect a refusal end with exit status 1.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import httpx
+
 from nimblemcp.client import Client
+from nimblemcp.client.auth import OAuth, PreRegistered
 from nimblemcp.errors import McpError
 
 log = logging.getLogger("conformance-client")
@@ -138,6 +145,33 @@ async def ref_no_deref(url: str, context: dict[str, Any]) -> None:
         log.info("listed %d tools without dereferencing remote $refs", len(tools))
 
 
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+
+async def follow_redirect(url: str) -> str:
+    """The user agent's part, headless: the mock server redirects at once."""
+    async with httpx.AsyncClient(follow_redirects=False, timeout=10.0) as http:
+        response = await http.get(url)
+    location = response.headers.get("location")
+    if response.status_code not in (301, 302, 303, 307, 308) or not location:
+        raise McpError(f"the authorization endpoint did not redirect (HTTP {response.status_code})")
+    return location
+
+
+async def oauth_flow(url: str, context: dict[str, Any]) -> None:
+    """auth/*: authorize on the first 401, then list and call every tool."""
+    pre = ()
+    if isinstance(context.get("client_id"), str):
+        pre = (PreRegistered(context["client_id"], context.get("client_secret"),
+                             context.get("issuer")),)
+    auth = OAuth(on_authorize=follow_redirect, client_name="nimblemcp-conformance-client",
+                 client_metadata_url=CIMD_URL, pre_registered=pre)
+    async with Client(url, client_info=CLIENT_INFO, timeout=20.0, auth=auth) as client:
+        for tool in await client.list_tools():
+            result = await client.call_tool(tool["name"], {})
+            log.info("%s -> %s", tool["name"], result.get("content"))
+
+
 SCENARIOS: dict[str, Callable[[str, dict[str, Any]], Coroutine[Any, Any, None]]] = {
     "tools_call": tools_call,
     "initialize": initialize,
@@ -163,7 +197,7 @@ def main(argv: list[str]) -> int:
     version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2026-07-28")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     log.info("scenario %s at protocol version %s", scenario, version)
-    run = SCENARIOS.get(scenario)
+    run = SCENARIOS.get(scenario) or (oauth_flow if scenario.startswith("auth/") else None)
     if run is None:
         print(f"scenario {scenario!r} is not supported by this client yet", file=sys.stderr)
         return 3

@@ -60,11 +60,13 @@ _EVICT_ON = {
 }
 
 
-def _transport_for(target: Any) -> Transport:
+def _transport_for(target: Any, auth: Any = None) -> Transport:
     if isinstance(target, str) and target.startswith(("http://", "https://")):
         from nimblemcp.transports.http_client import HttpTransport
 
-        return HttpTransport(target)
+        return HttpTransport(target, auth=auth)
+    if auth is not None:  # another transport takes its auth itself
+        raise TypeError("auth= needs an http(s):// URL target")
     if isinstance(target, list | tuple) and target and all(isinstance(a, str) for a in target):
         from nimblemcp.transports.stdio_client import StdioTransport
 
@@ -86,8 +88,8 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
     decide the capabilities declared on every request. `mode` is "auto" (probe with
     `server/discover`, fall back to `initialize`), "modern" or "legacy". `tasks=True`
     declares the tasks extension: a tool may then run as a task, which `call_tool`
-    polls (every `pollIntervalMs`, kept within `task_poll_floor`..`task_poll_cap` s).
-    """
+    polls (every `pollIntervalMs`, kept within `task_poll_floor`..`task_poll_cap` s);
+    `auth` (HTTP only) is an `httpx.Auth` such as `nimblemcp.client.auth.OAuth`."""
 
     def __init__(
         self,
@@ -117,8 +119,9 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
         tasks: bool = False,
         task_poll_floor: float = 0.05,
         task_poll_cap: float = 5.0,
+        auth: Any = None,
     ) -> None:
-        self.transport = _transport_for(target)
+        self.transport = _transport_for(target, auth)
         self.client_info = dict(client_info) if client_info is not None else None
         self.versions = [v for v in versions if version_index(v) >= 0] or list(MODERN_VERSIONS)
         self.version = self.versions[0]

@@ -15,7 +15,8 @@ explicit `notifications/cancelled`; the session's standalone GET stream (LEGC-05
 `listen_get=False` to skip) carries the server's own requests and notifications (to
 `on_notification`); an SSE stream that ends before the response is
 resumed with GET + `Last-Event-ID` after the server's `retry:` delay; `close()` DELETEs
-the session (405 tolerated). Must not import `nimblemcp.client` or `nimblemcp.server`.
+the session (405 tolerated). `auth` (an `httpx.Auth`, e.g. `nimblemcp.client.auth.OAuth`)
+runs every request: it adds the bearer token and answers 401/403 challenges. Must not import `nimblemcp.client` or `nimblemcp.server`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from nimblemcp.errors import TransportError
+from nimblemcp.errors import ClientError, TransportError
 from nimblemcp.jsonrpc import decode, encode
 from nimblemcp.types._meta import PROTOCOL_VERSION
 from nimblemcp.types.methods import METHODS
@@ -133,8 +134,12 @@ class HttpTransport:
         connect_timeout: float = 10.0,
         max_resumes: int = 5,
         listen_get: bool = True,
+        auth: httpx.Auth | None = None,
     ) -> None:
         self.url = url
+        #: Runs every request (e.g. `nimblemcp.client.auth.OAuth`: Bearer tokens, 401/403).
+        self.auth = auth
+        self._auth: dict[str, Any] = {"auth": auth} if auth is not None else {}
         parts = urlsplit(url)
         self.peer = f"{parts.scheme}://{parts.netloc}"
         self.extra_headers = dict(headers or {})
@@ -178,7 +183,7 @@ class HttpTransport:
     async def _standalone(self, connected: asyncio.Event) -> None:
         """LEGC-05: the session's GET stream; 405 (or any error) means there is none."""
         state = _Resume()
-        with contextlib.suppress(TransportError):
+        with contextlib.suppress(ClientError):  # a TransportError, or an auth failure
             async with contextlib.aclosing(self._resume(state, connected)) as stream:
                 async for message in stream:
                     if "method" in message and self.on_notification is not None:
@@ -267,7 +272,7 @@ class HttpTransport:
         rid = request.get("id")
         try:
             async with self._http.stream(
-                "POST", self.url, content=encode(request), headers=headers
+                "POST", self.url, content=encode(request), headers=headers, **self._auth
             ) as response:
                 if request.get("method") == "initialize":
                     self._pending_id = response.headers.get("mcp-session-id")
@@ -306,7 +311,7 @@ class HttpTransport:
             headers["Last-Event-ID"] = state.last_id
         before = state.last_id
         try:
-            async with self._http.stream("GET", self.url, headers=headers) as response:
+            async with self._http.stream("GET", self.url, headers=headers, **self._auth) as response:
                 if connected is not None:
                     connected.set()
                 ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -362,7 +367,8 @@ class HttpTransport:
         assert self._http is not None
         try:
             response = await self._http.post(
-                self.url, content=encode(message), headers=self.build_headers(message, None)
+                self.url, content=encode(message), headers=self.build_headers(message, None),
+                **self._auth,
             )
         except httpx.HTTPError as exc:
             raise TransportError(f"HTTP transport failed: {exc}") from exc
@@ -377,8 +383,8 @@ class HttpTransport:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._http is not None and self.session_id is not None:
             # LEGC-02: end the session; 405 means the server does not allow it.
-            with contextlib.suppress(httpx.HTTPError):
-                await self._http.delete(self.url, headers=self._session_headers())
+            with contextlib.suppress(httpx.HTTPError, ClientError):
+                await self._http.delete(self.url, headers=self._session_headers(), **self._auth)
         self.reset_session()
         if self._http is not None and self._owns_http:
             await self._http.aclose()

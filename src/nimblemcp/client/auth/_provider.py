@@ -1,0 +1,248 @@
+"""`OAuth`: the httpx auth provider the HTTP transport runs every request through.
+
+Each request gets `Authorization: Bearer <token>` once a token exists (AUTH-C-14; an
+expired one is refreshed first when a refresh token is held). A 401 runs discovery
+(`_discovery`) and then a refresh or a full authorization-code flow (`_flow`); a 403
+`insufficient_scope` re-authorizes with the union of the scopes asked for before and
+the challenged ones (AUTH-C-13), but only when that set grows and at most
+`max_step_ups` times per resource and MCP method. Either way the request is retried
+once; a second refusal reaches the caller as the transport's HTTP error. Flows are
+serialised by a lock, and a request that raced a completed flow just retries with
+the new token. Discovery is redone on every 401, so a resource that moved to another
+authorization server is followed (and registered with) instead of being sent tokens
+or client ids of the old one (AUTH-C-02/08).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ._discovery import (
+    AuthError,
+    Challenge,
+    ResourceInfo,
+    bearer_challenge,
+    discover_issuer,
+    discover_resource,
+)
+from ._flow import (
+    AuthorizeCallback,
+    OAuthConfig,
+    authorize,
+    choose_scopes,
+    exchange_code,
+    no_browser,
+    obtain_client,
+    refresh,
+)
+from ._store import MemoryTokenStore, PreRegistered, TokenSet, TokenStore
+
+__all__ = ["OAuth"]
+
+logger = logging.getLogger("nimblemcp.client.auth")
+
+
+@dataclass(slots=True)
+class _Binding:
+    """What the provider knows about one MCP server URL."""
+
+    resource: ResourceInfo | None = None
+    issuer: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict[str, Any])
+    tokens: TokenSet | None = None
+    step_ups: dict[str, int] = field(default_factory=dict[str, int])
+
+
+class OAuth(httpx.Auth):
+    """OAuth 2.1 for an MCP client: `Client(url, auth=OAuth(on_authorize=...))`.
+
+    `on_authorize(url)` (sync or async) shows the authorization URL to the user, e.g.
+    in a browser, and returns the redirect URL the browser landed on; the default
+    raises an `AuthError` explaining this. `pre_registered` credentials are preferred,
+    then `client_metadata_url` (a Client ID Metadata Document the application hosts)
+    where the server supports it, then Dynamic Client Registration. `store` keeps
+    tokens and registrations (in memory by default).
+    """
+
+    requires_request_body = True
+
+    def __init__(
+        self,
+        *,
+        on_authorize: AuthorizeCallback = no_browser,
+        redirect_uri: str = "http://localhost:8765/callback",
+        client_name: str = "nimblemcp client",
+        client_metadata_url: str | None = None,
+        pre_registered: PreRegistered | Sequence[PreRegistered] = (),
+        store: TokenStore | None = None,
+        offline_access: bool = True,
+        application_type: str = "native",
+        max_step_ups: int = 2,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        if isinstance(pre_registered, PreRegistered):
+            pre_registered = (pre_registered,)
+        self.config = OAuthConfig(
+            on_authorize=on_authorize, redirect_uri=redirect_uri, client_name=client_name,
+            client_metadata_url=client_metadata_url, pre_registered=tuple(pre_registered),
+            application_type=application_type, offline_access=offline_access,
+        )
+        self.store: TokenStore = store if store is not None else MemoryTokenStore()
+        self.max_step_ups = max_step_ups
+        self._http = http  # discovery and token requests; else one client per flow
+        self._session: httpx.AsyncClient | None = None
+        self._bindings: dict[str, _Binding] = {}
+        self._lock: asyncio.Lock | None = None
+
+    # -- httpx.Auth ------------------------------------------------------------------------
+
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        raise RuntimeError("nimblemcp.client.auth.OAuth needs an httpx.AsyncClient")
+
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        url = str(request.url.copy_with(query=None, fragment=None))
+        binding = self._bindings.setdefault(url, _Binding())
+        sent = await self._current(binding)
+        if sent is not None:
+            request.headers["Authorization"] = f"Bearer {sent.access_token}"
+        response = yield request
+        if response.status_code == 401:
+            await self._unauthorized(url, binding, bearer_challenge(response), sent)
+        elif response.status_code == 403:
+            challenge = bearer_challenge(response)
+            if challenge.error != "insufficient_scope":
+                return
+            method = request.headers.get("mcp-method", request.method)
+            if not await self._step_up(url, binding, challenge, sent, method):
+                return
+        else:
+            return
+        assert binding.tokens is not None
+        request.headers["Authorization"] = f"Bearer {binding.tokens.access_token}"
+        yield request
+
+    # -- the flows -------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _flow(self) -> AsyncIterator[None]:
+        """One flow at a time; an owned HTTP client lives only as long as the flow."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._http is not None:
+                yield
+                return
+            async with httpx.AsyncClient(follow_redirects=False, timeout=30.0) as http:
+                self._session = http
+                try:
+                    yield
+                finally:
+                    self._session = None
+
+    def _client(self) -> httpx.AsyncClient:
+        http = self._http or self._session
+        assert http is not None, "only inside a flow"
+        return http
+
+    async def _current(self, binding: _Binding) -> TokenSet | None:
+        """The token to send, refreshed first when it has expired."""
+        tokens = binding.tokens
+        if tokens is None or not tokens.expired():
+            return tokens
+        async with self._flow():
+            if binding.tokens is not tokens:
+                return binding.tokens
+            if tokens.refresh_token and await self._refresh(binding):
+                return binding.tokens
+            return tokens  # the server decides; a 401 starts a new flow
+
+    async def _refresh(self, binding: _Binding) -> bool:
+        assert binding.tokens is not None and binding.issuer and binding.resource
+        client = await obtain_client(self._client(), self.config, self.store,
+                                     binding.issuer, binding.metadata)
+        try:
+            tokens = await refresh(self._client(), binding.metadata, client, binding.tokens,
+                                   binding.resource.resource)
+        except AuthError as exc:
+            logger.info("refresh failed, authorizing again: %s", exc)
+            return False
+        await self._save(binding, tokens)
+        return True
+
+    async def _save(self, binding: _Binding, tokens: TokenSet) -> None:
+        assert binding.issuer and binding.resource
+        binding.tokens = tokens
+        await self.store.set_tokens(binding.issuer, binding.resource.resource, tokens)
+
+    async def _discover(self, url: str, binding: _Binding, challenge: Challenge) -> None:
+        http = self._client()
+        resource = await discover_resource(http, url, challenge)
+        issuer = resource.authorization_servers[0]
+        metadata = await discover_issuer(http, issuer)
+        if issuer != binding.issuer or binding.resource is None \
+                or binding.resource.resource != resource.resource:
+            binding.tokens = await self.store.get_tokens(issuer, resource.resource)
+            binding.step_ups.clear()
+        binding.resource, binding.issuer, binding.metadata = resource, issuer, metadata
+
+    async def _unauthorized(
+        self, url: str, binding: _Binding, challenge: Challenge, sent: TokenSet | None
+    ) -> None:
+        async with self._flow():
+            if binding.tokens is not None and binding.tokens is not sent \
+                    and not binding.tokens.expired():
+                return  # another request finished a flow meanwhile
+            await self._discover(url, binding, challenge)
+            tokens = binding.tokens
+            if tokens is not None and tokens.refresh_token \
+                    and (sent is None or tokens.access_token == sent.access_token) \
+                    and await self._refresh(binding):
+                return
+            if tokens is not None and sent is None and tokens.access_token and not tokens.expired():
+                return  # a stored token for this issuer and resource: try it first
+            await self._authorize(binding, challenge.scopes, ())
+
+    async def _step_up(
+        self, url: str, binding: _Binding, challenge: Challenge, sent: TokenSet | None,
+        method: str,
+    ) -> bool:
+        async with self._flow():
+            if binding.tokens is not None and binding.tokens is not sent:
+                return True
+            if binding.resource is None:
+                await self._discover(url, binding, challenge)
+            previous = sent.requested_scopes if sent is not None else ()
+            if not challenge.scopes or set(challenge.scopes) <= set(previous):
+                return False  # asking again for the same scopes cannot help
+            key = f"{binding.resource.resource if binding.resource else url} {method}"
+            if binding.step_ups.get(key, 0) >= self.max_step_ups:
+                return False
+            binding.step_ups[key] = binding.step_ups.get(key, 0) + 1
+            await self._authorize(binding, challenge.scopes, previous)
+            return True
+
+    async def _authorize(
+        self, binding: _Binding, challenged: Sequence[str], previous: Sequence[str]
+    ) -> None:
+        assert binding.resource is not None and binding.issuer is not None
+        http = self._client()
+        client = await obtain_client(http, self.config, self.store, binding.issuer,
+                                     binding.metadata)
+        scopes = choose_scopes(
+            challenged, binding.resource.scopes_supported, binding.metadata,
+            previous=previous, offline_access=self.config.offline_access)
+        resource = binding.resource.resource
+        grant = await authorize(self.config, binding.issuer, binding.metadata, client,
+                                resource, scopes)
+        tokens = await exchange_code(http, self.config, binding.metadata, client, grant,
+                                     resource, scopes)
+        await self._save(binding, tokens)
