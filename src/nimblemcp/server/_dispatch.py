@@ -60,6 +60,11 @@ class Prepared(NamedTuple):
     handler: Handler
 
 
+# Builds a NamedTuple without its generated Python-level __new__ (~100 ns less per
+# request); the fields are passed in declaration order.
+_tuple_new = tuple.__new__
+
+
 def _cursor(offset: int) -> str:
     return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
 
@@ -136,7 +141,7 @@ class Dispatcher:
             raise MethodNotFound(f"Method not found: {method}")
         if spec.capability is not None and spec.capability not in self.capabilities:
             raise MethodNotFound(f"Method not supported by this server: {method}")
-        return Prepared(rid, method, params, meta, spec, handler)
+        return _tuple_new(Prepared, (rid, method, params, meta, spec, handler))
 
     def prepare_legacy(self, message: Any, meta: RequestMeta) -> Prepared:
         """A request of a legacy (2025-11-25) session: its `_meta` comes from the
@@ -168,7 +173,10 @@ class Dispatcher:
         token = current.set(ctx) if self.server.forward_logs and req.meta.log_level is not None else None
         try:
             if req.spec.input_required:
-                await self._resume(ctx, req, subject)
+                p = req.params
+                # A first round carries neither: nothing to load, no coroutine to run.
+                if p.get("inputResponses") is not None or p.get("requestState") is not None:
+                    await self._resume(ctx, req, subject)
                 limit = self.server.max_inflight
                 if limit is not None and self.busy >= limit:
                     # Load shedding (MRTR-02): a state-only checkpoint; the client

@@ -198,6 +198,8 @@ class ToolEntry:
         return self.to_result(value)
 
     def to_result(self, value: Any) -> dict[str, Any]:
+        if type(value) is str and self.output is None:  # the common case, built directly
+            return {"resultType": "complete", "content": [{"type": "text", "text": value}]}
         if isinstance(value, ToolResult):
             return self._explicit(value)
         if self.output is None:

@@ -44,7 +44,6 @@ _LABEL = {VERSION: "MCP-Protocol-Version", METHOD: "Mcp-Method", NAME: "Mcp-Name
 _PARAM_PREFIX: Final = b"mcp-param-"
 _UNSAFE = re.compile(rb"[^\t\x20-\x7e]")  # RFC 9110 field-value characters (HTTP-13)
 _DUP: Final = b"\x00dup"
-_OWS: Final = (0x20, 0x09)  # space, tab
 
 
 class RequestHeaders:
@@ -60,14 +59,14 @@ class RequestHeaders:
         for key, value in raw:
             idx = wanted.get(key)
             if idx is not None:
-                if value and (value[0] in _OWS or value[-1] in _OWS):
-                    value = value.strip(b" \t")  # RFC 9110: surrounding whitespace is not content
+                # RFC 9110: surrounding whitespace is not content. One C call; a value
+                # with none comes back as the same object.
+                value = value.strip(b" \t")
                 if values[idx] is not None and idx in _ROUTING:
                     dup = idx  # first-copy and last-copy readers would disagree (HTTP-19)
                 values[idx] = value
             elif key.startswith(_PARAM_PREFIX):
-                if value and (value[0] in _OWS or value[-1] in _OWS):
-                    value = value.strip(b" \t")
+                value = value.strip(b" \t")
                 if params is None:
                     params = {}
                 params[key] = _DUP if key in params else value
@@ -88,6 +87,11 @@ def decode_value(raw: bytes, label: str) -> str:
                 f"Header mismatch: {label} header has malformed base64 encoding"
             ) from None
     return raw.decode("ascii")
+
+
+# Mcp-Name values already decoded (decode_value is pure): a client names the same few
+# tools over and over, so the check costs one dict lookup.
+_NAMES: dict[bytes, str] = {}
 
 
 def _mismatch(label: str, header: str, body: Any) -> HeaderMismatch:
@@ -120,7 +124,12 @@ def check_standard(h: RequestHeaders, method: str, params: dict[str, Any], versi
     raw = values[NAME]
     if raw is None:
         raise HeaderMismatch("Header mismatch: missing required header Mcp-Name")
-    text = decode_value(raw, "Mcp-Name")
+    text = _NAMES.get(raw)
+    if text is None:
+        text = decode_value(raw, "Mcp-Name")
+        if len(_NAMES) >= 256:  # bounded: the values come from clients
+            _NAMES.clear()
+        _NAMES[raw] = text
     if text != body:
         raise _mismatch("Mcp-Name", text, body)
 

@@ -28,6 +28,7 @@ LOG_LEVELS: tuple[str, ...] = (
 _LOG_RANK = {name: i for i, name in enumerate(LOG_LEVELS)}
 
 _EMPTY: dict[str, Any] = {}
+_tuple_new = tuple.__new__
 
 
 class RequestMeta(NamedTuple):
@@ -67,14 +68,15 @@ def parse_request_meta(params: Any) -> RequestMeta:
     token = meta.get(PROGRESS_TOKEN)  # type: ignore[union-attr]
     if token is not None and (not isinstance(token, str | int) or isinstance(token, bool)):
         raise InvalidParams("progressToken must be a string or an integer")
-    return RequestMeta(
+    # tuple.__new__ skips the NamedTuple's Python-level __new__ (hot path, fields in order).
+    return _tuple_new(RequestMeta, (
         version,
-        caps,  # type: ignore[arg-type]
-        info if isinstance(info, dict) else None,  # type: ignore[arg-type]
+        caps,
+        info if isinstance(info, dict) else None,
         rank,
-        token,  # type: ignore[arg-type]
-        meta,  # type: ignore[arg-type]
-    )
+        token,
+        meta,
+    ))
 
 
 def log_rank(level: str) -> int:
