@@ -143,7 +143,9 @@ class MiniAS:
                 if base64.urlsafe_b64encode(digest).rstrip(b"=").decode() != self._challenge:
                     await _send(send, 400, {"error": "invalid_grant"})
                     return
-            scopes = frozenset((self.seen("authorize")[-1].get("scope") or "").split())
+            asked = form.get("scope") if form["grant_type"] == "client_credentials" \
+                else self.seen("authorize")[-1].get("scope")
+            scopes = frozenset((asked or "").split())
             if self.grantable is not None:
                 scopes &= self.grantable
             await _send(send, 200, self._issue(scopes, form.get("resource", "")))

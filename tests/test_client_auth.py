@@ -59,6 +59,17 @@ async def test_pre_registered_credentials_use_client_secret_basic_and_skip_dcr()
         assert w.as1.seen("register") == []
 
 
+async def test_client_credentials_needs_no_user() -> None:
+    async with world() as w:
+        w.as1.auth_methods = ["client_secret_basic"]
+        pre = PreRegistered("robot", "key")
+        assert await whoami(w.url, OAuth(pre_registered=pre, grant_type="client_credentials")) == "alice"
+        (token,) = w.as1.seen("token")
+        assert token["grant_type"] == "client_credentials" and token["basic"] == "robot:key"
+        assert token["scope"] == "mcp:use" and token["resource"] == w.resource
+        assert w.as1.seen("authorize") == []
+
+
 async def test_client_secret_post_when_that_is_all_the_server_takes() -> None:
     async with world() as w:
         w.as1.auth_methods = ["client_secret_post"]

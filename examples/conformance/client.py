@@ -164,8 +164,10 @@ async def oauth_flow(url: str, context: dict[str, Any]) -> None:
     if isinstance(context.get("client_id"), str):
         pre = (PreRegistered(context["client_id"], context.get("client_secret"),
                              context.get("issuer")),)
+    grant = "client_credentials" if "client-credentials" in os.environ.get(
+        "MCP_CONFORMANCE_SCENARIO", "") else "authorization_code"
     auth = OAuth(on_authorize=follow_redirect, client_name="nimblemcp-conformance-client",
-                 client_metadata_url=CIMD_URL, pre_registered=pre)
+                 client_metadata_url=CIMD_URL, pre_registered=pre, grant_type=grant)
     async with Client(url, client_info=CLIENT_INFO, timeout=20.0, auth=auth) as client:
         for tool in await client.list_tools():
             result = await client.call_tool(tool["name"], {})

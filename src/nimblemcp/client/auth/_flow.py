@@ -31,6 +31,7 @@ __all__ = [
     "OAuthConfig",
     "authorize",
     "choose_scopes",
+    "client_credentials",
     "exchange_code",
     "obtain_client",
     "refresh",
@@ -68,6 +69,8 @@ class OAuthConfig:
     pre_registered: Sequence[PreRegistered] = ()
     application_type: str = "native"
     offline_access: bool = True
+    #: "authorization_code" (a user) or "client_credentials" (a machine, no user).
+    grant_type: str = "authorization_code"
     extra_registration: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
@@ -265,5 +268,20 @@ async def refresh(
     })
     try:
         return TokenSet.from_response(body, tokens.requested_scopes, tokens)
+    except ValueError as exc:
+        raise AuthError(str(exc)) from exc
+
+
+async def client_credentials(
+    http: httpx.AsyncClient, metadata: dict[str, Any], client: ClientRegistration,
+    resource: str, scopes: Sequence[str],
+) -> TokenSet:
+    """The machine-to-machine grant (RFC 6749 §4.4): no user, no redirect."""
+    form = {"grant_type": "client_credentials", "resource": resource}
+    if scopes:
+        form["scope"] = " ".join(scopes)
+    body = await _token_request(http, metadata, client, form)
+    try:
+        return TokenSet.from_response(body, tuple(scopes))
     except ValueError as exc:
         raise AuthError(str(exc)) from exc

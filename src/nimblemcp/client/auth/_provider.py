@@ -37,6 +37,7 @@ from ._flow import (
     OAuthConfig,
     authorize,
     choose_scopes,
+    client_credentials,
     exchange_code,
     no_browser,
     obtain_client,
@@ -68,7 +69,8 @@ class OAuth(httpx.Auth):
     raises an `AuthError` explaining this. `pre_registered` credentials are preferred,
     then `client_metadata_url` (a Client ID Metadata Document the application hosts)
     where the server supports it, then Dynamic Client Registration. `store` keeps
-    tokens and registrations (in memory by default).
+    tokens and registrations (in memory by default). `grant_type="client_credentials"`
+    authenticates the client itself (pre-registered credentials), with no user.
     """
 
     requires_request_body = True
@@ -84,6 +86,7 @@ class OAuth(httpx.Auth):
         store: TokenStore | None = None,
         offline_access: bool = True,
         application_type: str = "native",
+        grant_type: str = "authorization_code",
         max_step_ups: int = 2,
         http: httpx.AsyncClient | None = None,
     ) -> None:
@@ -93,6 +96,7 @@ class OAuth(httpx.Auth):
             on_authorize=on_authorize, redirect_uri=redirect_uri, client_name=client_name,
             client_metadata_url=client_metadata_url, pre_registered=tuple(pre_registered),
             application_type=application_type, offline_access=offline_access,
+            grant_type=grant_type,
         )
         self.store: TokenStore = store if store is not None else MemoryTokenStore()
         self.max_step_ups = max_step_ups
@@ -241,6 +245,10 @@ class OAuth(httpx.Auth):
             challenged, binding.resource.scopes_supported, binding.metadata,
             previous=previous, offline_access=self.config.offline_access)
         resource = binding.resource.resource
+        if self.config.grant_type == "client_credentials":
+            await self._save(binding, await client_credentials(
+                http, binding.metadata, client, resource, scopes))
+            return
         grant = await authorize(self.config, binding.issuer, binding.metadata, client,
                                 resource, scopes)
         tokens = await exchange_code(http, self.config, binding.metadata, client, grant,
