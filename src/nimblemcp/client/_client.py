@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from types import EllipsisType, TracebackType
 from typing import Any
@@ -38,6 +39,7 @@ from ._listen import ListenMixin
 from ._mrtr import Callback, answer_round, capabilities_for
 from ._tasks import TasksMixin, with_tasks
 from ._tools import ToolsMixin
+from ._tracing import trace_context
 from ._transport import ParamValue, Transport
 
 __all__ = ["Client", "ProgressCallback"]
@@ -207,6 +209,8 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
             meta["progressToken"] = progress_token
         if traceparent is not None:
             meta["traceparent"] = traceparent
+        elif "opentelemetry" in sys.modules:  # the app traces: join its current span
+            meta.update(trace_context())
         if extra:
             meta.update(extra)
         return meta
