@@ -70,6 +70,7 @@ class Context:
         meta: RequestMeta,
         emit: Emit | None,
         subject: str | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.server = server
         self.request_id = request_id
@@ -78,7 +79,7 @@ class Context:
         self.subject = subject
         self._meta = meta
         self._emit = emit
-        self._loop = asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop() if loop is None else loop  # the caller's running loop
         self._loop_thread = threading.get_ident()
         self._last_progress: float | None = None
         self._cancelled = False

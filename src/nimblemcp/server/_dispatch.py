@@ -162,14 +162,15 @@ class Dispatcher:
 
     async def execute(
         self, req: Prepared, emit: Emit | None = None, subject: str | None = None,
-        ask: Ask | None = None,
+        ask: Ask | None = None, loop: asyncio.AbstractEventLoop | None = None,
     ) -> dict[str, Any]:
         """Run a prepared request; always returns a response message.
 
         With `ask` (legacy sessions, which have a back channel) a handler's questions
         are sent to the client as real requests and the handler re-runs with the
-        answers, instead of ending the round with `input_required`."""
-        ctx = Context(self.server, req.id, req.method, req.params, req.meta, emit, subject)
+        answers, instead of ending the round with `input_required`. `loop`, when the
+        caller has it, saves looking up the running loop again."""
+        ctx = Context(self.server, req.id, req.method, req.params, req.meta, emit, subject, loop)
         token = current.set(ctx) if self.server.forward_logs and req.meta.log_level is not None else None
         try:
             if req.spec.input_required:

@@ -29,7 +29,7 @@ from nimblemcp.server._schema import (
     parse_docstring,
     verbatim_arguments,
 )
-from nimblemcp.server._workers import run_sync
+from nimblemcp.server._workers import run_sync_on
 
 logger = logging.getLogger("nimblemcp.server")
 
@@ -185,7 +185,7 @@ class ToolEntry:
             elif self.inline:
                 value = self.fn(**kwargs)
             else:
-                value = await run_sync(self.fn, **kwargs)
+                value = await run_sync_on(ctx._loop, self.fn, kwargs)  # the request's own loop
         except (ProtocolError, asyncio.CancelledError):
             raise
         except ToolError as exc:

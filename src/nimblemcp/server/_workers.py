@@ -70,7 +70,12 @@ class Workers:
 
     def run(self, fn: Callable[..., Any], /, **kwargs: Any) -> asyncio.Future[Any]:
         """Run `fn(**kwargs)` in a worker; await the returned future for its result."""
-        loop = asyncio.get_running_loop()
+        return self.submit(asyncio.get_running_loop(), fn, kwargs)
+
+    def submit(
+        self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], kwargs: dict[str, Any]
+    ) -> asyncio.Future[Any]:
+        """`run` for a caller that already holds the running loop (no second look-up)."""
         inbox = self.inboxes.get(loop)
         if inbox is None:
             inbox = self.inboxes[loop] = _Inbox(loop)
@@ -109,3 +114,11 @@ _workers = Workers()
 def run_sync(fn: Callable[..., Any], /, **kwargs: Any) -> asyncio.Future[Any]:
     """Run a sync handler in the shared worker threads."""
     return _workers.run(fn, **kwargs)
+
+
+def run_sync_on(
+    loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], kwargs: dict[str, Any]
+) -> asyncio.Future[Any]:
+    """`run_sync` when the caller holds the running loop: asyncio.get_running_loop()
+    costs a getpid() syscall (its fork check), dear on a loaded VM."""
+    return _workers.submit(loop, fn, kwargs)

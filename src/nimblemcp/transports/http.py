@@ -225,11 +225,15 @@ class McpHttpApp:
         return prepared
 
     async def _run(self, prepared: Prepared, scope: Scope, receive: Receive, send: Send) -> None:
+        # get_running_loop() makes a getpid() syscall (its fork check), which is dear on
+        # a VM under load: look the loop up once and hand it on.
         loop = asyncio.get_running_loop()
         ex = Exchange(loop, receive, send, self.keepalive)
-        ex.owner = asyncio.current_task()
+        ex.owner = asyncio.current_task(loop)
         subject = scope.get("user")
-        step = self.server.dispatcher.execute(prepared, ex.emit, subject if isinstance(subject, str) else None)
+        step = self.server.dispatcher.execute(
+            prepared, ex.emit, subject if isinstance(subject, str) else None, loop=loop
+        )
         try:
             # Most handlers finish without ever yielding to the loop: take the first step
             # by hand so they never arm (and cancel) the watch timer. A handler that does
