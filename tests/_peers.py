@@ -70,24 +70,27 @@ def node() -> str:
     return found
 
 
-def ts_client_modules() -> Path:
-    """`node_modules` holding `@modelcontextprotocol/client` (installed once with npm)."""
-    modules = NPM_PEERS / "node_modules"
-    marker = NPM_PEERS / f"installed-client-{TS_CLIENT_VERSION}"
-    with _locked(NPM_PEERS.name):
+def _npm_package(folder: Path, package: str, version: str) -> Path:
+    """`folder/node_modules` holding `package@version` (installed once with npm)."""
+    marker = folder / f"installed-{package.rsplit('/', 1)[-1]}-{version}"
+    with _locked(folder.name):
         if not marker.exists():
-            NPM_PEERS.mkdir(parents=True, exist_ok=True)
-            (NPM_PEERS / "package.json").write_text(json.dumps({
-                "private": True,
-                "dependencies": {"@modelcontextprotocol/client": TS_CLIENT_VERSION},
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "package.json").write_text(json.dumps({
+                "private": True, "dependencies": {package: version},
             }, indent=2) + "\n")
             npm = shutil.which("npm")
             if npm is None:
-                raise RuntimeError("npm is not on PATH; the TypeScript interop tests need it")
+                raise RuntimeError(f"npm is not on PATH; the interop tests need it for {package}")
             subprocess.run([npm, "install", "--no-audit", "--no-fund", "--ignore-scripts"],
-                           cwd=NPM_PEERS, check=True, timeout=300, capture_output=True)
+                           cwd=folder, check=True, timeout=300, capture_output=True)
             marker.write_text("ok\n")
-    return modules
+    return folder / "node_modules"
+
+
+def ts_client_modules() -> Path:
+    """`node_modules` holding `@modelcontextprotocol/client` (installed once with npm)."""
+    return _npm_package(NPM_PEERS, "@modelcontextprotocol/client", TS_CLIENT_VERSION)
 
 
 EVERYTHING_VERSION = "2026.8.31"
@@ -96,22 +99,9 @@ NPM_EVERYTHING = CACHE / "npm-everything"
 
 def server_everything() -> list[str]:
     """The command that starts the npm reference server `server-everything` on stdio."""
-    package = NPM_EVERYTHING / "node_modules" / "@modelcontextprotocol" / "server-everything"
-    marker = NPM_EVERYTHING / f"installed-everything-{EVERYTHING_VERSION}"
-    with _locked(NPM_EVERYTHING.name):
-        if not marker.exists():
-            NPM_EVERYTHING.mkdir(parents=True, exist_ok=True)
-            (NPM_EVERYTHING / "package.json").write_text(json.dumps({
-                "private": True,
-                "dependencies": {"@modelcontextprotocol/server-everything": EVERYTHING_VERSION},
-            }, indent=2) + "\n")
-            npm = shutil.which("npm")
-            if npm is None:
-                raise RuntimeError("npm is not on PATH; the server-everything interop test needs it")
-            subprocess.run([npm, "install", "--no-audit", "--no-fund", "--ignore-scripts"],
-                           cwd=NPM_EVERYTHING, check=True, timeout=300, capture_output=True)
-            marker.write_text("ok\n")
-    return [node(), str(package / "dist" / "index.js"), "stdio"]
+    modules = _npm_package(NPM_EVERYTHING, "@modelcontextprotocol/server-everything", EVERYTHING_VERSION)
+    entry = modules / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    return [node(), str(entry), "stdio"]
 
 
 def free_port() -> int:
