@@ -40,7 +40,7 @@ from ._mrtr import Callback, answer_round, capabilities_for
 from ._tasks import TasksMixin, with_tasks
 from ._tools import ToolsMixin
 from ._tracing import trace_context
-from ._transport import ParamValue, Transport
+from ._transport import ParamValue, transport_for
 
 __all__ = ["Client", "ProgressCallback"]
 
@@ -60,26 +60,6 @@ _EVICT_ON = {
     "notifications/prompts/list_changed": ("prompts/list",),
     "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
 }
-
-
-def _transport_for(target: Any, auth: Any = None) -> Transport:
-    if isinstance(target, str) and target.startswith(("http://", "https://")):
-        from nimblemcp.transports.http_client import HttpTransport
-
-        return HttpTransport(target, auth=auth)
-    if auth is not None:  # another transport takes its auth itself
-        raise TypeError("auth= needs an http(s):// URL target")
-    if isinstance(target, list | tuple) and target and all(isinstance(a, str) for a in target):
-        from nimblemcp.transports.stdio_client import StdioTransport
-
-        return StdioTransport(target[0], target[1:])
-    if hasattr(target, "send") and hasattr(target, "close"):
-        return target  # type: ignore[no-any-return]
-    if hasattr(target, "handle"):  # an in-process server
-        from nimblemcp.transports.memory import MemoryTransport
-
-        return MemoryTransport(target)
-    raise TypeError(f"cannot make a transport from {target!r}")
 
 
 class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
@@ -123,7 +103,7 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
         task_poll_cap: float = 5.0,
         auth: Any = None,
     ) -> None:
-        self.transport = _transport_for(target, auth)
+        self.transport = transport_for(target, auth)
         self.client_info = dict(client_info) if client_info is not None else None
         self.versions = [v for v in versions if version_index(v) >= 0] or list(MODERN_VERSIONS)
         self.version = self.versions[0]

@@ -44,3 +44,24 @@ class Transport(Protocol):
     async def close(self) -> None:
         """Release everything; later sends raise TransportError."""
         ...
+
+
+def transport_for(target: Any, auth: Any = None) -> Transport:
+    """A URL, a command list, a Transport or an in-process Server, as a Transport."""
+    if isinstance(target, str) and target.startswith(("http://", "https://")):
+        from nimblemcp.transports.http_client import HttpTransport
+
+        return HttpTransport(target, auth=auth)
+    if auth is not None:  # another transport takes its auth itself
+        raise TypeError("auth= needs an http(s):// URL target")
+    if isinstance(target, list | tuple) and target and all(isinstance(a, str) for a in target):
+        from nimblemcp.transports.stdio_client import StdioTransport
+
+        return StdioTransport(target[0], target[1:])
+    if hasattr(target, "send") and hasattr(target, "close"):
+        return target  # type: ignore[no-any-return]
+    if hasattr(target, "handle"):  # an in-process server
+        from nimblemcp.transports.memory import MemoryTransport
+
+        return MemoryTransport(target)
+    raise TypeError(f"cannot make a transport from {target!r}")
