@@ -13,10 +13,11 @@ session raises `SessionExpired`; server-to-client requests on a response stream 
 `on_request` and its answers are POSTed back; an abandoned request is cancelled with an
 explicit `notifications/cancelled`; the session's standalone GET stream (LEGC-05;
 `listen_get=False` to skip) carries the server's own requests and notifications (to
-`on_notification`); an SSE stream that ends before the response is
-resumed with GET + `Last-Event-ID` after the server's `retry:` delay; `close()` DELETEs
+`on_notification`); an SSE stream that ends before the response is resumed with GET +
+`Last-Event-ID` after the server's `retry:` delay; `close()` DELETEs
 the session (405 tolerated). `auth` (an `httpx.Auth`, e.g. `nimblemcp.client.auth.OAuth`)
-runs every request: it adds the bearer token and answers 401/403 challenges. Must not import `nimblemcp.client` or `nimblemcp.server`.
+runs every request: it adds the bearer token and answers 401/403 challenges.
+Must not import `nimblemcp.client` or `nimblemcp.server`.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ logger = logging.getLogger("nimblemcp.http_client")
 
 _SENTINEL_START = "=?base64?"
 _SENTINEL_END = "?="
-_TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel", "tasks/result"})
 
 
 class StreamBroken(TransportError):
@@ -111,8 +111,8 @@ def encode_header_value(value: str | int | bool) -> str:
 
 def mcp_name(method: str, params: Mapping[str, Any]) -> str | None:
     """The value mirrored in `Mcp-Name` for this request, if the method has one."""
-    spec = METHODS.get(method)
-    key = spec.name_param if spec is not None else ("taskId" if method in _TASK_METHODS else None)
+    spec = METHODS.get(method)  # tasks/* name their taskId there too (TASK-11)
+    key = spec.name_param if spec is not None else None
     if key is None:
         return None
     value = params.get(key)
