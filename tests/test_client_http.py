@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated
 
 import pydantic
 import pytest
-import uvicorn
+from _serving import HeaderRecorder, serving
 
 import nimblemcp as m
 from nimblemcp.client import Client
@@ -56,38 +56,14 @@ def build_server() -> m.Server:
     return server
 
 
-class Recorder:
-    """ASGI middleware that keeps the request headers of every POST."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.headers: list[dict[str, str]] = []
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            self.headers.append({k.decode().lower(): v.decode() for k, v in scope["headers"]})
-        await self.app(scope, receive, send)
-
-
 @pytest.fixture
-async def served() -> AsyncIterator[tuple[str, Recorder]]:
-    recorder = Recorder(asgi_app(build_server()))
-    config = uvicorn.Config(recorder, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/mcp", recorder
-    finally:
-        server.should_exit = True
-        await task
+async def served() -> AsyncIterator[tuple[str, HeaderRecorder]]:
+    recorder = HeaderRecorder(asgi_app(build_server()))
+    async with serving(recorder) as base:
+        yield f"{base}/mcp", recorder
 
 
-async def test_tools_resources_prompts_over_http(served: tuple[str, Recorder]) -> None:
+async def test_tools_resources_prompts_over_http(served: tuple[str, HeaderRecorder]) -> None:
     """HTTP-03/04/06, HTTP-09..11: routing headers match the body (the server checks)."""
     url, recorder = served
     async with Client(url) as client:
@@ -109,7 +85,7 @@ async def test_tools_resources_prompts_over_http(served: tuple[str, Recorder]) -
         assert "text/event-stream" in headers["accept"] and "application/json" in headers["accept"]
 
 
-async def test_param_headers_mirror_x_mcp_header_arguments(served: tuple[str, Recorder]) -> None:
+async def test_param_headers_mirror_x_mcp_header_arguments(served: tuple[str, HeaderRecorder]) -> None:
     """HTTP-13/15: Mcp-Param-* from x-mcp-header properties; omitted when null."""
     url, recorder = served
     async with Client(url) as client:
@@ -123,7 +99,7 @@ async def test_param_headers_mirror_x_mcp_header_arguments(served: tuple[str, Re
     assert calls[1]["mcp-param-region"] == "eu" and "mcp-param-limit" not in calls[1]
 
 
-async def test_sse_progress_reaches_the_callback(served: tuple[str, Recorder]) -> None:
+async def test_sse_progress_reaches_the_callback(served: tuple[str, HeaderRecorder]) -> None:
     """HTTP-06/07: an SSE response with notifications, then the result."""
     url, _ = served
     seen: list[float] = []
@@ -134,7 +110,7 @@ async def test_sse_progress_reaches_the_callback(served: tuple[str, Recorder]) -
     assert seen == [1, 2, 3]
 
 
-async def test_timeout_closes_the_stream(served: tuple[str, Recorder]) -> None:
+async def test_timeout_closes_the_stream(served: tuple[str, HeaderRecorder]) -> None:
     """CANC-01, CANC-07, ERR-05: a timeout is local, and the client stays usable."""
     url, _ = served
     async with Client(url) as client:

@@ -9,7 +9,6 @@ by `tee` around the server so the tests see the wire.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
+from _serving import HeaderRecorder, serving
 
 import nimblemcp as m
 from nimblemcp.client import Client
@@ -197,39 +196,14 @@ def build_http_server() -> m.Server:
     return server
 
 
-class Recorder:
-    """ASGI middleware that keeps (method, headers, body) of every HTTP request."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.seen: list[tuple[str, dict[str, str]]] = []
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            self.seen.append((scope["method"], {k.decode().lower(): v.decode()
-                                                for k, v in scope["headers"]}))
-        await self.app(scope, receive, send)
-
-
 @pytest.fixture
-async def served() -> AsyncIterator[tuple[str, Recorder]]:
-    recorder = Recorder(asgi_app(build_http_server()))
-    config = uvicorn.Config(recorder, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/mcp", recorder
-    finally:
-        server.should_exit = True
-        await task
+async def served() -> AsyncIterator[tuple[str, HeaderRecorder]]:
+    recorder = HeaderRecorder(asgi_app(build_http_server()))
+    async with serving(recorder) as base:
+        yield f"{base}/mcp", recorder
 
 
-async def test_legacy_http_session(served: tuple[str, Recorder]) -> None:
+async def test_legacy_http_session(served: tuple[str, HeaderRecorder]) -> None:
     """LEGC-02/03: session id and version on every later request, elicitation answered
     by a POSTed response, DELETE at close."""
     url, recorder = served
@@ -247,7 +221,7 @@ async def test_legacy_http_session(served: tuple[str, Recorder]) -> None:
     assert ("DELETE", session) in [(method, h.get("mcp-session-id")) for method, h in recorder.seen]
 
 
-async def test_auto_over_http_settles_modern_for_our_server(served: tuple[str, Recorder]) -> None:
+async def test_auto_over_http_settles_modern_for_our_server(served: tuple[str, HeaderRecorder]) -> None:
     url, recorder = served
     async with Client(url) as client:
         assert (await client.call_tool("add", {"a": 1, "b": 1}))["content"][0]["text"] == "2"

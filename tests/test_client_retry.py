@@ -8,13 +8,12 @@ passes `retry=True`; at most `max_retries` times (BASE-02: ids never reused).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import uvicorn
+from _serving import serving
 
 from nimblemcp.client import Client
 from nimblemcp.errors import TransportError
@@ -82,19 +81,8 @@ class FlakyPeer:
 @pytest.fixture
 async def peer() -> AsyncIterator[tuple[FlakyPeer, str]]:
     app = FlakyPeer()
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical", lifespan="off")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield app, f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(app, log_level="critical") as base:
+        yield app, f"{base}/mcp"
 
 
 async def test_lists_reads_and_discover_are_reissued_with_new_ids(peer: tuple[FlakyPeer, str]) -> None:

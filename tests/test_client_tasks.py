@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
-import uvicorn
+from _serving import HeaderRecorder, serving
 
 from nimblemcp import Context, Server, ToolError
 from nimblemcp.client import (
@@ -307,37 +307,15 @@ def test_poll_interval_is_clamped() -> None:
 # -- over HTTP ---------------------------------------------------------------------------
 
 
-class Recorder:
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.headers: list[dict[str, str]] = []
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            self.headers.append({k.decode().lower(): v.decode() for k, v in scope["headers"]})
-        await self.app(scope, receive, send)
-
-
 @pytest.fixture
-async def served() -> AsyncIterator[tuple[str, Server, Recorder]]:
+async def served() -> AsyncIterator[tuple[str, Server, HeaderRecorder]]:
     server = make_server()
-    recorder = Recorder(asgi_app(server))
-    config = uvicorn.Config(recorder, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-    uv = uvicorn.Server(config)
-    task = asyncio.create_task(uv.serve())
-    while not uv.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    port = uv.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/mcp", server, recorder
-    finally:
-        uv.should_exit = True
-        await task
+    recorder = HeaderRecorder(asgi_app(server))
+    async with serving(recorder) as base:
+        yield f"{base}/mcp", server, recorder
 
 
-async def test_http_task_with_input_and_mcp_name(served: tuple[str, Server, Recorder]) -> None:
+async def test_http_task_with_input_and_mcp_name(served: tuple[str, Server, HeaderRecorder]) -> None:
     url, server, recorder = served
     statuses = Statuses()
     async with Client(url, tasks=True, on_elicit=lambda p: {"ok": True}, task_poll_floor=0.01) as client:
@@ -352,7 +330,7 @@ async def test_http_task_with_input_and_mcp_name(served: tuple[str, Server, Reco
         assert len(headers["mcp-name"]) >= 20
 
 
-async def test_http_caller_cancellation_sends_tasks_cancel(served: tuple[str, Server, Recorder]) -> None:
+async def test_http_caller_cancellation_sends_tasks_cancel(served: tuple[str, Server, HeaderRecorder]) -> None:
     url, _, recorder = served
     statuses = Statuses()
     async with Client(url, tasks=True, task_poll_floor=0.01) as client:
