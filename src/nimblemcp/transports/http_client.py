@@ -59,10 +59,8 @@ _SENTINEL_END = "?="
 
 
 class StreamBroken(TransportError):
-    """The connection failed or the response stream broke before the final response.
-
-    `retryable` tells the Client an idempotent request may be re-issued with a new id.
-    """
+    """The connection or the response stream broke before the final response;
+    `retryable`: the Client may re-issue an idempotent request with a new id."""
 
     retryable = True
 
