@@ -63,7 +63,8 @@ def test_error_tree_has_one_root() -> None:
 
 HEAVY = ["pydantic", "pydantic_core", "httpx", "uvicorn", "anyio", "starlette", "jsonschema",
          "typing_extensions", "concurrent.futures.process", "multiprocessing", "email",
-         "http.client", "nimblemcp.transports.stdio", "nimblemcp.cli"]
+         "http.client", "nimblemcp.transports.stdio", "nimblemcp.cli",
+         "nimblemcp.server._sealing", "cryptography", "hmac"]
 
 
 def test_import_is_light() -> None:

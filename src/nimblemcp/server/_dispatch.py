@@ -29,7 +29,6 @@ from nimblemcp.server._completion import complete
 from nimblemcp.server._context import Context, Emit
 from nimblemcp.server._logbridge import current
 from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
-from nimblemcp.server._sealing import StateError, digest
 from nimblemcp.server._subscriptions import listen
 from nimblemcp.types._meta import SERVER_INFO, RequestMeta, parse_request_meta
 from nimblemcp.types._versions import MODERN_VERSIONS
@@ -237,6 +236,8 @@ class Dispatcher:
         """What a requestState is bound to: method, target, argument digest, subject."""
         p = req.params
         target = p.get("uri") if req.method == "resources/read" else p.get("name")
+        from nimblemcp.server._sealing import digest  # MRTR only: keep hashlib off start-up
+
         return {"m": req.method, "t": target, "d": digest(p.get("arguments") or {}), "sub": subject}
 
     def _one_time(self, req: Prepared) -> bool:
@@ -253,6 +254,8 @@ class Dispatcher:
         token = req.params.get("requestState")
         if token is None:
             return
+        from nimblemcp.server._sealing import StateError
+
         try:
             sealed, nonce = self.server.sealer.open(token, self._binding(req, subject))
         except StateError as exc:

@@ -9,7 +9,6 @@ the authenticated subject when there is one, and an unknown or expired handle is
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 import orjson
@@ -43,6 +42,8 @@ class BoundHandles:
         return self._owner.prefix + handle
 
     async def create(self, data: Any, *, ttl_s: float | None = None) -> str:
+        import secrets  # lazily: hashlib/hmac stay off the start-up path
+
         handle = secrets.token_urlsafe(16)
         record = orjson.dumps({"sub": self._subject, "data": data})
         await self._owner.store.set(self._key(handle), record, ttl_s or self._owner.ttl_s)

@@ -18,10 +18,10 @@ from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
-from nimblemcp.server._sealing import Sealer
 from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
 
 if TYPE_CHECKING:
+    from nimblemcp.server._sealing import Sealer
     from nimblemcp.server._tasks import TaskManager
 
 F = Callable[..., Any]
@@ -296,6 +296,8 @@ class Server:
     def sealer(self) -> Sealer:
         """Seals requestState; built on first use so MRTR-free servers pay nothing."""
         if self._sealer is None:
+            from nimblemcp.server._sealing import Sealer
+
             self._sealer = Sealer(self.audience, self._state_keys, self.state_ttl)
         return self._sealer
 
