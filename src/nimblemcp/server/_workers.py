@@ -20,6 +20,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from nimblemcp._loop import running_loop
+
 _MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 
 
@@ -70,7 +72,7 @@ class Workers:
 
     def run(self, fn: Callable[..., Any], /, **kwargs: Any) -> asyncio.Future[Any]:
         """Run `fn(**kwargs)` in a worker; await the returned future for its result."""
-        return self.submit(asyncio.get_running_loop(), fn, kwargs)
+        return self.submit(running_loop(), fn, kwargs)
 
     def submit(
         self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], kwargs: dict[str, Any]
@@ -119,6 +121,5 @@ def run_sync(fn: Callable[..., Any], /, **kwargs: Any) -> asyncio.Future[Any]:
 def run_sync_on(
     loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], kwargs: dict[str, Any]
 ) -> asyncio.Future[Any]:
-    """`run_sync` when the caller holds the running loop: asyncio.get_running_loop()
-    costs a getpid() syscall (its fork check), dear on a loaded VM."""
+    """`run_sync` when the caller already holds the running loop."""
     return _workers.submit(loop, fn, kwargs)

@@ -22,6 +22,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from nimblemcp._loop import running_loop
 from nimblemcp.errors import InvalidRequest, ProtocolError
 from nimblemcp.jsonrpc import encode, error_response
 from nimblemcp.server._legacy import LegacySession, is_enveloped
@@ -168,9 +169,9 @@ class LegacyHttp:
         if rid in session.requests:
             await _json(send, 200, error_response(rid, InvalidRequest("Request id already in use")))
             return
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         ex = Exchange(loop, receive, send, self.keepalive)
-        task = ex.owner = asyncio.current_task()
+        task = ex.owner = asyncio.current_task(loop)
         assert task is not None
         # No disconnect watch: hanging up is not cancellation on this wire (LEG-07).
         if self.keepalive > 0:
@@ -215,7 +216,7 @@ class LegacyHttp:
 
     async def _ask(self, session: HttpSession, ex: Exchange, requests: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """One round of questions as requests on the POST's stream (LEG-09)."""
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         waits: dict[str, asyncio.Future[Any]] = {}
         sent: list[str] = []
         try:
