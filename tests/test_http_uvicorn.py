@@ -23,6 +23,7 @@ import orjson
 import pytest
 
 from nimblemcp.transports._sse import SSEParser
+from nimblemcp.transports.http import YOUNG_GC_THRESHOLD
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -89,7 +90,7 @@ async def slow(seconds: float, ctx: m.Context) -> str:
 @server.tool()
 async def status() -> dict:
     loop = type(asyncio.get_running_loop()).__module__
-    return {**stats, "loop": loop, "frozen": gc.get_freeze_count()}
+    return {**stats, "loop": loop, "frozen": gc.get_freeze_count(), "gc": list(gc.get_threshold())}
 '''
 
 
@@ -272,6 +273,9 @@ async def test_run_http_uses_uvloop_and_freezes_gc(live: Running, client: httpx.
     status = await tool_text(client, live.url, "status")
     assert status["loop"].startswith("uvloop")
     assert status["frozen"] > 0
+    # Serving tunes the young generation (in-flight requests, never garbage) only.
+    assert status["gc"][0] == YOUNG_GC_THRESHOLD
+    assert status["gc"][1:] == [10, 10]  # CPython's defaults, untouched
 
 
 async def test_graceful_shutdown_lets_inflight_request_finish(tmp_path: Path) -> None:

@@ -94,6 +94,23 @@ async def _json_body(send: Send, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+# Young-generation GC threshold while serving (CPython's default is 700).
+YOUNG_GC_THRESHOLD = 10_000
+
+
+def _settle_gc() -> None:
+    """Start-up built everything long-lived: freeze it out of the cyclic GC, and
+    collect the young generation less often. Under load that generation is the
+    requests in flight, freed by reference counting, never garbage: at the default
+    threshold a 64-connection run spent ~3 us per request, plus a 0.7 ms pause every
+    few thousand requests, traversing them and collecting nothing."""
+    gc.collect()
+    gc.freeze()
+    young, middle, old = gc.get_threshold()
+    if young:  # 0 means the application turned the GC off: leave it so
+        gc.set_threshold(max(young, YOUNG_GC_THRESHOLD), middle, old)
+
+
 def _accepts(value: bytes | None) -> bool:
     """HTTP-04: the client must accept both JSON and SSE (wildcards count)."""
     if value is None:
@@ -143,9 +160,7 @@ class McpHttpApp:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 if self.freeze_gc:
-                    # Start-up built everything long-lived; keep the cyclic GC off it.
-                    gc.collect()
-                    gc.freeze()
+                    _settle_gc()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
@@ -315,6 +330,8 @@ def asgi_app(
 ) -> McpHttpApp:
     """The bare MCP endpoint as an ASGI app (no Origin/size checks: wrap it, see
     `http_security.secure_app`). `keepalive` <= 0 turns keep-alive comments off.
+    `freeze_gc=True` (what `run_http` uses) tunes the process's cyclic GC for serving
+    at lifespan start-up: collect, `gc.freeze()`, young threshold `YOUNG_GC_THRESHOLD`.
 
     Dual-era by default: 2025-11-25 clients (`initialize`, `Mcp-Session-Id`) are
     served by the legacy session leg; `legacy_sessions=False` serves only 2026-07-28."""
