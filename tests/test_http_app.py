@@ -666,3 +666,33 @@ async def test_http_13_header_values_are_compared_without_surrounding_whitespace
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         r = await c.post("/mcp", json=body, headers=headers)
     assert r.status_code == 200 and r.json()["result"]["content"][0]["text"] == "x"
+
+
+async def test_http_10_disconnect_watch_starts_only_for_requests_still_running() -> None:
+    """One shared timer (Watchlist) starts the watch for requests in flight after
+    WATCH_DELAY; a finished request is released at once and never watched."""
+    from nimblemcp.transports._http_exchange import WATCH_DELAY, Exchange, Watchlist
+
+    loop = asyncio.get_running_loop()
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        pass
+
+    watchlist = Watchlist(loop)
+    quick, slow = Exchange(loop, receive, send, 0), Exchange(loop, receive, send, 0)
+    watchlist.add(quick)
+    watchlist.add(slow)
+    quick.finish()
+    assert watchlist.entries[0][1] is None  # the finished request is not held
+    await asyncio.sleep(WATCH_DELAY * 3)
+    assert quick.watcher is None
+    assert slow.watcher is not None and not slow.watcher.done()
+    assert not watchlist.entries and watchlist.timer is None  # no timer left armed
+    slow.finish()
+    await asyncio.sleep(0)
+    assert slow.watcher.cancelled()

@@ -10,6 +10,7 @@ reading is cut off once `max_buffer` bytes pile up. Must not import the server.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -33,7 +34,7 @@ class Exchange:
 
     __slots__ = (
         "buffered", "closed", "commit_timer", "disconnected", "done", "frames", "keepalive",
-        "loop", "owner", "pump", "receive", "send", "slow", "waiter", "watcher",
+        "loop", "owner", "pump", "receive", "send", "slow", "waiter", "watch_entry", "watcher",
     )
 
     # A reader that lets this much pile up is cut off: memory stays bounded and a
@@ -56,6 +57,7 @@ class Exchange:
         self.disconnected = False
         self.slow = False
         self.buffered = 0
+        self.watch_entry: list[Any] | None = None
 
     def emit(self, message: dict[str, Any]) -> None:
         """Called by Context on the loop thread for progress/log notifications."""
@@ -91,7 +93,7 @@ class Exchange:
             w.set_result(True)
 
     def start_watch(self) -> None:
-        """Runs only if the handler yielded to the loop: the fast path never pays for it."""
+        """Runs only for a request still in flight after WATCH_DELAY (see `Watchlist`)."""
         if self.done:
             return
         self.watcher = self.loop.create_task(self._watch())
@@ -141,6 +143,9 @@ class Exchange:
 
     def finish(self) -> None:
         self.done = True
+        entry = self.watch_entry
+        if entry is not None:
+            entry[1] = None  # let the Watchlist drop it without holding this request
         if self.commit_timer is not None:
             self.commit_timer.cancel()
         if self.watcher is not None:
@@ -150,3 +155,35 @@ class Exchange:
 def _ping(w: asyncio.Future[bool]) -> None:
     if not w.done():
         w.set_result(False)
+
+
+class Watchlist:
+    """Starts the disconnect watch (and keep-alive timer) of the requests still in
+    flight WATCH_DELAY after they began, with one timer for all of them: a quick
+    request costs a list append instead of arming and cancelling its own timer."""
+
+    __slots__ = ("entries", "loop", "timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.entries: deque[list[Any]] = deque()  # [due, Exchange | None], in due order
+        self.timer: asyncio.TimerHandle | None = None
+
+    def add(self, ex: Exchange) -> None:
+        due = self.loop.time() + WATCH_DELAY
+        ex.watch_entry = entry = [due, ex]
+        self.entries.append(entry)
+        if self.timer is None:
+            self.timer = self.loop.call_at(due, self._sweep)
+
+    def _sweep(self) -> None:
+        entries, now = self.entries, self.loop.time()
+        while entries:
+            due, ex = entries[0]
+            if ex is not None and due > now:
+                break
+            entries.popleft()
+            if ex is not None:
+                ex.watch_entry = None
+                ex.start_watch()
+        self.timer = self.loop.call_at(entries[0][0], self._sweep) if entries else None

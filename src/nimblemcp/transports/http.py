@@ -20,20 +20,18 @@ import asyncio
 import contextlib
 import gc
 import logging
-import types
-from collections.abc import Coroutine, Generator
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nimblemcp._loop import running_loop
 from nimblemcp.errors import InvalidRequest, ProtocolError, UnsupportedProtocolVersion
 from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
 from nimblemcp.transports._http_exchange import (
     EMPTY_BODY,
-    WATCH_DELAY,
     Exchange,
     Receive,
     Scope,
     Send,
+    Watchlist,
 )
 from nimblemcp.transports._http_headers import (
     ACCEPT,
@@ -55,7 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["LegacyHandler", "McpHttpApp", "asgi_app", "run_http"]
 
 logger = logging.getLogger("nimblemcp.http")
-T = TypeVar("T")
+
 
 class LegacyHandler(Protocol):
     """The seam for the 2025-11-25 leg: gets GET/DELETE (message None) and POSTs
@@ -147,6 +145,15 @@ class McpHttpApp:
         self.legacy = legacy
         self.freeze_gc = freeze_gc
         self.param_rules = ParamRules(server)
+        self.watchlists: dict[asyncio.AbstractEventLoop, Watchlist] = {}
+
+    def _watchlist(self, loop: asyncio.AbstractEventLoop) -> Watchlist:
+        watchlist = self.watchlists.get(loop)
+        if watchlist is None:
+            for old in [k for k in self.watchlists if k.is_closed()]:
+                del self.watchlists[old]
+            watchlist = self.watchlists[loop] = Watchlist(loop)
+        return watchlist
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -252,23 +259,9 @@ class McpHttpApp:
         step = self.server.dispatcher.execute(
             prepared, ex.emit, subject if isinstance(subject, str) else None, loop=loop
         )
+        self._watchlist(loop).add(ex)
         try:
-            # Most handlers finish without ever yielding to the loop: take the first step
-            # by hand so they never arm (and cancel) the watch timer. A handler that does
-            # yield arms it for the same instant as before and is awaited as usual.
-            started = loop.time()
-            try:
-                waiting = step.send(None)
-            except StopIteration as stop:
-                response = stop.value
-            else:
-                # The disconnect watcher and keep-alive timer start only for a handler
-                # still running after a moment: quick requests never pay for the task.
-                handle = loop.call_at(started + WATCH_DELAY, ex.start_watch)
-                try:
-                    response = await _resume(step, waiting)
-                finally:
-                    handle.cancel()
+            response = await step
         except asyncio.CancelledError:
             ex.finish()
             if ex.pump is not None:
@@ -298,25 +291,6 @@ class McpHttpApp:
         ex.closed = True
         ex._wake()
         await ex.pump
-
-
-@types.coroutine
-def _resume(step: Coroutine[Any, Any, T], waiting: Any) -> Generator[Any, Any, T]:
-    """Finish a coroutine whose first step was taken by hand, exactly as `await` would:
-    what it waits on goes to the task, and what the task sends or throws goes back."""
-    while True:
-        try:
-            sent = yield waiting
-        except BaseException as exc:  # cancellation included: the handler sees it
-            try:
-                waiting = step.throw(exc)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-        else:
-            try:
-                waiting = step.send(sent)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
 
 
 def asgi_app(
