@@ -18,6 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from nimblemcp._loop import running_loop
 from nimblemcp.errors import ParseError, ProtocolError
 from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
 from nimblemcp.server._legacy import is_enveloped
@@ -30,6 +31,7 @@ logger = logging.getLogger("nimblemcp.stdio")
 
 MAX_LINE = 16 * 1024 * 1024
 SHUTDOWN_GRACE = 2.0
+_READ_SIZE = 64 * 1024  # bytes per pipe read
 
 
 def protect_stdout() -> int:
@@ -85,7 +87,12 @@ async def _lines(fd: int) -> Any:
         if not _pollable(fd):
             raise ValueError("not a pipe")
         pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        if isinstance(getattr(transport, "max_size", None), int):
+            # asyncio reads a pipe 256 KiB at a time, above glibc's mmap threshold:
+            # every message cost an mmap, an mremap and a munmap. Smaller reads come
+            # from the heap (a bigger message simply takes several reads).
+            transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
     except (ValueError, OSError):
 
         def pump() -> None:
@@ -127,6 +134,7 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
     await writer.open()
     dispatcher = server.dispatcher
     inflight: dict[tuple[type, Any], asyncio.Task[None]] = {}
+    loop = running_loop()  # once: asyncio's own lookup costs a getpid() per call on 3.11
 
     async def run(respond: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         try:
@@ -138,7 +146,7 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
     def start(rid: Any, respond: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         """Run a request as a task (cancellable by id); its response is written at the end."""
         key = (type(rid), rid)
-        task = inflight[key] = asyncio.create_task(run(respond))
+        task = inflight[key] = loop.create_task(run(respond))
         task.add_done_callback(lambda _t: inflight.pop(key, None))
 
     legacy = LegacyStdio(server, writer.write, start)
@@ -169,7 +177,7 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
         except ProtocolError as exc:
             writer.write(error_response(message["id"], exc))
             return
-        start(req.id, lambda: dispatcher.execute(req, writer.write))
+        start(req.id, lambda: dispatcher.execute(req, writer.write, loop=loop))
 
     async for line in _lines(in_fd):
         if line is None:
