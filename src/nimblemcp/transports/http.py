@@ -69,6 +69,7 @@ _STATUS: dict[int, int] = {
     -32601: 404,
 }
 _JSON = (b"content-type", b"application/json")
+_LEGACY_HEADER = frozenset(v.encode() for v in LEGACY_VERSIONS)  # MCP-Protocol-Version values
 _START_202: dict[str, Any] = {"type": "http.response.start", "status": 202, "headers": []}
 
 
@@ -155,12 +156,6 @@ class McpHttpApp:
             watchlist = self.watchlists[loop] = Watchlist(loop)
         return watchlist
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind == "http":
-            await self._http(scope, receive, send)
-        elif kind == "lifespan":
-            await self._lifespan(receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -173,7 +168,11 @@ class McpHttpApp:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                await self._lifespan(receive, send)
+            return
         if scope["path"] != self.path:
             await _plain(send, 404, b"Not Found")
             return
@@ -227,7 +226,7 @@ class McpHttpApp:
         # COMPAT-S04: the version header decides; a modern one wins over a stray
         # `Mcp-Session-Id` and makes `initialize` a removed method (-32601).
         if version is not None:
-            return version.decode("latin-1") in LEGACY_VERSIONS
+            return version in _LEGACY_HEADER
         return h.values[SESSION] is not None or (type(msg) is dict and msg.get("method") == "initialize")
 
     def _prepare(self, h: RequestHeaders, msg: dict[str, Any]) -> Prepared:
