@@ -122,8 +122,8 @@ def run_wrk(port: int, script: str, conns: int, duration: int, threads: int) -> 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--duration", type=int, default=5, help="seconds of wrk per run")
+    ap.add_argument("--rounds", type=int, default=5)  # medians: the box is noisy, p99 most
+    ap.add_argument("--duration", type=int, default=4, help="seconds of wrk per run")
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1, help="wrk threads (2-core box: 1)")
     ap.add_argument("--only", nargs="*", help="subset of " + ",".join(APPS))
