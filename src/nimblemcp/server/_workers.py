@@ -67,7 +67,9 @@ class Workers:
         self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.threads = 0
-        self.idle = 0
+        # One token per worker that is waiting for a job (or about to): list append
+        # and pop are atomic under the GIL, so the hot path takes no lock for this.
+        self.idle: list[None] = []
         self.inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
 
     def run(self, fn: Callable[..., Any], /, **kwargs: Any) -> asyncio.Future[Any]:
@@ -85,29 +87,28 @@ class Workers:
                 del self.inboxes[old]
         future: asyncio.Future[Any] = loop.create_future()
         self.jobs.put((inbox, future, contextvars.copy_context(), fn, kwargs))
-        with self.lock:
-            spawn = self.idle == 0 and self.threads < self.max_workers
+        if not self.idle and self.threads < self.max_workers:
+            with self.lock:
+                spawn = not self.idle and self.threads < self.max_workers
+                if spawn:
+                    self.threads += 1
+                    self.idle.append(None)  # idle until it takes its first job
             if spawn:
-                self.threads += 1
-                self.idle += 1  # counted as idle until it takes its first job
-        if spawn:
-            threading.Thread(target=self._work, daemon=True, name="nimblemcp-worker").start()
+                threading.Thread(target=self._work, daemon=True, name="nimblemcp-worker").start()
         return future
 
     def _work(self) -> None:
-        jobs, lock = self.jobs, self.lock
+        jobs, idle = self.jobs, self.idle
         while True:
             inbox, future, ctx, fn, kwargs = jobs.get()
-            with lock:
-                self.idle -= 1
+            idle.pop()
             try:
                 item = (future, True, ctx.run(fn, **kwargs))
             except BaseException as exc:  # handed to the awaiting task, as to_thread does
                 item = (future, False, exc)
             inbox.put(item)
             del inbox, future, ctx, fn, kwargs, item
-            with lock:
-                self.idle += 1
+            idle.append(None)
 
 
 _workers = Workers()
