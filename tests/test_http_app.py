@@ -696,3 +696,39 @@ async def test_http_10_disconnect_watch_starts_only_for_requests_still_running()
     slow.finish()
     await asyncio.sleep(0)
     assert slow.watcher.cancelled()
+
+
+async def test_http_06_answers_of_one_batch_leave_after_all_its_handlers_ran() -> None:
+    """Requests started in the same loop pass are all handled before the first answer
+    is written (the p99 fix in benchmarks/README.md): no timing, just the order."""
+    events: list[str] = []
+    server = m.Server("order", "1")
+
+    @server.tool()
+    async def mark(label: str) -> str:
+        events.append(f"ran {label}")
+        return label
+
+    app = asgi_app(server, legacy_sessions=False)
+
+    async def one(name: str) -> None:
+        body = call("mark", label=name)
+        raw = [(k.encode(), v.encode()) for k, v in headers_for(body).items()]
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": raw}
+        sent = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                await asyncio.Event().wait()
+            sent = True
+            return {"type": "http.request", "body": orjson.dumps(body), "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                events.append(f"answered {orjson.loads(message['body'])['result']['content'][0]['text']}")
+
+        await app(scope, receive, send)
+
+    await asyncio.gather(one("a"), one("b"), one("c"))
+    assert events == ["ran a", "ran b", "ran c", "answered a", "answered b", "answered c"]
