@@ -156,7 +156,6 @@ class McpHttpApp:
             watchlist = self.watchlists[loop] = Watchlist(loop)
         return watchlist
 
-
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
