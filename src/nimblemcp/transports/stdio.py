@@ -12,9 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
-import stat
 import sys
-import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +21,7 @@ from nimblemcp.errors import ParseError, ProtocolError
 from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
 from nimblemcp.server._legacy import is_enveloped
 from nimblemcp.transports._stdio_legacy import LegacyStdio
+from nimblemcp.transports._stdio_lines import pollable, read_lines
 
 if TYPE_CHECKING:
     from nimblemcp.server._server import Server
@@ -31,7 +30,6 @@ logger = logging.getLogger("nimblemcp.stdio")
 
 MAX_LINE = 16 * 1024 * 1024
 SHUTDOWN_GRACE = 2.0
-_READ_SIZE = 64 * 1024  # bytes per pipe read
 
 
 def protect_stdout() -> int:
@@ -44,12 +42,6 @@ def protect_stdout() -> int:
     return proto_fd
 
 
-def _pollable(fd: int) -> bool:
-    """Pipes and sockets work with the event loop; files and /dev/null do not."""
-    mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-
-
 class _Writer:
     """Writes whole lines to the protocol fd; never interleaves two messages."""
 
@@ -59,7 +51,7 @@ class _Writer:
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
-        if not _pollable(self.fd):
+        if not pollable(self.fd):
             return  # a regular file: plain blocking writes are fine
         try:
             pipe = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
@@ -77,51 +69,6 @@ class _Writer:
         while view:
             n = os.write(self.fd, view)
             view = view[n:]
-
-
-async def _lines(fd: int) -> Any:
-    """Yield raw lines from fd; a pipe uses the loop, anything else a reader thread."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE, loop=loop)
-    try:
-        if not _pollable(fd):
-            raise ValueError("not a pipe")
-        pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-        if isinstance(getattr(transport, "max_size", None), int):
-            # asyncio reads a pipe 256 KiB at a time, above glibc's mmap threshold:
-            # every message cost an mmap, an mremap and a munmap. Smaller reads come
-            # from the heap (a bigger message simply takes several reads).
-            transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
-    except (ValueError, OSError):
-
-        def pump() -> None:
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                for line in f:
-                    loop.call_soon_threadsafe(reader.feed_data, line)
-            loop.call_soon_threadsafe(reader.feed_eof)
-
-        threading.Thread(target=pump, daemon=True, name="nimblemcp-stdin").start()
-    while True:
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial.strip():
-                yield exc.partial
-            return
-        except asyncio.LimitOverrunError as exc:
-            # Skip the oversized message whole, then report it without an id.
-            await reader.readexactly(exc.consumed)
-            with contextlib.suppress(asyncio.LimitOverrunError, asyncio.IncompleteReadError):
-                while True:
-                    try:
-                        await reader.readuntil(b"\n")
-                        break
-                    except asyncio.LimitOverrunError as more:
-                        await reader.readexactly(more.consumed)
-            yield None
-            continue
-        yield line
 
 
 async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None) -> int:
@@ -179,21 +126,23 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
             return
         start(req.id, lambda: dispatcher.execute(req, writer.write, loop=loop))
 
-    async for line in _lines(in_fd):
+    def on_line(line: bytes | None) -> None:
         if line is None:
             writer.write(error_response(None, ParseError("Message too large")))
-            continue
+            return
         if not line.strip():
-            continue
+            return
         try:
             message = decode(line)
         except ParseError as exc:
             writer.write(error_response(None, exc))
-            continue
+            return
         try:
             on_message(message)
         except Exception:  # one bad message must never stop the server
             logger.exception("failed to handle a message")
+
+    await (await read_lines(in_fd, on_line, MAX_LINE))
 
     legacy.close()
     # stdin closed (STDIO-06): give in-flight work a moment, then stop.

@@ -1,0 +1,111 @@
+"""Newline-delimited input for the stdio server, one callback per line.
+
+Each complete line goes to `on_line` from the read callback itself, so a request is
+dispatched in the loop pass that read it (an async reader would wake a second
+coroutine one pass later). A line longer than `max_line` is skipped whole and
+reported as `None`. Pipes and sockets are read by the event loop; anything else
+(a regular file, /dev/null) by a daemon thread that hands the bytes over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import threading
+from collections.abc import Callable
+
+__all__ = ["LineSplitter", "pollable", "read_lines"]
+
+OnLine = Callable[[bytes | None], None]
+_READ_SIZE = 64 * 1024  # bytes per pipe read: below glibc's mmap threshold (see read_lines)
+
+
+def pollable(fd: int) -> bool:
+    """Pipes and sockets work with the event loop; files and /dev/null do not."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class LineSplitter(asyncio.Protocol):
+    """Cuts the byte stream into lines; `closed` resolves at end of input."""
+
+    def __init__(self, on_line: OnLine, closed: asyncio.Future[None], max_line: int) -> None:
+        self.on_line = on_line
+        self.closed = closed
+        self.max_line = max_line
+        self.partial = bytearray()
+        self.skipping = False  # inside a line that is over the limit
+
+    def data_received(self, data: bytes) -> None:
+        start, end = 0, data.find(b"\n")
+        if self.partial or self.skipping:  # finish the line begun in earlier reads
+            if end < 0:
+                if not self.skipping:
+                    self.partial += data
+                    if len(self.partial) > self.max_line:
+                        self.skipping = True
+                        self.partial.clear()
+                return
+            if self.skipping or len(self.partial) + end > self.max_line:
+                self.skipping = False
+                self.partial.clear()
+                self.on_line(None)
+            else:
+                self.partial += data[:end + 1]
+                line = bytes(self.partial)
+                self.partial.clear()
+                self.on_line(line)
+            start, end = end + 1, data.find(b"\n", end + 1)
+        while end >= 0:
+            self.on_line(None if end - start > self.max_line else data[start:end + 1])
+            start, end = end + 1, data.find(b"\n", end + 1)
+        rest = len(data) - start
+        if rest > self.max_line:
+            self.skipping = True  # dropped as it comes; reported at its newline or EOF
+        elif rest:
+            self.partial += data[start:]
+
+    def eof_received(self) -> bool:
+        if self.skipping:
+            self.on_line(None)
+        elif self.partial.strip():
+            self.on_line(bytes(self.partial))  # a last message without its newline
+        self.partial.clear()
+        self.skipping = False
+        if not self.closed.done():
+            self.closed.set_result(None)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+async def read_lines(fd: int, on_line: OnLine, max_line: int) -> asyncio.Future[None]:
+    """Start feeding `on_line`; the returned future resolves when the input ends."""
+    loop = asyncio.get_running_loop()
+    closed: asyncio.Future[None] = loop.create_future()
+    splitter = LineSplitter(on_line, closed, max_line)
+    if pollable(fd):
+        try:
+            pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
+            transport, _ = await loop.connect_read_pipe(lambda: splitter, pipe)
+        except (ValueError, OSError):
+            pass
+        else:
+            if isinstance(getattr(transport, "max_size", None), int):
+                # asyncio reads a pipe 256 KiB at a time, above glibc's mmap threshold:
+                # every message cost an mmap, an mremap and a munmap. Smaller reads come
+                # from the heap (a bigger message simply takes several reads).
+                transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
+            return closed
+
+    def pump() -> None:
+        with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+            while chunk := f.read(_READ_SIZE):
+                loop.call_soon_threadsafe(splitter.data_received, chunk)
+        loop.call_soon_threadsafe(splitter.eof_received)
+
+    threading.Thread(target=pump, daemon=True, name="nimblemcp-stdin").start()
+    return closed
