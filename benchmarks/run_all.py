@@ -20,6 +20,8 @@ def main() -> None:
         ["cold_start.py", "--rounds", "5" if quick else "20"],
         ["stdio_roundtrip.py", "--calls", "500" if quick else "3000",
          "--rounds", "5" if quick else "10"],
+        ["client_roundtrip.py", "--calls", "300" if quick else "2000",
+         "--rounds", "1" if quick else "5"],
         ["http_throughput.py", "--rounds", "1" if quick else "5",
          "--duration", "3" if quick else "4"],
     ]

@@ -1,0 +1,30 @@
+"""FastMCP 4.1.6 Client: connect, then sequential tools/call echo. Prints one JSON line.
+
+    python fastmcp_client.py URL CALLS
+"""
+
+import asyncio
+import json
+import sys
+import time
+
+from fastmcp import Client
+
+
+async def main(url: str, calls: int) -> None:
+    t0 = time.perf_counter()
+    async with Client(url) as client:
+        await client.call_tool("echo", {"text": "hello"})
+        first = time.perf_counter() - t0
+        for _ in range(200):  # warm-up
+            await client.call_tool("echo", {"text": "hello"})
+        times = []
+        for _ in range(calls):
+            t = time.perf_counter()
+            result = await client.call_tool("echo", {"text": "hello"})
+            times.append(time.perf_counter() - t)
+        assert "hello" in str(result)
+    print(json.dumps({"first_ms": first * 1e3, "times_us": [x * 1e6 for x in times]}))
+
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
