@@ -46,6 +46,7 @@ from nimblemcp.types._meta import PROTOCOL_VERSION
 from nimblemcp.types.methods import METHODS
 
 from ._sse_reader import iter_sse
+from ._tls import verify_for
 
 __all__ = [
     "HttpStatusError", "HttpTransport", "SessionExpired", "StreamBroken",
@@ -159,7 +160,7 @@ class HttpTransport:
         if self._http is None:
             # Read timeouts are per request and enforced by the Client, not here.
             self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(None, connect=self._connect_timeout)
+                timeout=httpx.Timeout(None, connect=self._connect_timeout), verify=verify_for(self.url)
             )
             self._owns_http = True
 
