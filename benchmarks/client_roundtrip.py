@@ -4,7 +4,7 @@
 
 The server is nimblemcp's `async def echo` under uvicorn (uvloop + httptools), so the
 server's share is small and the same for every client. Each client runs in its own
-process from its own venv (`clients/*.py`): connect, one first call (timed, with
+process from its own venv (`clients/client.py LIB`): connect, one first call (timed, with
 discovery), 200 warm-up calls, then `--calls` sequential `tools/call echo`. Rounds are
 interleaved; the table gives medians over rounds of each round's median and p99.
 """
@@ -19,18 +19,14 @@ import subprocess
 from _common import HERE, NIMBLE_PY, PEER_PY, ensure_peers, median, pct, save, say, table
 from http_throughput import free_port, start, wait_ready
 
-CLIENTS = {  # name -> (interpreter, script)
-    "nimblemcp": (NIMBLE_PY, "nimble_client.py"),
-    "mcp": (PEER_PY, "mcp_client.py"),
-    "fastmcp": (PEER_PY, "fastmcp_client.py"),
-}
+CLIENTS = {"nimblemcp": NIMBLE_PY, "mcp": PEER_PY, "fastmcp": PEER_PY}  # name -> interpreter
 
 
-def run_client(py: str, script: str, url: str, calls: int) -> dict[str, float]:
+def run_client(name: str, url: str, calls: int) -> dict[str, float]:
     env = dict(os.environ, FASTMCP_SHOW_SERVER_BANNER="false", FASTMCP_LOG_LEVEL="WARNING",
                FASTMCP_CHECK_FOR_UPDATES="off")
     env.pop("PYTHONPATH", None)
-    out = subprocess.run([py, str(HERE / "clients" / script), url, str(calls)], env=env,
+    out = subprocess.run([CLIENTS[name], str(HERE / "clients" / "client.py"), name, url, str(calls)], env=env,
                          capture_output=True, text=True, check=True, timeout=300).stdout
     data = json.loads(out.strip().splitlines()[-1])
     times = data["times_us"]
@@ -52,7 +48,7 @@ def main() -> None:
         runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
-                runs[name].append(run_client(*CLIENTS[name], url, args.calls))
+                runs[name].append(run_client(name, url, args.calls))
             say(f"round {r + 1}/{args.rounds} done")
     finally:
         server.terminate()

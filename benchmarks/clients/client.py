@@ -1,17 +1,28 @@
-"""nimblemcp's Client: connect, then sequential tools/call echo. Prints one JSON line.
+"""One library's own Client: connect, then sequential tools/call echo. Prints one JSON line.
 
-    python nimble_client.py URL CALLS
+    python client.py nimblemcp|mcp|fastmcp URL CALLS
+
+Run with the library's own venv (client_roundtrip.py does). The first call is timed
+from before the library is imported.
 """
 
 import time
 
-T0 = time.perf_counter()  # before the library's imports: the first call pays for them
+T0 = time.perf_counter()
 
 import asyncio  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 
-from nimblemcp import Client  # noqa: E402
+LIB = sys.argv[1]
+if LIB == "nimblemcp":
+    from nimblemcp import Client
+elif LIB == "mcp":
+    from mcp import Client
+elif LIB == "fastmcp":
+    from fastmcp import Client
+else:
+    raise SystemExit(f"unknown client library {LIB!r}")
 
 
 async def main(url: str, calls: int) -> None:
@@ -29,4 +40,4 @@ async def main(url: str, calls: int) -> None:
     print(json.dumps({"first_ms": first * 1e3, "times_us": [x * 1e6 for x in times]}))
 
 
-asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+asyncio.run(main(sys.argv[2], int(sys.argv[3])))
