@@ -39,6 +39,18 @@ async def test_many_concurrent_calls_all_complete_on_a_bounded_pool() -> None:
     assert pool.threads <= 3
 
 
+async def test_a_blocked_worker_gets_a_sibling_for_the_next_job() -> None:
+    """A sync tool that blocks must not hold up the next one: the pool spawns."""
+    pool = Workers(max_workers=2)
+    gate = threading.Event()
+    blocked = pool.run(gate.wait, timeout=30)
+    await asyncio.sleep(0.05)  # the first worker is now inside gate.wait
+    assert await asyncio.wait_for(pool.run(lambda: "next"), 10) == "next"
+    assert pool.threads == 2
+    gate.set()
+    assert await blocked is True
+
+
 async def test_a_cancelled_waiter_does_not_disturb_the_others() -> None:
     pool = Workers(max_workers=2)
     gate = threading.Event()

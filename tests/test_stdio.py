@@ -33,6 +33,10 @@ SERVER_SRC = textwrap.dedent('''
         return a + b
 
     @server.tool()
+    def length(text: str) -> int:
+        return len(text)
+
+    @server.tool()
     def noisy() -> str:
         print("PRINTED NOISE")
         sys.stdout.write("WRITTEN NOISE\\n")
@@ -229,6 +233,14 @@ def test_stdio_huge_line_is_rejected_and_serving_continues(proc: Proc) -> None:
     assert err["error"]["code"] == -32700 and "id" not in err
     ok = proc.call("tools/call", {"name": "add", "arguments": {"a": 5, "b": 5}})
     assert ok["result"]["structuredContent"] == {"result": 10}
+
+
+def test_stdio_01_large_message_arrives_whole_across_many_pipe_reads(proc: Proc) -> None:
+    """STDIO-01: a 1 MiB message (the server reads a pipe 64 KiB at a time) is one request."""
+    text = "x" * (1 << 20)
+    r = proc.call("tools/call", {"name": "length", "arguments": {"text": text}})
+    assert r["result"]["structuredContent"] == {"result": 1 << 20}
+    assert proc.call("tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}})["result"]["structuredContent"] == {"result": 2}
 
 
 def test_stdio_02_stray_output_goes_to_stderr(proc: Proc) -> None:

@@ -73,12 +73,10 @@ def _offset(cursor: Any, size: int) -> int:
         raise InvalidParams("cursor must be a string")
     try:
         text = base64.urlsafe_b64decode(cursor.encode()).decode()
-        if not text.startswith("o:"):
-            raise ValueError
-        offset = int(text[2:])
+        offset = int(text[2:]) if text.startswith("o:") else -1
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise InvalidParams("Invalid cursor") from None
-    if offset < 0 or offset > size:
+    if not 0 <= offset <= size:
         raise InvalidParams("Invalid cursor")
     return offset
 
