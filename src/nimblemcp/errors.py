@@ -12,10 +12,27 @@
     │   ├── MissingClientCapability        -32021  data {"requiredCapabilities": {...}}
     │   └── UnsupportedProtocolVersion     -32022  data {"supported": [...], "requested": ...}
     ├── ToolError                 raised inside a tool: becomes an `isError: true` result
+    ├── InvalidToolHeaders        (also a ValueError) `x-mcp-header` annotations break TOOL-11
+    ├── StateError                a `requestState` refused: tampered, expired, replayed, unbound
+    ├── BackendError              a shared-state backend (Redis) failed; the cause is chained
+    ├── SlowListener              a bus subscription fell too far behind and was ended
     └── ClientError               failures on our side of a client (never from the peer)
-        ├── TransportError        the connection or stream broke
-        └── RequestTimeout        no final response in time
+        ├── TransportError        the connection or stream broke; `retryable`, `session_expired`
+        │   ├── StreamBroken               broke before the final response (retryable)
+        │   └── HttpStatusError            an HTTP error status; `status`, `error`
+        │       └── SessionExpired         404 for a 2025-11-25 session (session_expired)
+        ├── RequestTimeout        no final response in time
+        ├── InputRequestRefused   the server asked for input this client will not give
+        ├── OutputValidationError `structuredContent` does not match `outputSchema`
+        ├── TaskCancelled         the awaited task ended `cancelled`; `task_id`
+        ├── TasksNotDeclared      a task method without the tasks extension declared
+        ├── ListenNotSupported    kept for compatibility; no longer raised
+        └── AuthError             the OAuth flow could not produce a token
+            └── AuthorizationDenied        the authorization server said no; `error`, `description`
 
+Every public exception of the package is defined here; modules that raise them
+re-export them under their old names. Lower-layer errors (Redis, ...) are translated
+at the boundary that meets them and chained as `__cause__`.
 Must not import anything from nimblemcp: every layer imports this module.
 """
 
@@ -24,18 +41,32 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AuthError",
+    "AuthorizationDenied",
+    "BackendError",
     "ClientError",
     "HeaderMismatch",
+    "HttpStatusError",
+    "InputRequestRefused",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
+    "InvalidToolHeaders",
+    "ListenNotSupported",
     "McpError",
     "MethodNotFound",
     "MissingClientCapability",
+    "OutputValidationError",
     "ParseError",
     "ProtocolError",
     "RequestTimeout",
     "ResourceNotFound",
+    "SessionExpired",
+    "SlowListener",
+    "StateError",
+    "StreamBroken",
+    "TaskCancelled",
+    "TasksNotDeclared",
     "ToolError",
     "TransportError",
     "UnsupportedProtocolVersion",
@@ -129,16 +160,104 @@ class ToolError(McpError):
     """Raise inside a tool to report a failure the model can act on (`isError: true`)."""
 
 
+class InvalidToolHeaders(McpError, ValueError):
+    """A tool definition whose `x-mcp-header` annotations break TOOL-11: the server
+    refuses to register it, the client drops it from `tools/list` (TOOL-12)."""
+
+
+class StateError(McpError):
+    """A requestState that must be refused; `str(exc)` is the reason for the log."""
+
+
+class BackendError(McpError):
+    """A shared-state backend (store or bus) failed, e.g. Redis unreachable or timing
+    out; the backend library's own exception is chained as `__cause__`."""
+
+
+class SlowListener(McpError):
+    """The listener fell more than its queue size behind and was dropped."""
+
+
 class ClientError(McpError):
     """A failure on the client's side that the peer never sent (ERR-05)."""
 
 
 class TransportError(ClientError):
-    """The connection, process or response stream broke."""
+    """The connection, process or response stream broke.
+
+    `retryable`: the Client may re-issue an idempotent request with a new id.
+    `session_expired`: the 2025-11-25 session is gone; start a new one (LEGC-02).
+    """
+
+    retryable: bool = False
+    session_expired: bool = False
+
+
+class StreamBroken(TransportError):
+    """The connection or the response stream broke before the final response;
+    `retryable`: the Client may re-issue an idempotent request with a new id."""
+
+    retryable = True
+
+
+class HttpStatusError(TransportError):
+    """An HTTP error status without a JSON-RPC response for the request: `status`, and
+    the JSON-RPC `error` object of the body if it carried one (e.g. with `id: null`)."""
+
+    def __init__(self, status: int, message: str, error: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+
+
+class SessionExpired(HttpStatusError):
+    """HTTP 404 for a message that carried `Mcp-Session-Id`: start a new session (LEGC-02)."""
+
+    session_expired = True
 
 
 class RequestTimeout(ClientError):
     """No final response arrived within the request's timeout."""
+
+
+class InputRequestRefused(ClientError):
+    """The server asked for input this client cannot or will not provide."""
+
+
+class OutputValidationError(ClientError):
+    """A tool's `structuredContent` does not match its declared `outputSchema`."""
+
+
+class TaskCancelled(ClientError):
+    """The task ended `cancelled` (by us, by someone else, or by the server)."""
+
+    def __init__(self, task_id: str, message: str | None = None) -> None:
+        super().__init__(f"task {task_id} was cancelled" + (f": {message}" if message else ""))
+        self.task_id = task_id
+
+
+class TasksNotDeclared(ClientError):
+    """A task method was used on a client that does not declare the tasks extension
+    (or on a legacy 2025-11-25 connection, where the extension enables nothing)."""
+
+
+class ListenNotSupported(ClientError):
+    """Kept for compatibility: `listen()` on a 2025-11-25 connection is now served by
+    `resources/subscribe` and the session's notifications (LEGC-05), not refused."""
+
+
+class AuthError(ClientError):
+    """The OAuth flow could not produce a token (discovery, registration, the
+    authorization response or the token request failed a check)."""
+
+
+class AuthorizationDenied(AuthError):
+    """The authorization server answered the authorization request with an error."""
+
+    def __init__(self, error: str, description: str | None) -> None:
+        super().__init__(f"authorization denied: {error}" + (f" ({description})" if description else ""))
+        self.error = error
+        self.description = description
 
 
 _BY_CODE: dict[int, type[ProtocolError]] = {

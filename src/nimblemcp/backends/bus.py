@@ -18,16 +18,14 @@ from collections import deque
 from types import TracebackType
 from typing import NamedTuple, Protocol
 
+from nimblemcp.errors import SlowListener as SlowListener  # re-exported: its old home
+
 
 class Event(NamedTuple):
     """A change: kind is "tools", "prompts", "resources" (list changed) or "updated"."""
 
     kind: str
     uri: str | None = None
-
-
-class SlowListener(Exception):
-    """The listener fell more than its queue size behind and was dropped."""
 
 
 class Subscription(Protocol):

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from nimblemcp.errors import (
     ClientError,
     HeaderMismatch,
+    ListenNotSupported,
     MissingClientCapability,
     ProtocolError,
     RequestTimeout,
@@ -54,11 +55,6 @@ Mode = Literal["auto", "modern", "legacy"]
 Era = Literal["modern", "legacy"]
 _PROBE_STATUSES = frozenset({400, 404, 405})
 _MODERN_CODES = frozenset({-32020, -32021, -32022})
-
-
-class ListenNotSupported(ClientError):
-    """Kept for compatibility: `listen()` on a 2025-11-25 connection is now served by
-    `resources/subscribe` and the session's notifications (LEGC-05), not refused."""
 
 
 def legacy_capabilities(callbacks: Mapping[str, Callback | None],

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from nimblemcp.errors import ClientError
+from nimblemcp.errors import InputRequestRefused
 
 __all__ = [
     "Callback",
@@ -30,10 +30,6 @@ _METHOD_TO_CALLBACK = {
     "sampling/createMessage": "sample",
     "roots/list": "roots",
 }
-
-
-class InputRequestRefused(ClientError):
-    """The server asked for input this client cannot or will not provide."""
 
 
 def capabilities_for(

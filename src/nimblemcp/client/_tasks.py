@@ -22,7 +22,13 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nimblemcp.errors import ClientError, RequestTimeout, error_from_wire
+from nimblemcp.errors import (
+    ClientError,
+    RequestTimeout,
+    TaskCancelled,
+    TasksNotDeclared,
+    error_from_wire,
+)
 
 from ._mrtr import answer_round
 
@@ -45,19 +51,6 @@ TERMINAL = frozenset({"completed", "failed", "cancelled"})
 #: Called with the task (as `tasks/get` returned it) whenever its status changes.
 TaskStatusCallback = Callable[[dict[str, Any]], Any]
 _DEFAULT_INTERVAL = 1.0  # seconds, when the server gives no pollIntervalMs
-
-
-class TaskCancelled(ClientError):
-    """The task ended `cancelled` (by us, by someone else, or by the server)."""
-
-    def __init__(self, task_id: str, message: str | None = None) -> None:
-        super().__init__(f"task {task_id} was cancelled" + (f": {message}" if message else ""))
-        self.task_id = task_id
-
-
-class TasksNotDeclared(ClientError):
-    """A task method was used on a client that does not declare the tasks extension
-    (or on a legacy 2025-11-25 connection, where the extension enables nothing)."""
 
 
 def with_tasks(extensions: Mapping[str, Any] | None, enabled: bool) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from nimblemcp.errors import ClientError
+from nimblemcp.errors import ClientError, OutputValidationError
 
 from ._headers import HeaderRule, InvalidToolHeaders, header_rules, param_headers
 
@@ -22,10 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["OutputValidationError", "ToolsMixin"]
 
 logger = logging.getLogger("nimblemcp.client")
-
-
-class OutputValidationError(ClientError):
-    """A tool's `structuredContent` does not match its declared `outputSchema`."""
 
 
 class ToolsMixin:

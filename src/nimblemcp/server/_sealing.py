@@ -20,14 +20,12 @@ from typing import Any
 
 import orjson
 
+from nimblemcp.errors import StateError as StateError  # re-exported: its old home
+
 logger = logging.getLogger("nimblemcp.server")
 
 ENV_KEYS = "NIMBLEMCP_STATE_KEYS"
 _VERSION = 1
-
-
-class StateError(Exception):
-    """A requestState that must be refused; `str(exc)` is the reason for the log."""
 
 
 def _decode_key(text: str) -> bytes:

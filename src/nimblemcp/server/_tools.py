@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 import orjson
 
 from nimblemcp.content import is_content_block, text
-from nimblemcp.errors import ProtocolError, ToolError
+from nimblemcp.errors import InvalidToolHeaders, ProtocolError, ToolError
 from nimblemcp.server._context import Context
 from nimblemcp.server._schema import (
     ArgumentError,
@@ -30,6 +30,7 @@ from nimblemcp.server._schema import (
     verbatim_arguments,
 )
 from nimblemcp.server._workers import run_sync_on
+from nimblemcp.types._tool_headers import header_rules
 
 logger = logging.getLogger("nimblemcp.server")
 
@@ -107,6 +108,7 @@ class ToolEntry:
         "defer_task",
         "definition",
         "fn",
+        "header_rules",
         "inline",
         "is_async",
         "name",
@@ -171,6 +173,10 @@ class ToolEntry:
         if meta:
             definition["_meta"] = meta
         self.definition = definition
+        try:  # TOOL-11, the same strict walk as the client's: publish no tool it would drop
+            self.header_rules = tuple(header_rules(definition))
+        except InvalidToolHeaders as exc:
+            raise InvalidToolHeaders(f"tool {self.name!r}: {exc}") from None
 
     async def call(self, ctx: Context, arguments: dict[str, Any]) -> dict[str, Any]:
         try:

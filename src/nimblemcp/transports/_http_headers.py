@@ -3,24 +3,27 @@
 `RequestHeaders` is filled by one pass over the ASGI header list (names arrive
 lowercased, so HTTP-12 name matching is exact byte comparison; values stay
 case-sensitive). `check_standard` compares `MCP-Protocol-Version`, `Mcp-Method`
-and `Mcp-Name` with the body; `ParamRules` holds, per tool, the `x-mcp-header`
-rules walked out of its inputSchema once and reused until the tool is replaced.
-Every failure is a `HeaderMismatch` (-32020). Must not import asyncio or the ASGI app.
+and `Mcp-Name` with the body; `ParamRules` checks `Mcp-Param-*` against the arguments with
+each tool's `x-mcp-header` rules, which the tool computed once at registration (the
+rules and the value codec live in `types._tool_headers`, shared with the client).
+Every failure is a `HeaderMismatch` (-32020). Must not import asyncio, the ASGI app or
+the server.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 from nimblemcp.errors import HeaderMismatch
+from nimblemcp.types._tool_headers import (
+    PARAM_HEADER_PREFIX,
+    HeaderRule,
+    decode_header_value,
+    header_matches,
+    value_at,
+)
 from nimblemcp.types.methods import METHODS
-
-if TYPE_CHECKING:
-    from nimblemcp.server._server import Server
-    from nimblemcp.server._tools import ToolEntry
 
 __all__ = ["ParamRules", "RequestHeaders", "check_standard", "decode_value"]
 
@@ -41,8 +44,7 @@ WANTED: Final[dict[bytes, int]] = {
 }
 _ROUTING = (VERSION, METHOD, NAME)
 _LABEL = {VERSION: "MCP-Protocol-Version", METHOD: "Mcp-Method", NAME: "Mcp-Name"}
-_PARAM_PREFIX: Final = b"mcp-param-"
-_UNSAFE = re.compile(rb"[^\t\x20-\x7e]")  # RFC 9110 field-value characters (HTTP-13)
+_PARAM_PREFIX: Final = PARAM_HEADER_PREFIX.lower().encode()
 _DUP: Final = b"\x00dup"
 
 
@@ -76,17 +78,8 @@ class RequestHeaders:
 
 
 def decode_value(raw: bytes, label: str) -> str:
-    """A header value as text: plain visible ASCII, or the base64 sentinel (HTTP-13/14)."""
-    if _UNSAFE.search(raw) is not None:
-        raise HeaderMismatch(f"Header mismatch: {label} header contains invalid characters")
-    if raw.startswith(b"=?base64?") and raw.endswith(b"?=") and len(raw) >= 11:
-        try:
-            return base64.b64decode(raw[9:-2], validate=True).decode("utf-8")
-        except (binascii.Error, ValueError):
-            raise HeaderMismatch(
-                f"Header mismatch: {label} header has malformed base64 encoding"
-            ) from None
-    return raw.decode("ascii")
+    """A header value as text (HTTP-13/14); the codec lives in `types._tool_headers`."""
+    return decode_header_value(raw, label)
 
 
 # Mcp-Name values already decoded (decode_value is pure): a client names the same few
@@ -137,59 +130,30 @@ def check_standard(h: RequestHeaders, method: str, params: dict[str, Any], versi
 Rule = tuple[bytes, str, tuple[str, ...]]  # lowercased header name, display name, path
 
 
-def _walk(props: Any, path: tuple[str, ...], out: list[Rule]) -> None:
-    # Only chains of `properties` keys are statically reachable (tools.mdx x-mcp-header).
-    if not isinstance(props, dict):
-        return
-    for key, sub in props.items():
-        if not isinstance(sub, dict):
-            continue
-        here = (*path, str(key))
-        name = sub.get("x-mcp-header")
-        if isinstance(name, str) and name:
-            out.append((_PARAM_PREFIX + name.lower().encode(), f"Mcp-Param-{name}", here))
-        _walk(sub.get("properties"), here, out)
-
-
-def _same(text: str, value: Any) -> bool:
-    if value is True:
-        return text == "true"
-    if value is False:
-        return text == "false"
-    if isinstance(value, str):
-        return text == value
-    if isinstance(value, int | float):
-        try:
-            return int(text) == value  # HTTP-16: 42 == 42.0
-        except ValueError:
-            try:
-                return float(text) == value
-            except ValueError:
-                return False
-    return False
-
-
 class ParamRules:
-    """Per-tool `Mcp-Param-*` rules, built once per registered tool (HTTP-15/16)."""
+    """Per-tool `Mcp-Param-*` checks (HTTP-15/16) over the rules the tool computed once
+    at registration; `lookup(name)` gives a tool's rules, `()` for an unknown tool."""
 
-    __slots__ = ("_cache", "_server")
+    __slots__ = ("_cache", "_lookup")
 
-    def __init__(self, server: Server) -> None:
-        self._server = server
-        self._cache: dict[str, tuple[ToolEntry, tuple[Rule, ...]]] = {}
+    def __init__(self, lookup: Callable[[str], Sequence[HeaderRule]]) -> None:
+        self._lookup = lookup
+        # name -> (the rules seen, their wire form); rebuilt when a tool is replaced.
+        self._cache: dict[str, tuple[Sequence[HeaderRule], tuple[Rule, ...]]] = {}
 
     def rules_for(self, name: str) -> tuple[Rule, ...]:
-        tool = self._server.tools.get(name)
-        if tool is None:
+        rules = self._lookup(name)
+        if not rules:
             return ()
         hit = self._cache.get(name)
-        if hit is not None and hit[0] is tool:
+        if hit is not None and hit[0] is rules:
             return hit[1]
-        out: list[Rule] = []
-        _walk(tool.definition.get("inputSchema", {}).get("properties"), (), out)
-        rules = tuple(out)
-        self._cache[name] = (tool, rules)
-        return rules
+        wire = tuple(
+            (_PARAM_PREFIX + rule.name.lower().encode(), PARAM_HEADER_PREFIX + rule.name, rule.path)
+            for rule in rules
+        )
+        self._cache[name] = (rules, wire)
+        return wire
 
     def check(self, h: RequestHeaders, params: dict[str, Any]) -> None:
         name = params.get("name")
@@ -201,16 +165,14 @@ class ParamRules:
         arguments = params.get("arguments")
         sent = h.params or {}
         for key, label, path in rules:
-            value: Any = arguments
-            for step in path:
-                value = value.get(step) if isinstance(value, dict) else None
-            raw = sent.get(key)
+            value = value_at(arguments, path)
             if value is None:
                 continue  # absent or null: the header is not expected (HTTP-16)
+            raw = sent.get(key)
             if raw is None:
                 raise HeaderMismatch(f"Header mismatch: missing required header {label}")
             if raw is _DUP:
                 raise HeaderMismatch(f"Header mismatch: {label} header appears more than once")
             text = decode_value(raw, label)
-            if not _same(text, value):
+            if not header_matches(text, value):
                 raise _mismatch(label, text, value)

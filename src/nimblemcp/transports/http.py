@@ -145,7 +145,7 @@ class McpHttpApp:
         self.keepalive = keepalive
         self.legacy = legacy
         self.freeze_gc = freeze_gc
-        self.param_rules = ParamRules(server)
+        self.param_rules = ParamRules(lambda name: t.header_rules if (t := server.tools.get(name)) else ())
         self.watchlists: dict[asyncio.AbstractEventLoop, Watchlist] = {}
 
     def _watchlist(self, loop: asyncio.AbstractEventLoop) -> Watchlist:

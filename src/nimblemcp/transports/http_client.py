@@ -23,7 +23,6 @@ Must not import `nimblemcp.client` or `nimblemcp.server`.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 from collections.abc import (
@@ -40,9 +39,16 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from nimblemcp.errors import ClientError, TransportError
+from nimblemcp.errors import (
+    ClientError,
+    HttpStatusError,
+    SessionExpired,
+    StreamBroken,
+    TransportError,
+)
 from nimblemcp.jsonrpc import decode, encode
 from nimblemcp.types._meta import PROTOCOL_VERSION
+from nimblemcp.types._tool_headers import encode_header_value
 from nimblemcp.types.methods import METHODS
 
 from ._sse_reader import iter_sse
@@ -55,32 +61,6 @@ __all__ = [
 
 logger = logging.getLogger("nimblemcp.http_client")
 
-_SENTINEL_START = "=?base64?"
-_SENTINEL_END = "?="
-
-
-class StreamBroken(TransportError):
-    """The connection or the response stream broke before the final response;
-    `retryable`: the Client may re-issue an idempotent request with a new id."""
-
-    retryable = True
-
-
-class HttpStatusError(TransportError):
-    """An HTTP error status without a JSON-RPC response for the request: `status`, and
-    the JSON-RPC `error` object of the body if it carried one (e.g. with `id: null`)."""
-
-    def __init__(self, status: int, message: str, error: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error = error
-
-
-class SessionExpired(HttpStatusError):
-    """HTTP 404 for a message that carried `Mcp-Session-Id`: start a new session (LEGC-02)."""
-
-    session_expired = True
-
 
 @dataclass(slots=True)
 class _Resume:
@@ -89,23 +69,6 @@ class _Resume:
     last_id: str | None = None
     retry_ms: int | None = None
     accepted: bool = False
-
-
-def encode_header_value(value: str | int | bool) -> str:
-    """HTTP-13: booleans as true/false, integers in decimal, strings as-is when they are
-    plain printable ASCII without edge whitespace, else `=?base64?<utf-8 b64>?=`."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    plain = (
-        all(0x20 <= ord(ch) <= 0x7E for ch in value)
-        and value == value.strip(" ")
-        and not (value.startswith(_SENTINEL_START) and value.endswith(_SENTINEL_END))
-    )
-    if plain:
-        return value
-    return _SENTINEL_START + base64.b64encode(value.encode("utf-8")).decode("ascii") + _SENTINEL_END
 
 
 def mcp_name(method: str, params: Mapping[str, Any]) -> str | None:

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from nimblemcp.errors import ClientError
+from nimblemcp.errors import AuthError
 
 __all__ = [
     "AuthError",
@@ -39,11 +39,6 @@ _TOKEN = r"[A-Za-z0-9!#$%&'*+.^_`|~-]+"
 _SCHEME = re.compile(rf"[\s,]*({_TOKEN})(?=\s|$|,)")
 _PARAM = re.compile(rf'\s*({_TOKEN})\s*=\s*("(?:[^"\\]|\\.)*"|[^\s,]*)\s*,?')
 _ESCAPE = re.compile(r"\\(.)")
-
-
-class AuthError(ClientError):
-    """The OAuth flow could not produce a token (discovery, registration, the
-    authorization response or the token request failed a check)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,8 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import httpx
 
-from ._discovery import AuthError
+from nimblemcp.errors import AuthError, AuthorizationDenied
+
 from ._store import ClientRegistration, PreRegistered, TokenSet, TokenStore
 
 __all__ = [
@@ -47,15 +48,6 @@ def no_browser(url: str) -> str:
         "the server requires OAuth authorization, but no on_authorize callback was given;"
         " pass on_authorize=... that opens this URL in a browser and returns the redirect"
         f" URL it lands on: {url}")
-
-
-class AuthorizationDenied(AuthError):
-    """The authorization server answered the authorization request with an error."""
-
-    def __init__(self, error: str, description: str | None) -> None:
-        super().__init__(f"authorization denied: {error}" + (f" ({description})" if description else ""))
-        self.error = error
-        self.description = description
 
 
 @dataclass(slots=True)
