@@ -312,3 +312,26 @@ async def test_redis_bus_started_before_redis_catches_up() -> None:
     finally:
         bus.close()
         server.close()
+
+
+async def test_redis_store_failures_are_backend_errors() -> None:
+    """Issue 11: a Redis failure is translated at the boundary (BackendError, cause chained)."""
+    import socket
+
+    import redis.exceptions
+
+    from nimblemcp.errors import BackendError, McpError
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = RedisStore(f"redis://127.0.0.1:{port}/0")
+    try:
+        for attempt in (store.get("k"), store.set("k", b"v", 5), store.set_if_absent("k", b"v", 5),
+                        store.delete("k")):
+            with pytest.raises(BackendError) as caught:
+                await asyncio.wait_for(attempt, HANG_GUARD)
+            assert isinstance(caught.value, McpError)
+            assert isinstance(caught.value.__cause__, redis.exceptions.RedisError)
+    finally:
+        await store.close()

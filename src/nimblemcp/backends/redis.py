@@ -9,16 +9,21 @@ Store contracts (see `_store`): keys live under `prefix`; TTLs are Redis `PX`
 milliseconds (rounded up, so a key never outlives a shorter wish by less than 1 ms);
 `set_if_absent` is one `SET NX PX`, atomic across every instance on the same Redis.
 The redis.asyncio client binds its connections to the event loop that first uses
-them: use one store from one loop (the server's). Must not import server, transports
-or client modules.
+them: use one store from one loop (the server's). A Redis failure (connection refused
+or lost, timeout, an error reply) is raised as `nimblemcp.errors.BackendError` with the
+redis exception as its `__cause__`: callers never see the redis package's errors.
+Must not import server, transports or client modules.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from nimblemcp.backends._redis_bus import RedisBus
+from nimblemcp.errors import BackendError
 
 __all__ = ["RedisBus", "RedisStore"]
 
@@ -32,6 +37,9 @@ class RedisStore:
     or a `redis.asyncio.Redis` client (the caller keeps ownership)."""
 
     def __init__(self, url_or_client: str | Any, *, prefix: str = "nimblemcp:") -> None:
+        import redis.exceptions
+
+        self._errors: type[Exception] = redis.exceptions.RedisError
         if isinstance(url_or_client, str):
             import redis.asyncio
 
@@ -42,23 +50,35 @@ class RedisStore:
             self._owned = False
         self.prefix = prefix
 
+    @contextmanager
+    def _translated(self, op: str, key: str) -> Iterator[None]:
+        """The boundary: a redis error leaves as BackendError (cause chained)."""
+        try:
+            yield
+        except self._errors as exc:
+            raise BackendError(f"redis store: {op} {self.prefix + key!r} failed: {exc}") from exc
+
     async def get(self, key: str) -> bytes | None:
-        value = await self._client.get(self.prefix + key)
+        with self._translated("GET", key):
+            value = await self._client.get(self.prefix + key)
         return None if value is None else bytes(value)
 
     async def set(self, key: str, value: bytes, ttl_s: float) -> None:
-        if ttl_s <= 0:  # expired at once, as in MemoryStore; Redis rejects PX 0
-            await self._client.delete(self.prefix + key)
-            return
-        await self._client.set(self.prefix + key, value, px=_ms(ttl_s))
+        with self._translated("SET", key):
+            if ttl_s <= 0:  # expired at once, as in MemoryStore; Redis rejects PX 0
+                await self._client.delete(self.prefix + key)
+                return
+            await self._client.set(self.prefix + key, value, px=_ms(ttl_s))
 
     async def set_if_absent(self, key: str, value: bytes, ttl_s: float) -> bool:
-        if ttl_s <= 0:
-            return not await self._client.exists(self.prefix + key)
-        return bool(await self._client.set(self.prefix + key, value, px=_ms(ttl_s), nx=True))
+        with self._translated("SET NX", key):
+            if ttl_s <= 0:
+                return not await self._client.exists(self.prefix + key)
+            return bool(await self._client.set(self.prefix + key, value, px=_ms(ttl_s), nx=True))
 
     async def delete(self, key: str) -> bool:
-        return bool(await self._client.delete(self.prefix + key))
+        with self._translated("DEL", key):
+            return bool(await self._client.delete(self.prefix + key))
 
     async def close(self) -> None:
         if self._owned:
