@@ -1,17 +1,37 @@
-"""Server-Sent Events framing for the Streamable HTTP transport (HTTP-07/08/09).
+"""Server-Sent Events, both directions: the server's framing and the one parser.
 
-Frames are bytes ready for an ASGI `http.response.body` message. Our JSON never
-holds a raw newline (orjson escapes them), so one message is one `data:` line.
-No event ids are written: the 2026-07-28 revision has no resumability (HTTP-09).
-Also a small incremental parser, used by our tests and usable by a client.
-Must not import asyncio, the server or any transport.
+Writing (HTTP-07/08/09): frames are bytes ready for an ASGI `http.response.body`
+message. Our JSON never holds a raw newline (orjson escapes them), so one message is
+one `data:` line. No event ids are written: the 2026-07-28 revision has no
+resumability (HTTP-09).
+
+Reading: `SSEDecoder` applies the WHATWG event-stream rules one line at a time:
+`data:` lines join with newlines, one leading space after the colon is dropped,
+comment lines (starting with `:`, our keep-alives, HTTP-08) are counted and otherwise
+ignored, a blank line dispatches the event (one without data is dropped), `id` sticks
+until changed (never with a NUL), `retry:` must be all digits. Two faces over it:
+`iter_sse` for an async iterator of text lines (the HTTP client, over httpx) and
+`SSEParser` for raw byte chunks (tests, or any caller holding bytes).
+Pure: must not import asyncio, httpx, the server, the client or any transport.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["KEEPALIVE", "SSE_HEADERS", "SSEParser", "frame"]
+__all__ = [
+    "KEEPALIVE",
+    "SSE_HEADERS",
+    "SSEDecoder",
+    "SSEParser",
+    "ServerSentEvent",
+    "frame",
+    "iter_sse",
+]
+
+# --- writing -------------------------------------------------------------------------
 
 # A comment line: clients ignore it; it keeps proxies and idle timers awake (HTTP-08).
 KEEPALIVE: Final = b": keep-alive\n\n"
@@ -28,19 +48,85 @@ def frame(data: bytes) -> bytes:
     return b"data: " + data + b"\n\n"
 
 
+# --- reading -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSentEvent:
+    event: str
+    data: str
+    id: str | None
+    retry: int | None
+
+
+class SSEDecoder:
+    """The event-stream rules over single lines (without their line ending)."""
+
+    __slots__ = ("_data", "_event", "_id", "_retry", "comments")
+
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: list[str] = []
+        self._id: str | None = None
+        self._retry: int | None = None
+        self.comments = 0
+
+    def line(self, line: str) -> ServerSentEvent | None:
+        """Take one line; returns the event a blank line dispatches, if it has data."""
+        if not line:
+            return self.flush()
+        if line.startswith(":"):
+            self.comments += 1
+            return None
+        field, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            self._data.append(value)
+        elif field == "event":
+            self._event = value
+        elif field == "id":
+            if "\x00" not in value:
+                self._id = value
+        elif field == "retry" and value.isdigit():
+            self._retry = int(value)
+        return None
+
+    def flush(self) -> ServerSentEvent | None:
+        """Dispatch what is pending (a blank line, or the end of the stream)."""
+        event = None
+        if self._data:
+            event = ServerSentEvent(self._event or "message", "\n".join(self._data), self._id, self._retry)
+        self._event, self._data, self._retry = "", [], None
+        return event
+
+
+async def iter_sse(lines: AsyncIterable[str]) -> AsyncIterator[ServerSentEvent]:
+    """Yield one event per dispatch; a stream that ends without the final blank line
+    still delivers its last event."""
+    decoder = SSEDecoder()
+    async for raw in lines:
+        event = decoder.line(raw.rstrip("\r\n"))
+        if event is not None:
+            yield event
+    event = decoder.flush()
+    if event is not None:
+        yield event
+
+
 class SSEParser:
-    """Incremental SSE reader: feed bytes, get back the `data` of complete events.
+    """Incremental reader over byte chunks: feed bytes, get back the `data` of complete
+    events (as UTF-8 bytes); keep-alive comments are counted in `comments`."""
 
-    Comment lines (keep-alives) are counted in `comments` and otherwise ignored;
-    `id`, `event` and `retry` fields are ignored (HTTP-09).
-    """
-
-    __slots__ = ("_buf", "_data", "comments")
+    __slots__ = ("_buf", "_decoder")
 
     def __init__(self) -> None:
         self._buf = b""
-        self._data: list[bytes] = []
-        self.comments = 0
+        self._decoder = SSEDecoder()
+
+    @property
+    def comments(self) -> int:
+        return self._decoder.comments
 
     def feed(self, chunk: bytes) -> list[bytes]:
         self._buf += chunk
@@ -51,13 +137,6 @@ class SSEParser:
                 return events
             line = self._buf[:cut].rstrip(b"\r")
             self._buf = self._buf[cut + 1 :]
-            if not line:
-                if self._data:
-                    events.append(b"\n".join(self._data))
-                    self._data = []
-            elif line.startswith(b":"):
-                self.comments += 1
-            else:
-                field, _, value = line.partition(b":")
-                if field == b"data":
-                    self._data.append(value[1:] if value.startswith(b" ") else value)
+            event = self._decoder.line(line.decode("utf-8"))
+            if event is not None:
+                events.append(event.data.encode("utf-8"))

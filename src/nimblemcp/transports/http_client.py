@@ -51,7 +51,7 @@ from nimblemcp.types._meta import PROTOCOL_VERSION
 from nimblemcp.types._tool_headers import encode_header_value
 from nimblemcp.types.methods import METHODS
 
-from ._sse_reader import iter_sse
+from ._sse import iter_sse
 from ._tls import verify_for
 
 __all__ = [
