@@ -40,6 +40,7 @@ from nimblemcp.errors import (
     UnsupportedProtocolVersion,
     error_from_wire,
 )
+from nimblemcp.jsonrpc import error_response
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
 from ._mrtr import Callback, InputRequestRefused, answer_round
@@ -319,4 +320,4 @@ def not_found(exc: ProtocolError, uri: str) -> ProtocolError:
 
 
 def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+    return error_response(rid, error_from_wire({"code": code, "message": message}))

@@ -1,5 +1,7 @@
 """Sans-I/O JSON-RPC 2.0: bytes in, plain dicts out, and back. No asyncio, no httpx.
 
+`error_response` is the one builder of JSON-RPC error responses (from a `ProtocolError`;
+`nimblemcp.errors.error_from_wire` gives one for a bare code and message).
 Messages stay plain JSON-ready dicts end to end so that a request costs one decode and
 one encode (orjson): no model classes are built on the hot path.
 """

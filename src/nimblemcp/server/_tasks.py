@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from nimblemcp.errors import InvalidParams, MissingClientCapability, ProtocolError
+from nimblemcp.errors import InternalError, InvalidParams, MissingClientCapability, ProtocolError
 from nimblemcp.server._mrtr import Asker, run_answering
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class TaskManager:
             final = {"status": "cancelled"}
         except Exception:
             logger.exception("task %s failed", task_id)
-            final = {"status": "failed", "error": {"code": -32603, "message": "Internal error"}}
+            final = {"status": "failed", "error": InternalError().to_wire()}
         finally:
             self._forget(task_id)
         try:

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from nimblemcp.jsonrpc import encode
+from nimblemcp.errors import error_from_wire
+from nimblemcp.jsonrpc import encode, error_response
 
 if TYPE_CHECKING:
     from nimblemcp.server._server import Server
@@ -29,7 +30,7 @@ _CACHE_LIMIT = 512
 
 def _error_body(code: int, message: str) -> bytes:
     # An id-less JSON-RPC error: the status says it all, the body helps a human.
-    return encode({"jsonrpc": "2.0", "error": {"code": code, "message": message}})
+    return encode(error_response(None, error_from_wire({"code": code, "message": message})))
 
 
 _FORBIDDEN_ORIGIN = _error_body(-32600, "Forbidden: Origin not allowed")
