@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
+from nimblemcp.types._meta import SERVER_INFO
+
 __all__ = [
     "ask_form",
     "describe_rows",
@@ -52,8 +54,7 @@ def describe_rows(items: Iterable[Mapping[str, Any]], key: str = "name") -> list
 
 def render_discover(result: Mapping[str, Any], out: TextIO | None = None) -> None:
     out = out or sys.stdout
-    info = result.get("serverInfo") or (result.get("_meta") or {}).get(
-        "io.modelcontextprotocol/serverInfo") or {}
+    info = result.get("serverInfo") or (result.get("_meta") or {}).get(SERVER_INFO) or {}
     name = info.get("title") or info.get("name") or "(unnamed server)"
     print(f"{name} {info.get('version', '')}".rstrip(), file=out)
     print("versions:     " + ", ".join(result.get("supportedVersions") or []), file=out)

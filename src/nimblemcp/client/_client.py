@@ -28,7 +28,13 @@ from nimblemcp.errors import (
     UnsupportedProtocolVersion,
     error_from_wire,
 )
-from nimblemcp.types._meta import CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL, PROTOCOL_VERSION
+from nimblemcp.types._meta import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LOG_LEVEL,
+    PROTOCOL_VERSION,
+    SERVER_INFO,
+)
 from nimblemcp.types._versions import MODERN_VERSIONS, version_index
 from nimblemcp.types.methods import METHODS
 
@@ -339,7 +345,7 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
     def _note_server_info(self, result: Mapping[str, Any]) -> None:
         meta = result.get("_meta")
         if isinstance(meta, dict):
-            info = meta.get("io.modelcontextprotocol/serverInfo")
+            info = meta.get(SERVER_INFO)
             if isinstance(info, dict):
                 self.server_info = info
 

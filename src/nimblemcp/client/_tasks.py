@@ -29,6 +29,7 @@ from nimblemcp.errors import (
     TasksNotDeclared,
     error_from_wire,
 )
+from nimblemcp.types._meta import TASKS_EXTENSION
 
 from ._mrtr import answer_round
 
@@ -46,7 +47,6 @@ __all__ = [
 
 logger = logging.getLogger("nimblemcp.client")
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 #: Called with the task (as `tasks/get` returned it) whenever its status changes.
 TaskStatusCallback = Callable[[dict[str, Any]], Any]

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from nimblemcp.backends.bus import Event
 from nimblemcp.errors import InvalidParams
-from nimblemcp.types._meta import LOG_LEVELS, PROGRESS_TOKEN, SERVER_INFO, RequestMeta
+from nimblemcp.types._meta import (
+    LOG_LEVELS,
+    PROGRESS_TOKEN,
+    PROTOCOL_VERSION,
+    SERVER_INFO,
+    RequestMeta,
+)
 from nimblemcp.types._versions import LEGACY_VERSIONS
 
 if TYPE_CHECKING:
@@ -35,7 +41,7 @@ def is_enveloped(message: dict[str, Any]) -> bool:
     """A modern request: its `_meta` names a protocol version (COMPAT-S05)."""
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta
+    return isinstance(meta, dict) and PROTOCOL_VERSION in meta
 
 
 class LegacySession:

@@ -24,6 +24,7 @@ import orjson
 
 from nimblemcp.errors import InternalError, InvalidParams, MissingClientCapability, ProtocolError
 from nimblemcp.server._mrtr import Asker, run_answering
+from nimblemcp.types._meta import TASKS_EXTENSION as TASKS_EXTENSION  # re-exported
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("nimblemcp.server")
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _PREFIX = "task:"
 REQUIRED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}

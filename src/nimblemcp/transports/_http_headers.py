@@ -16,8 +16,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from nimblemcp.errors import HeaderMismatch
-from nimblemcp.types._tool_headers import (
+from nimblemcp.types._http import (
+    HEADER_METHOD,
+    HEADER_NAME,
+    HEADER_PROTOCOL_VERSION,
+    HEADER_SESSION_ID,
     PARAM_HEADER_PREFIX,
+    header_key,
+)
+from nimblemcp.types._tool_headers import (
     HeaderRule,
     decode_header_value,
     header_matches,
@@ -34,17 +41,15 @@ VERSION: Final = 2
 METHOD: Final = 3
 NAME: Final = 4
 SESSION: Final = 5
+_LABEL = {VERSION: HEADER_PROTOCOL_VERSION, METHOD: HEADER_METHOD, NAME: HEADER_NAME}
 WANTED: Final[dict[bytes, int]] = {
     b"content-type": CONTENT_TYPE,
     b"accept": ACCEPT,
-    b"mcp-protocol-version": VERSION,
-    b"mcp-method": METHOD,
-    b"mcp-name": NAME,
-    b"mcp-session-id": SESSION,
+    **{header_key(label): idx for idx, label in _LABEL.items()},
+    header_key(HEADER_SESSION_ID): SESSION,
 }
 _ROUTING = (VERSION, METHOD, NAME)
-_LABEL = {VERSION: "MCP-Protocol-Version", METHOD: "Mcp-Method", NAME: "Mcp-Name"}
-_PARAM_PREFIX: Final = PARAM_HEADER_PREFIX.lower().encode()
+_PARAM_PREFIX: Final = header_key(PARAM_HEADER_PREFIX)
 _DUP: Final = b"\x00dup"
 
 
@@ -100,14 +105,15 @@ def check_standard(h: RequestHeaders, method: str, params: dict[str, Any], versi
     values = h.values
     raw = values[VERSION]
     if raw is None:
-        raise HeaderMismatch("Header mismatch: missing required header MCP-Protocol-Version")
+        raise HeaderMismatch(f"Header mismatch: missing required header {HEADER_PROTOCOL_VERSION}")
     if raw != version.encode():
-        raise _mismatch("MCP-Protocol-Version", decode_value(raw, "MCP-Protocol-Version"), version)
+        raise _mismatch(
+            HEADER_PROTOCOL_VERSION, decode_value(raw, HEADER_PROTOCOL_VERSION), version)
     raw = values[METHOD]
     if raw is None:
-        raise HeaderMismatch("Header mismatch: missing required header Mcp-Method")
+        raise HeaderMismatch(f"Header mismatch: missing required header {HEADER_METHOD}")
     if raw != method.encode():
-        raise _mismatch("Mcp-Method", decode_value(raw, "Mcp-Method"), method)
+        raise _mismatch(HEADER_METHOD, decode_value(raw, HEADER_METHOD), method)
     spec = METHODS.get(method)
     if spec is None or spec.name_param is None:
         return
@@ -116,15 +122,15 @@ def check_standard(h: RequestHeaders, method: str, params: dict[str, Any], versi
         return  # the handler answers the malformed body with -32602
     raw = values[NAME]
     if raw is None:
-        raise HeaderMismatch("Header mismatch: missing required header Mcp-Name")
+        raise HeaderMismatch(f"Header mismatch: missing required header {HEADER_NAME}")
     text = _NAMES.get(raw)
     if text is None:
-        text = decode_value(raw, "Mcp-Name")
+        text = decode_value(raw, HEADER_NAME)
         if len(_NAMES) >= 256:  # bounded: the values come from clients
             _NAMES.clear()
         _NAMES[raw] = text
     if text != body:
-        raise _mismatch("Mcp-Name", text, body)
+        raise _mismatch(HEADER_NAME, text, body)
 
 
 Rule = tuple[bytes, str, tuple[str, ...]]  # lowercased header name, display name, path

@@ -12,7 +12,8 @@ ignored, a blank line dispatches the event (one without data is dropped), `id` s
 until changed (never with a NUL), `retry:` must be all digits. Two faces over it:
 `iter_sse` for an async iterator of text lines (the HTTP client, over httpx) and
 `SSEParser` for raw byte chunks (tests, or any caller holding bytes).
-Pure: must not import asyncio, httpx, the server, the client or any transport.
+Pure: imports only `types`; must not import asyncio, httpx, the server, the client or
+any transport.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 from typing import Final
+
+from nimblemcp.types._http import SSE_TYPE
 
 __all__ = [
     "KEEPALIVE",
@@ -37,7 +40,7 @@ __all__ = [
 KEEPALIVE: Final = b": keep-alive\n\n"
 
 SSE_HEADERS: Final[list[tuple[bytes, bytes]]] = [
-    (b"content-type", b"text/event-stream"),
+    (b"content-type", SSE_TYPE.encode()),
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]

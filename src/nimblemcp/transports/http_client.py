@@ -47,6 +47,16 @@ from nimblemcp.errors import (
     TransportError,
 )
 from nimblemcp.jsonrpc import decode, encode
+from nimblemcp.types._http import (
+    ACCEPT_BOTH,
+    HEADER_METHOD,
+    HEADER_NAME,
+    HEADER_PROTOCOL_VERSION,
+    HEADER_SESSION_ID,
+    JSON_TYPE,
+    PARAM_HEADER_PREFIX,
+    SSE_TYPE,
+)
 from nimblemcp.types._meta import PROTOCOL_VERSION
 from nimblemcp.types._tool_headers import encode_header_value
 from nimblemcp.types.methods import METHODS
@@ -157,9 +167,9 @@ class HttpTransport:
     def _session_headers(self) -> dict[str, str]:
         headers = dict(self.extra_headers)
         if self.session_id is not None:
-            headers["Mcp-Session-Id"] = self.session_id
+            headers[HEADER_SESSION_ID] = self.session_id
         if self.session_version is not None:
-            headers["MCP-Protocol-Version"] = self.session_version
+            headers[HEADER_PROTOCOL_VERSION] = self.session_version
         return headers
 
     def build_headers(
@@ -168,22 +178,22 @@ class HttpTransport:
         """All headers for one POST (HTTP-04, HTTP-09..11, HTTP-15)."""
         headers = {
             **self._session_headers(),
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
+            "Accept": ACCEPT_BOTH,
+            "Content-Type": JSON_TYPE,
         }
         params = request.get("params") or {}
         meta = params.get("_meta") or {}
         version = meta.get(PROTOCOL_VERSION)
         if isinstance(version, str):
-            headers["MCP-Protocol-Version"] = version
+            headers[HEADER_PROTOCOL_VERSION] = version
         method = request.get("method")
         if isinstance(method, str):
-            headers["Mcp-Method"] = method
+            headers[HEADER_METHOD] = method
             name = mcp_name(method, params)
             if name is not None:
-                headers["Mcp-Name"] = encode_header_value(name)
+                headers[HEADER_NAME] = encode_header_value(name)
         for key, value in (param_headers or {}).items():
-            headers[f"Mcp-Param-{key}"] = encode_header_value(value)
+            headers[PARAM_HEADER_PREFIX + key] = encode_header_value(value)
         return headers
 
     # -- requests ------------------------------------------------------------------------
@@ -237,22 +247,22 @@ class HttpTransport:
                 "POST", self.url, content=encode(request), headers=headers, **self._auth
             ) as response:
                 if request.get("method") == "initialize":
-                    self._pending_id = response.headers.get("mcp-session-id")
+                    self._pending_id = response.headers.get(HEADER_SESSION_ID)
                 ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if ctype == "text/event-stream" and response.status_code < 400:
+                if ctype == SSE_TYPE and response.status_code < 400:
                     state.accepted = True
                     async for message in self._events(response, state):
                         yield message
                     return
                 body = await response.aread()
-                answer = _decode(body) if ctype == "application/json" and body else None
+                answer = _decode(body) if ctype == JSON_TYPE and body else None
                 if (isinstance(answer, dict) and ("result" in answer or "error" in answer)
                         and (response.status_code < 400 or answer.get("id") == rid)):
                     yield answer
                     return
                 error = answer.get("error") if isinstance(answer, dict) else None
                 cls = (SessionExpired if response.status_code == 404
-                       and "Mcp-Session-Id" in headers else HttpStatusError)
+                       and HEADER_SESSION_ID in headers else HttpStatusError)
                 raise cls(
                     response.status_code,
                     f"HTTP {response.status_code} without a JSON-RPC response"
@@ -268,7 +278,7 @@ class HttpTransport:
         self, state: _Resume, connected: asyncio.Event | None = None
     ) -> AsyncGenerator[dict[str, Any], None]:
         assert self._http is not None
-        headers = {**self._session_headers(), "Accept": "text/event-stream"}
+        headers = {**self._session_headers(), "Accept": SSE_TYPE}
         if state.last_id is not None:
             headers["Last-Event-ID"] = state.last_id
         before = state.last_id
@@ -277,7 +287,7 @@ class HttpTransport:
                 if connected is not None:
                     connected.set()
                 ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if response.status_code >= 400 or ctype != "text/event-stream":
+                if response.status_code >= 400 or ctype != SSE_TYPE:
                     state.last_id = None  # the server cannot resume: stop trying
                     return
                 async for message in self._events(response, state):

@@ -13,6 +13,7 @@ from nimblemcp.types._meta import (
     PROTOCOL_VERSION,
     SERVER_INFO,
     SUBSCRIPTION_ID,
+    TASKS_EXTENSION,
     RequestMeta,
     parse_request_meta,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "SERVER_INFO",
     "SUBSCRIPTION_ID",
     "SUPPORTED_VERSIONS",
+    "TASKS_EXTENSION",
     "MethodSpec",
     "RequestMeta",
     "is_modern",

@@ -13,6 +13,8 @@ LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 PROGRESS_TOKEN = "progressToken"
+# The tasks extension's key in `capabilities.extensions` (SEP-2663, TASK-01).
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 # RFC 5424 order, least severe first (LOG-04).
 LOG_LEVELS: tuple[str, ...] = (

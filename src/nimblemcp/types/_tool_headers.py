@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from nimblemcp.errors import HeaderMismatch, InvalidToolHeaders
+from nimblemcp.types._http import PARAM_HEADER_PREFIX
 
 __all__ = [
     "PARAM_HEADER_PREFIX",
@@ -37,7 +38,6 @@ __all__ = [
     "value_at",
 ]
 
-PARAM_HEADER_PREFIX: Final = "Mcp-Param-"
 KEY: Final = "x-mcp-header"
 _TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _MAX_SAFE = 2**53 - 1
