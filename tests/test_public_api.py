@@ -2,40 +2,266 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import subprocess
 import sys
 
+import pytest
+
 import nimblemcp
 
-FROZEN = [
-    "LATEST_VERSION",
-    "SUPPORTED_VERSIONS",
-    "Client",
-    "ContentBlock",
-    "Context",
-    "ElicitResult",
-    "InvalidParams",
-    "McpError",
-    "MissingClientCapability",
-    "ProtocolError",
-    "ResourceNotFound",
-    "Server",
-    "ToolAnnotations",
-    "ToolError",
-    "ToolResult",
-    "__version__",
-    "assistant",
-    "audio",
-    "blob_resource",
-    "embedded",
-    "image",
-    "message",
-    "resource_link",
-    "text",
-    "text_resource",
-    "user",
-]
+# Every public module's `__all__`, sorted (Python's order). Changing the public API is a
+# decision: edit the one list of the module you change.
+PUBLIC_API: dict[str, list[str]] = {
+    "nimblemcp": [
+        "Client",
+        "ClientError",
+        "ContentBlock",
+        "Context",
+        "ElicitResult",
+        "InvalidParams",
+        "LATEST_VERSION",
+        "McpError",
+        "MissingClientCapability",
+        "ProtocolError",
+        "RequestTimeout",
+        "ResourceNotFound",
+        "SUPPORTED_VERSIONS",
+        "Server",
+        "ToolAnnotations",
+        "ToolError",
+        "ToolResult",
+        "TransportError",
+        "__version__",
+        "assistant",
+        "audio",
+        "blob_resource",
+        "embedded",
+        "image",
+        "message",
+        "new_state_key",
+        "resource_link",
+        "text",
+        "text_resource",
+        "user",
+    ],
+    "nimblemcp.backends": [
+        "KeyValueStore",
+        "MemoryStore",
+        "from_env",
+        "from_url",
+    ],
+    "nimblemcp.backends.bus": [
+        "Event",
+        "InProcessBus",
+        "NotificationBus",
+        "SlowListener",
+        "Subscription",
+    ],
+    "nimblemcp.backends.memory": [
+        "MemoryStore",
+    ],
+    "nimblemcp.backends.redis": [
+        "RedisBus",
+        "RedisStore",
+    ],
+    "nimblemcp.cli": [
+        "load_server",
+        "main",
+    ],
+    "nimblemcp.client": [
+        "CacheStore",
+        "Client",
+        "ClientError",
+        "InputRequestRefused",
+        "InvalidToolHeaders",
+        "ListenEvent",
+        "ListenNotSupported",
+        "Listener",
+        "MemoryCacheStore",
+        "OutputValidationError",
+        "ProgressCallback",
+        "ProtocolError",
+        "RequestTimeout",
+        "ResultCache",
+        "TASKS_EXTENSION",
+        "TaskCancelled",
+        "TasksNotDeclared",
+        "Transport",
+        "TransportError",
+        "fill_defaults",
+        "header_rules",
+        "param_headers",
+    ],
+    "nimblemcp.client.auth": [
+        "AuthError",
+        "AuthorizationDenied",
+        "AuthorizeCallback",
+        "Challenge",
+        "ClientRegistration",
+        "MemoryTokenStore",
+        "OAuth",
+        "PreRegistered",
+        "ResourceInfo",
+        "TokenSet",
+        "TokenStore",
+        "choose_scopes",
+        "discover_issuer",
+        "discover_resource",
+        "metadata_urls",
+        "parse_challenges",
+        "resource_matches",
+    ],
+    "nimblemcp.content": [
+        "Annotations",
+        "AudioContent",
+        "ContentBlock",
+        "EmbeddedResource",
+        "ImageContent",
+        "ResourceLink",
+        "TextContent",
+        "audio",
+        "blob_resource",
+        "embedded",
+        "image",
+        "resource_link",
+        "text",
+        "text_resource",
+    ],
+    "nimblemcp.errors": [
+        "AuthError",
+        "AuthorizationDenied",
+        "BackendError",
+        "ClientError",
+        "HeaderMismatch",
+        "HttpStatusError",
+        "InputRequestRefused",
+        "InternalError",
+        "InvalidParams",
+        "InvalidRequest",
+        "InvalidToolHeaders",
+        "ListenNotSupported",
+        "McpError",
+        "MethodNotFound",
+        "MissingClientCapability",
+        "OutputValidationError",
+        "ParseError",
+        "ProtocolError",
+        "RequestTimeout",
+        "ResourceNotFound",
+        "SessionExpired",
+        "SlowListener",
+        "StateError",
+        "StreamBroken",
+        "TaskCancelled",
+        "TasksNotDeclared",
+        "ToolError",
+        "TransportError",
+        "UnsupportedProtocolVersion",
+        "error_from_wire",
+    ],
+    "nimblemcp.jsonrpc": [
+        "NOTIFICATION",
+        "REQUEST",
+        "RESPONSE",
+        "classify",
+        "decode",
+        "encode",
+        "error_response",
+        "notification",
+        "request",
+        "result_response",
+    ],
+    "nimblemcp.server": [
+        "Context",
+        "Server",
+        "ToolAnnotations",
+        "ToolResult",
+        "assistant",
+        "message",
+        "user",
+    ],
+    "nimblemcp.testing": [
+        "Exchange",
+        "TestClient",
+        "connect",
+    ],
+    "nimblemcp.transports.http": [
+        "LegacyHandler",
+        "McpHttpApp",
+        "asgi_app",
+        "run_http",
+    ],
+    "nimblemcp.transports.http_auth": [
+        "AccessToken",
+        "BearerAuth",
+        "StaticTokens",
+        "TokenVerifier",
+    ],
+    "nimblemcp.transports.http_client": [
+        "HttpStatusError",
+        "HttpTransport",
+        "SessionExpired",
+        "StreamBroken",
+        "encode_header_value",
+        "mcp_name",
+    ],
+    "nimblemcp.transports.http_security": [
+        "DEFAULT_MAX_BODY",
+        "SecurityMiddleware",
+        "secure_app",
+    ],
+    "nimblemcp.transports.memory": [
+        "MemoryTransport",
+    ],
+    "nimblemcp.transports.stdio_client": [
+        "StdioTransport",
+    ],
+    "nimblemcp.types": [
+        "ACCEPT_BOTH",
+        "CLIENT_CAPABILITIES",
+        "CLIENT_INFO",
+        "HEADER_METHOD",
+        "HEADER_NAME",
+        "HEADER_PROTOCOL_VERSION",
+        "HEADER_SESSION_ID",
+        "JSON_TYPE",
+        "LATEST_VERSION",
+        "LEGACY_VERSIONS",
+        "LOG_LEVEL",
+        "LOG_LEVELS",
+        "METHODS",
+        "MODERN_VERSIONS",
+        "MethodSpec",
+        "PARAM_HEADER_PREFIX",
+        "PROGRESS_TOKEN",
+        "PROTOCOL_VERSION",
+        "RequestMeta",
+        "SERVER_INFO",
+        "SSE_TYPE",
+        "SUBSCRIPTION_ID",
+        "SUPPORTED_VERSIONS",
+        "TASKS_EXTENSION",
+        "is_modern",
+        "parse_request_meta",
+        "version_index",
+    ],
+    "nimblemcp.types.methods": [
+        "METHODS",
+        "MethodSpec",
+        "NOTIFICATIONS",
+        "REMOVED_METHODS",
+    ],
+}
+# Public-looking modules without `__all__`, with the reason.
+NO_ALL = {
+    "nimblemcp.transports": "a namespace package: its modules carry the names",
+    "nimblemcp.transports.stdio": "the stdio server loop; reached through Server.run() (H1 to add __all__)",
+}
+
+FROZEN = PUBLIC_API["nimblemcp"]
 
 
 def test_all_is_frozen() -> None:
@@ -44,6 +270,54 @@ def test_all_is_frozen() -> None:
     assert len(set(nimblemcp.__all__)) == len(nimblemcp.__all__)
     for name in nimblemcp.__all__:
         assert hasattr(nimblemcp, name), name
+
+
+def _public_modules() -> list[str]:
+    names = ["nimblemcp"] + [i.name for i in pkgutil.walk_packages(nimblemcp.__path__, "nimblemcp.")]
+    return [n for n in names if not any(part.startswith("_") for part in n.split("."))]
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC_API))
+def test_every_public_all_is_frozen(name: str) -> None:
+    """Each public module exports exactly its frozen list, and every name resolves."""
+    module = importlib.import_module(name)
+    exported = list(module.__all__)
+    assert sorted(exported) == PUBLIC_API[name], name
+    assert PUBLIC_API[name] == sorted(PUBLIC_API[name]), "keep the literal list sorted"
+    assert len(set(exported)) == len(exported)
+    for attr in exported:
+        assert getattr(module, attr) is not None, f"{name}.{attr}"
+
+
+def test_every_public_module_is_listed() -> None:
+    """A new public module gets an `__all__` and an entry above."""
+    for name in _public_modules():
+        module = importlib.import_module(name)
+        if hasattr(module, "__all__"):
+            assert name in PUBLIC_API, name
+        else:
+            assert name in NO_ALL, name
+
+
+def test_client_users_find_their_exceptions() -> None:
+    """Issue 11: what a Client user catches is importable next to Client."""
+    import nimblemcp.client as client
+    from nimblemcp import errors
+
+    for home in (nimblemcp, client):
+        assert home.ClientError is errors.ClientError
+        assert home.TransportError is errors.TransportError
+        assert home.RequestTimeout is errors.RequestTimeout
+        assert home.ProtocolError is errors.ProtocolError
+
+
+def test_new_state_key_is_public_and_lazy() -> None:
+    """README's key recipe uses no private module; the sealing module loads only on use."""
+    code = ("import sys, nimblemcp; before = 'nimblemcp.server._sealing' in sys.modules; "
+            "key = nimblemcp.new_state_key(); "
+            "from nimblemcp.server import Server; Server('k', state_keys=[key]); print(before, len(key))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True).stdout
+    assert out.split() == ["False", "43"]
 
 
 def test_error_tree_has_one_root() -> None:

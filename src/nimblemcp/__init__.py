@@ -17,12 +17,15 @@ from nimblemcp.content import (
     text_resource,
 )
 from nimblemcp.errors import (
+    ClientError,
     InvalidParams,
     McpError,
     MissingClientCapability,
     ProtocolError,
+    RequestTimeout,
     ResourceNotFound,
     ToolError,
+    TransportError,
 )
 from nimblemcp.server import (
     Context,
@@ -38,20 +41,26 @@ from nimblemcp.types import LATEST_VERSION, SUPPORTED_VERSIONS
 if TYPE_CHECKING:
     from nimblemcp.client import Client
     from nimblemcp.server._mrtr import ElicitResult
+    from nimblemcp.server._sealing import new_key as new_state_key
 
 __version__ = "0.1.0"
 
-# Imported on first use so that a stdio server never pays for the client.
-_LAZY = {"Client": "nimblemcp.client", "ElicitResult": "nimblemcp.server._mrtr"}
+# Imported on first use so that a stdio server never pays for the client (or for the
+# sealing module: `new_state_key()` makes a key for NIMBLEMCP_STATE_KEYS / `state_keys=`).
+_LAZY = {
+    "Client": ("nimblemcp.client", "Client"),
+    "ElicitResult": ("nimblemcp.server._mrtr", "ElicitResult"),
+    "new_state_key": ("nimblemcp.server._sealing", "new_key"),
+}
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
+    where = _LAZY.get(name)
+    if where is None:
         raise AttributeError(f"module 'nimblemcp' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(where[0]), where[1])
     globals()[name] = value
     return value
 
@@ -60,6 +69,7 @@ __all__ = [
     "LATEST_VERSION",
     "SUPPORTED_VERSIONS",
     "Client",
+    "ClientError",
     "ContentBlock",
     "Context",
     "ElicitResult",
@@ -67,11 +77,13 @@ __all__ = [
     "McpError",
     "MissingClientCapability",
     "ProtocolError",
+    "RequestTimeout",
     "ResourceNotFound",
     "Server",
     "ToolAnnotations",
     "ToolError",
     "ToolResult",
+    "TransportError",
     "__version__",
     "assistant",
     "audio",
@@ -79,6 +91,7 @@ __all__ = [
     "embedded",
     "image",
     "message",
+    "new_state_key",
     "resource_link",
     "text",
     "text_resource",

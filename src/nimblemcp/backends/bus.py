@@ -18,7 +18,15 @@ from collections import deque
 from types import TracebackType
 from typing import NamedTuple, Protocol
 
-from nimblemcp.errors import SlowListener as SlowListener  # re-exported: its old home
+from nimblemcp.errors import SlowListener
+
+__all__ = [
+    "Event",
+    "InProcessBus",
+    "NotificationBus",
+    "SlowListener",
+    "Subscription",
+]
 
 
 class Event(NamedTuple):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+__all__ = ["MemoryStore"]
+
 
 class MemoryStore:
     """A dict with expiry; expired entries are swept every `sweep_every` writes."""

@@ -16,11 +16,13 @@ from nimblemcp.client._mrtr import InputRequestRefused, fill_defaults
 from nimblemcp.client._tasks import TASKS_EXTENSION, TaskCancelled, TasksNotDeclared
 from nimblemcp.client._tools import OutputValidationError
 from nimblemcp.client._transport import Transport
+from nimblemcp.errors import ClientError, ProtocolError, RequestTimeout, TransportError
 
 __all__ = [
     "TASKS_EXTENSION",
     "CacheStore",
     "Client",
+    "ClientError",
     "InputRequestRefused",
     "InvalidToolHeaders",
     "ListenEvent",
@@ -29,10 +31,13 @@ __all__ = [
     "MemoryCacheStore",
     "OutputValidationError",
     "ProgressCallback",
+    "ProtocolError",
+    "RequestTimeout",
     "ResultCache",
     "TaskCancelled",
     "TasksNotDeclared",
     "Transport",
+    "TransportError",
     "fill_defaults",
     "header_rules",
     "param_headers",

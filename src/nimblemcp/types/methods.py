@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+__all__ = ["METHODS", "NOTIFICATIONS", "REMOVED_METHODS", "MethodSpec"]
+
 
 class MethodSpec(NamedTuple):
     name: str
