@@ -32,7 +32,7 @@ from nimblemcp.types._tool_headers import (
 )
 from nimblemcp.types.methods import METHODS
 
-__all__ = ["ParamRules", "RequestHeaders", "check_standard", "decode_value"]
+__all__ = ["ParamRules", "RequestHeaders", "check_standard"]
 
 # Indexes into RequestHeaders.values.
 CONTENT_TYPE: Final = 0
@@ -82,11 +82,6 @@ class RequestHeaders:
         self.dup = dup
 
 
-def decode_value(raw: bytes, label: str) -> str:
-    """A header value as text (HTTP-13/14); the codec lives in `types._tool_headers`."""
-    return decode_header_value(raw, label)
-
-
 # Mcp-Name values already decoded (decode_value is pure): a client names the same few
 # tools over and over, so the check costs one dict lookup.
 _NAMES: dict[bytes, str] = {}
@@ -108,12 +103,12 @@ def check_standard(h: RequestHeaders, method: str, params: dict[str, Any], versi
         raise HeaderMismatch(f"Header mismatch: missing required header {HEADER_PROTOCOL_VERSION}")
     if raw != version.encode():
         raise _mismatch(
-            HEADER_PROTOCOL_VERSION, decode_value(raw, HEADER_PROTOCOL_VERSION), version)
+            HEADER_PROTOCOL_VERSION, decode_header_value(raw, HEADER_PROTOCOL_VERSION), version)
     raw = values[METHOD]
     if raw is None:
         raise HeaderMismatch(f"Header mismatch: missing required header {HEADER_METHOD}")
     if raw != method.encode():
-        raise _mismatch(HEADER_METHOD, decode_value(raw, HEADER_METHOD), method)
+        raise _mismatch(HEADER_METHOD, decode_header_value(raw, HEADER_METHOD), method)
     spec = METHODS.get(method)
     if spec is None or spec.name_param is None:
         return
@@ -125,7 +120,7 @@ def check_standard(h: RequestHeaders, method: str, params: dict[str, Any], versi
         raise HeaderMismatch(f"Header mismatch: missing required header {HEADER_NAME}")
     text = _NAMES.get(raw)
     if text is None:
-        text = decode_value(raw, HEADER_NAME)
+        text = decode_header_value(raw, HEADER_NAME)
         if len(_NAMES) >= 256:  # bounded: the values come from clients
             _NAMES.clear()
         _NAMES[raw] = text
@@ -179,6 +174,6 @@ class ParamRules:
                 raise HeaderMismatch(f"Header mismatch: missing required header {label}")
             if raw is _DUP:
                 raise HeaderMismatch(f"Header mismatch: {label} header appears more than once")
-            text = decode_value(raw, label)
+            text = decode_header_value(raw, label)
             if not header_matches(text, value):
                 raise _mismatch(label, text, value)
