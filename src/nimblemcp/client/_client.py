@@ -352,8 +352,7 @@ class Client:
         `structuredContent` that breaks the tool's `outputSchema` raises
         OutputValidationError unless the result is an error result.
         """
-        return await self._tools.call(name, arguments, wait=wait, on_task_status=on_task_status,
-                                      task_timeout=task_timeout, **kw)
+        return await self._tools.call(name, arguments, wait, on_task_status, task_timeout, kw)
 
     # -- tasks -------------------------------------------------------------------------
 
@@ -379,9 +378,15 @@ class Client:
         timeout: float | None = None,
         cancel_on_exit: bool = True,
     ) -> dict[str, Any]:
-        """Poll a task to its end and return its result; see `Tasks.wait_task`."""
-        return await self._tasks.wait_task(task, on_status=on_status, timeout=timeout,
-                                           cancel_on_exit=cancel_on_exit)
+        """Poll a task to its end and return its result (what the original request
+        would have returned). `task` is a task id or a `CreateTaskResult`/task.
+
+        `input_required` rounds are answered with the client's callbacks. A `failed`
+        task raises its error as a `ProtocolError`, a `cancelled` one `TaskCancelled`.
+        If the wait ends early (cancellation, `timeout` -> RequestTimeout, a callback
+        that refuses) and `cancel_on_exit`, the task is cancelled on the server.
+        """
+        return await self._tasks.wait_task(task, on_status, timeout, cancel_on_exit)
 
     def _interval(self, task: Mapping[str, Any]) -> float:
         return self._tasks.interval(task)

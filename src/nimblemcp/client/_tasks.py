@@ -94,19 +94,16 @@ class Tasks:
         return await pipe.request(method, params, cache=False, **kw)
 
     async def get_task(self, task: str | Mapping[str, Any], **kw: Any) -> dict[str, Any]:
-        """`tasks/get`: the task's current state (TASK-06)."""
         return await self._task_request("tasks/get", {"taskId": _task_id(task)}, **kw)
 
     async def update_task(
         self, task: str | Mapping[str, Any], responses: Mapping[str, Any], **kw: Any
     ) -> None:
-        """`tasks/update`: answer some or all outstanding `inputRequests` (TASK-07)."""
         await self._task_request(
             "tasks/update", {"taskId": _task_id(task), "inputResponses": dict(responses)}, **kw
         )
 
     async def cancel_task(self, task: str | Mapping[str, Any], **kw: Any) -> None:
-        """`tasks/cancel`: ask the server to stop the task; cooperative (TASK-08)."""
         await self._task_request("tasks/cancel", {"taskId": _task_id(task)}, **kw)
 
     def interval(self, task: Mapping[str, Any]) -> float:
@@ -115,21 +112,11 @@ class Tasks:
         return min(max(seconds, self.policy.poll_floor), self.policy.poll_cap)
 
     async def wait_task(
-        self,
-        task: str | Mapping[str, Any],
-        *,
-        on_status: TaskStatusCallback | None = None,
-        timeout: float | None = None,
-        cancel_on_exit: bool = True,
+        self, task: str | Mapping[str, Any], on_status: TaskStatusCallback | None,
+        timeout: float | None, cancel_on_exit: bool,
     ) -> dict[str, Any]:
-        """Poll a task to its end and return its result (what the original request
-        would have returned). `task` is a task id or a `CreateTaskResult`/task.
-
-        `input_required` rounds are answered with the client's callbacks. A `failed`
-        task raises its error as a `ProtocolError`, a `cancelled` one `TaskCancelled`.
-        If the wait ends early (cancellation, `timeout` -> RequestTimeout, a callback
-        that refuses) and `cancel_on_exit`, the task is cancelled on the server.
-        """
+        """`Client.wait_task`: follow the task, cancel it on the server when the wait
+        ends early."""
         task_id = _task_id(task)
         known = dict(task) if isinstance(task, Mapping) else None
         try:

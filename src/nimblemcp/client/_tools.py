@@ -82,26 +82,12 @@ class Tools:
         return validator
 
     async def call(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        wait: bool = True,
-        on_task_status: Callable[[dict[str, Any]], Any] | None = None,
-        task_timeout: float | None = None,
-        **kw: Any,
+        self, name: str, arguments: Mapping[str, Any] | None, wait: bool,
+        on_task_status: Callable[[dict[str, Any]], Any] | None, task_timeout: float | None,
+        kw: dict[str, Any],
     ) -> dict[str, Any]:
-        """Call a tool; input requests are answered by the callbacks (MRTR).
-
-        When the server runs the call as a task (only for `tasks=True` clients), the
-        task is followed to its end (`wait_task`: `on_task_status` hears each status
-        change, `task_timeout` bounds the whole wait) and its result returned; with
-        `wait=False` the `CreateTaskResult` itself is returned instead.
-
-        Execution errors come back as a result with `isError: true` (TOOL-08); a
-        `structuredContent` that breaks the tool's `outputSchema` raises
-        OutputValidationError unless the result is an error result.
-        """
+        """`Client.call_tool`: list first where header rules matter (HTTP-15), re-send
+        only idempotent tools (annotations), follow a task, validate the output."""
         args = dict(arguments or {})
         if not self._tools_listed and self.pipeline.transport.carries_param_headers:
             try:
@@ -122,7 +108,7 @@ class Tools:
         if result.get("resultType") == "task":  # only ever returned to declaring clients
             if not wait:
                 return result
-            result = await self.tasks.wait_task(result, on_status=on_task_status, timeout=task_timeout)
+            result = await self.tasks.wait_task(result, on_task_status, task_timeout, True)
         if (
             self.validate_output
             and result.get("resultType", "complete") == "complete"
