@@ -11,6 +11,7 @@ import nimblemcp
 FROZEN = [
     "LATEST_VERSION",
     "SUPPORTED_VERSIONS",
+    "Callbacks",
     "Client",
     "ContentBlock",
     "Context",
@@ -20,6 +21,7 @@ FROZEN = [
     "MissingClientCapability",
     "ProtocolError",
     "ResourceNotFound",
+    "RetryPolicy",
     "Server",
     "ToolAnnotations",
     "ToolError",

@@ -36,13 +36,14 @@ from nimblemcp.server import (
 from nimblemcp.types import LATEST_VERSION, SUPPORTED_VERSIONS
 
 if TYPE_CHECKING:
-    from nimblemcp.client import Client
+    from nimblemcp.client import Callbacks, Client, RetryPolicy
     from nimblemcp.server._mrtr import ElicitResult
 
 __version__ = "0.1.0"
 
 # Imported on first use so that a stdio server never pays for the client.
-_LAZY = {"Client": "nimblemcp.client", "ElicitResult": "nimblemcp.server._mrtr"}
+_LAZY = {"Client": "nimblemcp.client", "Callbacks": "nimblemcp.client",
+         "RetryPolicy": "nimblemcp.client", "ElicitResult": "nimblemcp.server._mrtr"}
 
 
 def __getattr__(name: str) -> object:
@@ -59,6 +60,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "LATEST_VERSION",
     "SUPPORTED_VERSIONS",
+    "Callbacks",
     "Client",
     "ContentBlock",
     "Context",
@@ -68,6 +70,7 @@ __all__ = [
     "MissingClientCapability",
     "ProtocolError",
     "ResourceNotFound",
+    "RetryPolicy",
     "Server",
     "ToolAnnotations",
     "ToolError",
