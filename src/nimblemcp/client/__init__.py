@@ -4,6 +4,13 @@
         tools = await client.list_tools()
         result = await client.call_tool("search", {"query": "risks"})
 
+The package, bottom up (each module imports only modules listed above it):
+`_transport` (the `Transport` protocol and its optional, declared capabilities),
+`_cache`, `_mrtr` (answering input requests), `_tracing`, `_headers` (x-mcp-header
+rules), `_options` (the option groups); `_pipeline` (the one request path: ids,
+`_meta`, timeout, retry, renegotiation, MRTR loop, cache); `_era` (the probe and the
+`ModernEra`/`LegacyEra` strategies); `_calls` (discover, paging), `_listen`,
+`_tasks`, `_tools` (collaborators on the pipeline); `_client` (the `Client` facade).
 Must not import `nimblemcp.server`.
 """
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from nimblemcp.errors import (
     ClientError,
@@ -61,6 +61,12 @@ class ListenNotSupported(ClientError):
     `resources/subscribe` and the session's notifications (LEGC-05), not refused."""
 
 
+class SessionListener(Protocol):
+    """A listen served by the session's notifications (`_listen.Listener`)."""
+
+    def deliver_legacy(self, note: dict[str, Any]) -> None: ...
+
+
 class ModernEra:
     """2026-07-28: every request carries the whole envelope; nothing to repair."""
 
@@ -85,7 +91,7 @@ class LegacyEra:
         #: The `initialize` result of the current session.
         self.initialized: dict[str, Any] | None = None
         #: Open legacy listeners: each takes the session's notifications (`deliver`).
-        self.listeners: set[Any] = set()
+        self.listeners: set[SessionListener] = set()
         #: How many open listeners want each subscribed URI (reference counts).
         self.subscriptions: dict[str, int] = {}
 
