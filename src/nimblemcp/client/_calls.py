@@ -24,7 +24,7 @@ async def discover(pipe: Pipeline, legacy: LegacyEra, *, cache: bool = True) -> 
         return legacy.discover_result()
     if fresh and pipe.discovered is not None:
         return pipe.discovered  # the era probe was this very request
-    result = await pipe.request("server/discover", cache=cache)
+    result = await pipe.run("server/discover", cache=cache)
     pipe.discovered = result
     supported = result.get("supportedVersions")
     if isinstance(supported, list) and pipe.version not in supported:
@@ -48,7 +48,7 @@ async def all_pages(pipe: Pipeline, method: str, key: str, cache: bool, **kw: An
     while True:
         params = {} if cursor is None else {"cursor": cursor}
         try:
-            page = await pipe.request(method, params, cache=cache, **kw)
+            page = await pipe.run(method, params, cache=cache, **kw)
         except InvalidParams:
             if cursor is None or restarted:
                 raise

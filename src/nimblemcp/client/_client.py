@@ -276,12 +276,9 @@ class Client:
         a new id (at most `max_retries` times, with backoff) if it is idempotent:
         `retry=None` means "the methods in IDEMPOTENT_METHODS", True/False force it.
         """
-        pipe = self._pipe
-        if pipe.era is None and pipe.is_open:
-            await pipe.ensure_era()
-        return await pipe.run(method, params, timeout=timeout, on_progress=on_progress,
-                              cache=cache, manual=manual, traceparent=traceparent, meta=meta,
-                              param_headers=param_headers, retry=retry)
+        return await self._pipe.run(method, params, timeout=timeout, on_progress=on_progress,
+                                    cache=cache, manual=manual, traceparent=traceparent,
+                                    meta=meta, param_headers=param_headers, retry=retry)
 
     # -- discovery and the simple calls ------------------------------------------------
 

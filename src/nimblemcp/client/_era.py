@@ -39,6 +39,7 @@ from nimblemcp.errors import (
     UnsupportedProtocolVersion,
     error_from_wire,
 )
+from nimblemcp.types._meta import CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL, PROTOCOL_VERSION
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
 from ._mrtr import Callback, InputRequestRefused, answer_round
@@ -73,7 +74,14 @@ class ModernEra:
     name: Literal["modern"] = "modern"
 
     def envelope(self, pipeline: Pipeline) -> dict[str, Any]:
-        return pipeline.modern_envelope()
+        """The `_meta` keys every 2026-07-28 request carries (META-01/03, VER-01)."""
+        meta: dict[str, Any] = {PROTOCOL_VERSION: pipeline.version,
+                                CLIENT_CAPABILITIES: pipeline.capabilities}
+        if pipeline.client_info is not None:
+            meta[CLIENT_INFO] = pipeline.client_info
+        if pipeline.log_level is not None:
+            meta[LOG_LEVEL] = pipeline.log_level
+        return meta
 
     async def recover(self, exc: TransportError) -> bool:
         return False

@@ -34,7 +34,6 @@ from nimblemcp.errors import (
     UnsupportedProtocolVersion,
     error_from_wire,
 )
-from nimblemcp.types._meta import CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL, PROTOCOL_VERSION
 from nimblemcp.types.methods import METHODS
 
 from ._cache import ResultCache
@@ -169,23 +168,7 @@ class Pipeline:
             meta.update(extra)
         return meta
 
-    def modern_envelope(self) -> dict[str, Any]:
-        """The 2026-07-28 `_meta` keys every request carries (META-01/03, VER-01)."""
-        meta: dict[str, Any] = {PROTOCOL_VERSION: self.version, CLIENT_CAPABILITIES: self.capabilities}
-        if self.client_info is not None:
-            meta[CLIENT_INFO] = self.client_info
-        if self.log_level is not None:
-            meta[LOG_LEVEL] = self.log_level
-        return meta
-
     # -- the request path ----------------------------------------------------------------
-
-    async def request(self, method: str, params: Mapping[str, Any] | None = None,
-                      **kw: Any) -> dict[str, Any]:
-        """`run` once the era is settled (the public `Client.request`)."""
-        if self.era is None and self.is_open:
-            await self.ensure_era()
-        return await self.run(method, params, **kw)
 
     async def run(
         self,
@@ -209,8 +192,11 @@ class Pipeline:
         `manual=True` returns an `input_required` result to the caller. `retry=None`
         re-sends on a broken stream only the methods in IDEMPOTENT_METHODS. The era
         settling uses `renegotiate=False` (it reads -32022 itself), `quiet=True` (the
-        probe: abandoning it sends nothing) and `require_open=False`.
+        probe: abandoning it sends nothing) and `require_open=False` (which also skips
+        settling the era first).
         """
+        if self.era is None and self.is_open and require_open:
+            await self.ensure_era()
         policy = self.retry
         idempotent = method in IDEMPOTENT_METHODS if retry is None else retry
         retries = 0

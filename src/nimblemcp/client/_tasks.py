@@ -91,7 +91,7 @@ class Tasks:
                 + (" (and a 2026-07-28 server)" if pipe.era == "legacy" else "")
             )
         kw.setdefault("retry", True)  # all three are safe to repeat (TASK-07/08)
-        return await pipe.request(method, params, cache=False, **kw)
+        return await pipe.run(method, params, cache=False, **kw)
 
     async def get_task(self, task: str | Mapping[str, Any], **kw: Any) -> dict[str, Any]:
         return await self._task_request("tasks/get", {"taskId": _task_id(task)}, **kw)

@@ -104,7 +104,7 @@ class Tools:
         if kw.get("retry") is None:  # only tools that say so are re-sent on a broken stream
             hints = (self.tools.get(name) or {}).get("annotations") or {}
             kw["retry"] = isinstance(hints, dict) and hints.get("idempotentHint") is True
-        result = await self.pipeline.request("tools/call", params, param_headers=headers, **kw)
+        result = await self.pipeline.run("tools/call", params, param_headers=headers, **kw)
         if result.get("resultType") == "task":  # only ever returned to declaring clients
             if not wait:
                 return result
