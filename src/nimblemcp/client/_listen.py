@@ -20,7 +20,7 @@ mechanisms: `resources/subscribe` per URI (when the server advertises
 the session's untagged notifications (the GET stream on HTTP, the shared channel on
 stdio); the acknowledgement is built from the server's advertised capabilities, and
 there is nothing to re-listen (`subscription_id` is None).
-The Listener works on the client's `Pipeline` (ids, `_meta`, the era, cache eviction)
+The Listener sends through the client's `Pipeline` (ids, `_meta`, the era, cache eviction)
 and, on a legacy connection, on its `LegacyEra` (subscriptions, session notifications).
 Imports `_pipeline` and `_era`; must not import `_client`, transports or the server.
 """
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
-from nimblemcp.errors import ClientError, McpError, TransportError, error_from_wire
+from nimblemcp.errors import ClientError, McpError, TransportError
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 from ._era import LegacyEra
@@ -213,28 +213,23 @@ class Listener:
                 return
 
     async def _listen_once(self, *, missed: bool) -> None:
+        """One `subscriptions/listen` through the pipeline: no timeout (TRAP-40), no
+        re-send (re-listening is ours), every notification to `_on_notification`."""
         pipe = self.pipeline
         self._got_ack_this_round = False
         rid = pipe.next_id()
         self.subscription_id = rid
-        params = {"notifications": self.requested, "_meta": pipe.build_meta()}
-        message = {"jsonrpc": "2.0", "id": rid, "method": "subscriptions/listen", "params": params}
-        stream = pipe.transport.send(message)
-        try:
-            async for item in stream:
-                if "method" in item:
-                    self._on_notification(item, rid, missed)
-                    continue
-                if item.get("id") != rid:
-                    continue
-                if isinstance(item.get("error"), dict):
-                    raise error_from_wire(item["error"])
-                self._queue.put_nowait(ListenEvent("closed", None, item, rid))
-                return
-        finally:
-            with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
-        raise _Dropped("the listen stream ended without the closing result")
+
+        def on_note(note: dict[str, Any], sent: int) -> None:
+            self._on_notification(note, sent, missed)
+
+        result = await pipe.run(
+            "subscriptions/listen", {"notifications": self.requested}, timeout=None,
+            cache=False, manual=True, retry=False, renegotiate=False, require_open=False,
+            request_id=rid, on_note=on_note,
+        )
+        closing = {"jsonrpc": "2.0", "id": rid, "result": result}
+        self._queue.put_nowait(ListenEvent("closed", None, closing, rid))
 
     def _on_notification(self, note: dict[str, Any], rid: Any, missed: bool) -> None:
         method = note.get("method")

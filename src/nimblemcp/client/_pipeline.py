@@ -1,5 +1,6 @@
-"""The one request path of the Client: every request, the era probe and the legacy
-handshake included, goes through `Pipeline.run`.
+"""The one request path of the Client: every request goes through `Pipeline.run` (the
+era probe, the legacy handshake and `subscriptions/listen` included); it is the only
+place that calls `Transport.send`.
 
 Per request: a fresh id for every attempt (BASE-02, MRTR-08); `_meta` built once per
 attempt from the era strategy's envelope (META-01/03, VER-01; a 2025-11-25 session adds
@@ -49,6 +50,8 @@ logger = logging.getLogger("nimblemcp.client")
 Mode = Literal["auto", "modern", "legacy"]
 EraName = Literal["modern", "legacy"]
 ProgressCallback = Callable[[float, float | None, str | None], Any]
+#: Takes one notification of a request's stream and the request's id.
+NoteHandler = Callable[[dict[str, Any], int], None]
 #: Re-issued on a broken stream without asking (RT resilience); others need `retry=True`.
 IDEMPOTENT_METHODS = frozenset({
     "server/discover", "tools/list", "prompts/list", "resources/list",
@@ -186,6 +189,8 @@ class Pipeline:
         renegotiate: bool = True,
         quiet: bool = False,
         require_open: bool = True,
+        request_id: int | None = None,
+        on_note: NoteHandler | None = None,
     ) -> dict[str, Any]:
         """Send one request and return its final result (see the module docstring).
 
@@ -193,7 +198,9 @@ class Pipeline:
         re-sends on a broken stream only the methods in IDEMPOTENT_METHODS. The era
         settling uses `renegotiate=False` (it reads -32022 itself), `quiet=True` (the
         probe: abandoning it sends nothing) and `require_open=False` (which also skips
-        settling the era first).
+        settling the era first). A listen names its id (`request_id`, first attempt) and
+        takes every notification of its stream itself (`on_note(note, id)`; it may raise
+        to end the stream).
         """
         if self.era is None and self.is_open and require_open:
             await self.ensure_era()
@@ -215,7 +222,9 @@ class Pipeline:
         while True:
             try:
                 result = await self._attempt(method, current, limit, on_progress, traceparent,
-                                             meta, param_headers, quiet, require_open)
+                                             meta, param_headers, quiet, require_open,
+                                             request_id, on_note)
+                request_id = None
             except UnsupportedProtocolVersion as exc:
                 if renegotiated or not self._renegotiate(exc):
                     raise
@@ -283,11 +292,14 @@ class Pipeline:
         param_headers: Mapping[str, ParamValue] | None,
         quiet: bool,
         require_open: bool,
+        request_id: int | None,
+        on_note: NoteHandler | None,
     ) -> dict[str, Any]:
         """One wire request with a fresh id: its result, or its error raised."""
         if require_open and not self.is_open:
             raise ClientError("the client is not open (use `async with Client(...)`)")
-        rid = self.next_id()  # MRTR-08: every attempt is a new request
+        # MRTR-08: every attempt is a new request
+        rid = self.next_id() if request_id is None else request_id
         token = f"{rid}-progress" if on_progress is not None else None
         body = dict(params)
         envelope = self.build_meta(progress_token=token, traceparent=traceparent, extra=meta)
@@ -301,7 +313,10 @@ class Pipeline:
             async with asyncio.timeout(limit):
                 async for item in stream:
                     if "method" in item:
-                        await self._on_request_notification(item, token, on_progress)
+                        if on_note is not None:
+                            on_note(item, rid)
+                        else:
+                            await self._on_request_notification(item, token, on_progress)
                         continue
                     if item.get("id") != rid:
                         continue
