@@ -39,7 +39,7 @@ from nimblemcp.server import (
 from nimblemcp.types import LATEST_VERSION, SUPPORTED_VERSIONS
 
 if TYPE_CHECKING:
-    from nimblemcp.client import Client
+    from nimblemcp.client import Callbacks, Client, RetryPolicy
     from nimblemcp.server._mrtr import ElicitResult
     from nimblemcp.server._sealing import new_key as new_state_key
 
@@ -51,6 +51,8 @@ _LAZY = {
     "Client": ("nimblemcp.client", "Client"),
     "ElicitResult": ("nimblemcp.server._mrtr", "ElicitResult"),
     "new_state_key": ("nimblemcp.server._sealing", "new_key"),
+    "Callbacks": ("nimblemcp.client", "Callbacks"),
+    "RetryPolicy": ("nimblemcp.client", "RetryPolicy"),
 }
 
 
@@ -68,6 +70,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "LATEST_VERSION",
     "SUPPORTED_VERSIONS",
+    "Callbacks",
     "Client",
     "ClientError",
     "ContentBlock",
@@ -79,6 +82,7 @@ __all__ = [
     "ProtocolError",
     "RequestTimeout",
     "ResourceNotFound",
+    "RetryPolicy",
     "Server",
     "ToolAnnotations",
     "ToolError",

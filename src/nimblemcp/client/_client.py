@@ -1,74 +1,48 @@
 """The Client: one object per server, an async context manager over a Transport.
 
-Every request carries its own `_meta` (META-01/03, VER-01); ids are unique for the
-client's life (BASE-02); -32022 triggers one version renegotiation (VER-03);
-`input_required` results run the MRTR loop with the user's callbacks (MRTR-06..09,
-17); cacheable results honor `ttlMs`/`cacheScope` (CACHE-03..09). SDK-local failures
-are `ClientError`s, peer errors are `ProtocolError`s (ERR-05). The era (modern or
-2025-11-25) is settled before the first request (`_legacy`, MAP-09); legacy requests
-carry no modern `_meta` envelope.
-Must not import `nimblemcp.server`; transports are imported lazily by `connect`.
+A thin facade: it builds the option groups (`_options`), the `Pipeline` every request
+goes through (`_pipeline`: ids, `_meta`, timeout, retry, renegotiation, MRTR, cache),
+the era strategies (`_era`: probe, 2025-11-25 session) and the collaborators for
+listen (`_listen`), tasks (`_tasks`) and tools (`_tools`), and forwards its public
+methods to them. SDK-local failures are `ClientError`s, peer errors `ProtocolError`s
+(ERR-05). Imports every client module; none of them imports this one. Must not import
+`nimblemcp.server`; transports are imported lazily by `transport_for`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
-import logging
-import sys
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from types import EllipsisType, TracebackType
 from typing import Any
 
-from nimblemcp.errors import (
-    ClientError,
-    RequestTimeout,
-    TransportError,
-    UnsupportedProtocolVersion,
-    error_from_wire,
-)
-from nimblemcp.types._meta import (
-    CLIENT_CAPABILITIES,
-    CLIENT_INFO,
-    LOG_LEVEL,
-    PROTOCOL_VERSION,
-    SERVER_INFO,
-)
+from nimblemcp.errors import ClientError, ProtocolError
 from nimblemcp.types._versions import MODERN_VERSIONS, version_index
-from nimblemcp.types.methods import METHODS
 
 from ._cache import CacheStore, ResultCache
-from ._calls import CallsMixin
-from ._legacy import Era, LegacyMixin, Mode
-from ._listen import ListenMixin
-from ._mrtr import Callback, answer_round, capabilities_for
-from ._tasks import TasksMixin, with_tasks
-from ._tools import ToolsMixin
-from ._tracing import trace_context
-from ._transport import ParamValue, transport_for
+from ._calls import all_pages, discover
+from ._era import MODERN, LegacyEra, not_found, settler
+from ._listen import Listener, listen_filter
+from ._mrtr import Callback, capabilities_for
+from ._options import (
+    CachePolicy,
+    Callbacks,
+    NotificationCallback,
+    RetryPolicy,
+    TaskPolicy,
+    resolve,
+)
+from ._pipeline import EraName, Mode, Pipeline, ProgressCallback
+from ._tasks import Tasks, TaskStatusCallback, with_tasks
+from ._tools import Tools
+from ._transport import ParamValue, PeerRequests, StrayNotifications, Transport, transport_for
 
 __all__ = ["Client", "ProgressCallback"]
 
-logger = logging.getLogger("nimblemcp.client")
-
-ProgressCallback = Callable[[float, float | None, str | None], Any]
-NotificationCallback = Callable[[dict[str, Any]], Any]
 DEFAULT_CLIENT_INFO = {"name": "nimblemcp-client", "version": "0.1.0"}
-#: Re-issued on a broken stream without asking (RT resilience); others need `retry=True`.
-IDEMPOTENT_METHODS = frozenset({
-    "server/discover", "tools/list", "prompts/list", "resources/list",
-    "resources/templates/list", "resources/read", "completion/complete",
-})
-_RESULT_TYPES = frozenset({"complete", "input_required"})
-_EVICT_ON = {
-    "notifications/tools/list_changed": ("tools/list",),
-    "notifications/prompts/list_changed": ("prompts/list",),
-    "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
-}
 
 
-class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
+class Client:
     """An MCP client for one server: `async with Client("http://.../mcp") as c: ...`.
 
     `target` is an `http(s)://` URL, a command line as a list (stdio), an in-process
@@ -77,7 +51,11 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
     `server/discover`, fall back to `initialize`), "modern" or "legacy". `tasks=True`
     declares the tasks extension: a tool may then run as a task, which `call_tool`
     polls (every `pollIntervalMs`, kept within `task_poll_floor`..`task_poll_cap` s);
-    `auth` (HTTP only) is an `httpx.Auth` such as `nimblemcp.client.auth.OAuth`."""
+    `auth` (HTTP only) is an `httpx.Auth` such as `nimblemcp.client.auth.OAuth`.
+
+    The options also come in groups: `callbacks=Callbacks(...)`,
+    `retry_policy=RetryPolicy(...)`, `task_policy=TaskPolicy(...)`,
+    `cache_policy=CachePolicy(...)`; a group replaces its flat keywords."""
 
     def __init__(
         self,
@@ -108,45 +86,123 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
         task_poll_floor: float = 0.05,
         task_poll_cap: float = 5.0,
         auth: Any = None,
+        callbacks: Callbacks | None = None,
+        retry_policy: RetryPolicy | None = None,
+        task_policy: TaskPolicy | None = None,
+        cache_policy: CachePolicy | None = None,
     ) -> None:
-        self.transport = transport_for(target, auth)
-        self.client_info = dict(client_info) if client_info is not None else None
-        self.versions = [v for v in versions if version_index(v) >= 0] or list(MODERN_VERSIONS)
-        self.version = self.versions[0]
-        self.callbacks: dict[str, Callback | None] = {
-            "elicit": on_elicit, "sample": on_sample, "roots": on_roots,
-        }
-        self.capabilities = capabilities_for(
-            self.callbacks, elicitation_modes=elicitation_modes,
-            sampling=sampling_capabilities, extensions=with_tasks(extensions, tasks),
-        )
-        if not 0 < task_poll_floor <= task_poll_cap:
-            raise ValueError("need 0 < task_poll_floor <= task_poll_cap")
-        self.task_poll_floor = task_poll_floor
-        self.task_poll_cap = task_poll_cap
-        self._cancel_senders: set[asyncio.Task[Any]] = set()
-        self.on_log = on_log
-        self.on_notification = on_notification
-        self.log_level = log_level
-        self.timeout = timeout
-        self.max_rounds = max_rounds
-        self.cache_enabled = cache
-        self.cache = ResultCache(self.transport.peer, auth_context, cache_store)
-        self.validate_output = validate_output
-        self.max_retries = max_retries
-        self.retry_backoff = retry_backoff
-        self.server_info: dict[str, Any] | None = None
-        self.discovered: dict[str, Any] | None = None
-        self._ids = itertools.count(1)
-        self._open = False
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
-        self.mode: Mode = mode
-        self.era: Era | None = None  # settled before the first request, kept (COMPAT-C04)
-        self.probe_timeout = probe_timeout
-        self.initialized: dict[str, Any] | None = None  # the legacy initialize result
-        self._era_lock = asyncio.Lock()
-        ToolsMixin.__init__(self)
+        self.callbacks = resolve(callbacks, Callbacks(), {
+            "on_elicit": on_elicit, "on_sample": on_sample, "on_roots": on_roots,
+            "on_log": on_log, "on_notification": on_notification,
+            "elicitation_modes": elicitation_modes, "sampling_capabilities": sampling_capabilities,
+        })
+        self.retry_policy = resolve(retry_policy, RetryPolicy(), {
+            "timeout": timeout, "max_retries": max_retries, "retry_backoff": retry_backoff,
+            "max_rounds": max_rounds, "probe_timeout": probe_timeout,
+        })
+        self.task_policy = resolve(task_policy, _DEFAULT_TASKS, {
+            "enabled": tasks, "poll_floor": task_poll_floor, "poll_cap": task_poll_cap,
+        })
+        self.cache_policy = resolve(cache_policy, _DEFAULT_CACHE, {
+            "enabled": cache, "store": cache_store, "auth_context": auth_context,
+        })
+        found = self.callbacks
+        transport = transport_for(target, auth)
+        self._pipe = pipe = Pipeline(
+            transport,
+            modern=MODERN,
+            settle=lambda p: self._settle(p),
+            mode=mode,
+            versions=[v for v in versions if version_index(v) >= 0] or list(MODERN_VERSIONS),
+            client_info=dict(client_info) if client_info is not None else None,
+            capabilities=capabilities_for(
+                found.answering(), elicitation_modes=found.elicitation_modes,
+                sampling=found.sampling_capabilities,
+                extensions=with_tasks(extensions, self.task_policy.enabled),
+            ),
+            callbacks=found,
+            retry=self.retry_policy,
+            cache=ResultCache(transport.peer, self.cache_policy.auth_context, self.cache_policy.store),
+            cache_enabled=self.cache_policy.enabled,
+            log_level=log_level,
+        )
+        pipe.on_stray = self._on_stray
+        self._legacy = LegacyEra(pipe)
+        self._settle = settler(self._legacy)
+        self._tasks = Tasks(pipe, self.task_policy)
+        self._tools = Tools(pipe, self._tasks, validate_output=validate_output)
+
+    # -- what the connection knows -----------------------------------------------------
+
+    @property
+    def transport(self) -> Transport:
+        return self._pipe.transport
+
+    @property
+    def mode(self) -> Mode:
+        return self._pipe.mode
+
+    @property
+    def era(self) -> EraName | None:
+        """"modern" or "legacy" once settled (kept for the client's life), else None."""
+        return self._pipe.era
+
+    @property
+    def version(self) -> str:
+        """The protocol version in use (negotiated, or answered to `initialize`)."""
+        return self._pipe.version
+
+    @property
+    def versions(self) -> list[str]:
+        return self._pipe.versions
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """The client capabilities declared on every request."""
+        return self._pipe.capabilities
+
+    @property
+    def client_info(self) -> dict[str, Any] | None:
+        return self._pipe.client_info
+
+    @property
+    def log_level(self) -> str | None:
+        return self._pipe.log_level
+
+    @property
+    def timeout(self) -> float | None:
+        return self.retry_policy.timeout
+
+    @property
+    def server_info(self) -> dict[str, Any] | None:
+        return self._pipe.server_info
+
+    @property
+    def discovered(self) -> dict[str, Any] | None:
+        """The latest DiscoverResult (modern)."""
+        return self._pipe.discovered
+
+    @property
+    def initialized(self) -> dict[str, Any] | None:
+        """The `initialize` result (legacy)."""
+        return self._legacy.initialized
+
+    @property
+    def cache(self) -> ResultCache:
+        return self._pipe.cache
+
+    @property
+    def tools(self) -> dict[str, dict[str, Any]]:
+        """The tools of the latest `list_tools`, by name."""
+        return self._tools.tools
+
+    @property
+    def tasks_declared(self) -> bool:
+        """True when this client's requests declare the tasks extension (TASK-01) on a
+        modern connection; under 2025-11-25 the extension enables nothing (TASK-12)."""
+        return self._pipe.accepts_tasks
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -161,45 +217,42 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
         await self.close()
 
     async def open(self) -> None:
-        if hasattr(self.transport, "on_notification") and getattr(
-            self.transport, "on_notification", None
-        ) is None:
-            self.transport.on_notification = self._on_stray
-        if getattr(self.transport, "on_request", False) is None:
-            self.transport.on_request = self._answer_peer  # type: ignore[attr-defined]
-        await self.transport.open()
-        self._open = True
+        transport = self._pipe.transport
+        if isinstance(transport, StrayNotifications) and transport.on_notification is None:
+            transport.on_notification = self._on_stray
+        if isinstance(transport, PeerRequests) and transport.on_request is None:
+            transport.on_request = self._legacy.answer
+        await transport.open()
+        self._pipe.is_open = True
 
     async def close(self) -> None:
-        self._open = False
-        await self.transport.close()
+        self._pipe.is_open = False
+        await self._pipe.transport.close()
+
+    def _on_stray(self, note: dict[str, Any]) -> None:
+        self._pipe.evict_for(note)
+        self._legacy.deliver(note)  # legacy listens (LEGC-05)
+        on_notification = self.callbacks.on_notification
+        if on_notification is not None:
+            result = on_notification(note)
+            if asyncio.iscoroutine(result):
+                asyncio.ensure_future(result)  # noqa: RUF006
 
     # -- the request path --------------------------------------------------------------
 
     def next_id(self) -> int:
-        return next(self._ids)
+        return self._pipe.next_id()
 
     def build_meta(
         self, *, progress_token: str | int | None = None, traceparent: str | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        meta: dict[str, Any] = {}
-        if self.era != "legacy":  # legacy: the handshake said it all (LEGC-01)
-            meta[PROTOCOL_VERSION] = self.version
-            meta[CLIENT_CAPABILITIES] = self.capabilities
-            if self.client_info is not None:
-                meta[CLIENT_INFO] = self.client_info
-            if self.log_level is not None:
-                meta[LOG_LEVEL] = self.log_level
-        if progress_token is not None:
-            meta["progressToken"] = progress_token
-        if traceparent is not None:
-            meta["traceparent"] = traceparent
-        elif "opentelemetry" in sys.modules:  # the app traces: join its current span
-            meta.update(trace_context())
-        if extra:
-            meta.update(extra)
-        return meta
+        return self._pipe.build_meta(progress_token=progress_token, traceparent=traceparent,
+                                     extra=extra)
+
+    async def ensure_era(self) -> EraName:
+        """Probe (auto) or handshake (legacy) once; later calls return the kept era."""
+        return await self._pipe.ensure_era()
 
     async def request(
         self,
@@ -223,168 +276,170 @@ class Client(LegacyMixin, ListenMixin, CallsMixin, TasksMixin, ToolsMixin):
         a new id (at most `max_retries` times, with backoff) if it is idempotent:
         `retry=None` means "the methods in IDEMPOTENT_METHODS", True/False force it.
         """
-        if self.era is None and self._open:
-            await self.ensure_era()
-        idempotent = method in IDEMPOTENT_METHODS if retry is None else retry
-        retries = 0
-        base = {k: v for k, v in (params or {}).items() if k != "_meta"}
-        spec = METHODS.get(method)
-        cacheable = spec is not None and spec.cacheable and cache and self.cache_enabled
-        if cacheable:
-            hit = self.cache.get(method, base, self.version)
-            if hit is not None:
-                return hit
-        limit = self.timeout if isinstance(timeout, EllipsisType) else timeout
-        renegotiated = False
-        rounds = 0
-        backoff = 0.05
-        current = dict(base)
-        while True:
-            try:
-                result = await self._send_once(
-                    method, current, limit, on_progress, traceparent, meta, param_headers
-                )
-            except UnsupportedProtocolVersion as exc:
-                if renegotiated or not self._renegotiate(exc):
-                    raise
-                renegotiated = True
-                continue
-            except TransportError as exc:
-                if await self._recover(exc):
-                    continue
-                if not (idempotent and getattr(exc, "retryable", False)) or retries >= self.max_retries:
-                    raise
-                retries += 1
-                delay = self.retry_backoff * 2 ** (retries - 1)
-                logger.info("%s: %s; re-sending (attempt %d) in %.2f s", method, exc, retries + 1, delay)
-                await asyncio.sleep(delay)
-                continue
-            kind = result.get("resultType", "complete")  # RT-02
-            if kind == "task" and method == "tools/call" and self.tasks_declared:
-                return result  # a CreateTaskResult (TASK-02): never cached
-            if kind not in _RESULT_TYPES:
-                raise ClientError(f"{method}: unrecognized resultType {kind!r} (RT-03)")
-            if kind == "complete":
-                if cacheable:
-                    self.cache.put(method, current, self.version, result)
-                return result
-            if manual:
-                return result
-            rounds += 1
-            if rounds >= self.max_rounds:
-                raise ClientError(f"{method}: gave up after {rounds} input_required rounds")
-            requests = result.get("inputRequests")
-            current = dict(base)  # MRTR-09: only the original params, plus this round
-            if isinstance(requests, dict) and requests:
-                current["inputResponses"] = await answer_round(requests, self.callbacks)
-                backoff = 0.05
-            else:
-                await asyncio.sleep(backoff)  # state-only round (MRTR-17)
-                backoff = min(backoff * 2, 0.25)
-            state = result.get("requestState")
-            if state is not None:
-                current["requestState"] = state  # echoed exactly (MRTR-07)
+        return await self._pipe.run(method, params, timeout=timeout, on_progress=on_progress,
+                                    cache=cache, manual=manual, traceparent=traceparent,
+                                    meta=meta, param_headers=param_headers, retry=retry)
 
-    def _renegotiate(self, exc: UnsupportedProtocolVersion) -> bool:
-        """VER-03: switch to the newest version both sides support."""
-        for version in self.versions:
-            if version in exc.supported:
-                # Even when it is the version we sent (a server may reject a header it
-                # could not read), one retry with the agreed version is cheap.
-                logger.info("server rejected %s; retrying with %s", self.version, version)
-                self.version = version
-                return True
-        raise UnsupportedProtocolVersion(
-            exc.requested, exc.supported,
-            f"no protocol version in common: the server supports {exc.supported}, "
-            f"this client {self.versions}",
-        ) from exc
+    # -- discovery and the simple calls ------------------------------------------------
 
-    async def _send_once(
-        self,
-        method: str,
-        params: Mapping[str, Any],
-        limit: float | None,
-        on_progress: ProgressCallback | None,
-        traceparent: str | None,
-        meta: Mapping[str, Any] | None,
-        param_headers: Mapping[str, ParamValue] | None,
-    ) -> dict[str, Any]:
-        if not self._open:
-            raise ClientError("the client is not open (use `async with Client(...)`)")
-        rid = self.next_id()  # MRTR-08: every attempt is a new request
-        token = f"{rid}-progress" if on_progress is not None else None
-        body = dict(params)
-        envelope = self.build_meta(progress_token=token, traceparent=traceparent, extra=meta)
-        if envelope:
-            body["_meta"] = envelope
-        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": body}
-        stream = self.transport.send(message, param_headers=param_headers)
+    async def discover(self, *, cache: bool = True) -> dict[str, Any]:
+        """`server/discover` (DISC-02): versions, capabilities, instructions. On a legacy
+        connection, the same shape built from the `initialize` result (LEGC-07)."""
+        return await discover(self._pipe, self._legacy, cache=cache)
+
+    async def list_resources(self, *, cache: bool = True) -> list[dict[str, Any]]:
+        return await all_pages(self._pipe, "resources/list", "resources", cache)
+
+    async def list_resource_templates(self, *, cache: bool = True) -> list[dict[str, Any]]:
+        return await all_pages(self._pipe, "resources/templates/list", "resourceTemplates", cache)
+
+    async def list_prompts(self, *, cache: bool = True) -> list[dict[str, Any]]:
+        return await all_pages(self._pipe, "prompts/list", "prompts", cache)
+
+    async def read_resource(self, uri: str, *, cache: bool = True, **kw: Any) -> dict[str, Any]:
         try:
-            async with asyncio.timeout(limit):
-                async for item in stream:
-                    if "method" in item:
-                        await self._on_request_notification(item, token, on_progress)
-                        continue
-                    if item.get("id") != rid:
-                        continue
-                    if "error" in item and isinstance(item["error"], dict):
-                        raise error_from_wire(item["error"])
-                    result = item.get("result")
-                    if not isinstance(result, dict):
-                        raise ClientError(f"{method}: the response has no result object")
-                    self._note_server_info(result)
-                    return result
-        except TimeoutError:
-            raise RequestTimeout(f"{method} got no response within {limit} s") from None
-        finally:
-            with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
-        raise TransportError(f"{method}: the stream ended without a response")
+            return await self.request("resources/read", {"uri": uri}, cache=cache, **kw)
+        except ProtocolError as exc:
+            mapped = not_found(exc, uri)
+            if mapped is exc:
+                raise
+            raise mapped from exc
 
-    def _note_server_info(self, result: Mapping[str, Any]) -> None:
-        meta = result.get("_meta")
-        if isinstance(meta, dict):
-            info = meta.get(SERVER_INFO)
-            if isinstance(info, dict):
-                self.server_info = info
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None, **kw: Any
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = dict(arguments)
+        return await self.request("prompts/get", params, **kw)
 
-    async def _on_request_notification(
-        self, note: dict[str, Any], token: str | None, on_progress: ProgressCallback | None
+    async def complete(
+        self, ref: Mapping[str, Any], argument: str, value: str,
+        context: Mapping[str, str] | None = None, **kw: Any,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"ref": dict(ref), "argument": {"name": argument, "value": value}}
+        if context is not None:
+            params["context"] = {"arguments": dict(context)}
+        return await self.request("completion/complete", params, **kw)
+
+    # -- tools -------------------------------------------------------------------------
+
+    async def list_tools(self, *, cache: bool = True) -> list[dict[str, Any]]:
+        """All tools across pages; tools with invalid `x-mcp-header`s are dropped (TOOL-12)."""
+        return await self._tools.list_tools(cache=cache)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        wait: bool = True,
+        on_task_status: Callable[[dict[str, Any]], Any] | None = None,
+        task_timeout: float | None = None,
+        **kw: Any,
+    ) -> dict[str, Any]:
+        """Call a tool; input requests are answered by the callbacks (MRTR).
+
+        When the server runs the call as a task (only for `tasks=True` clients), the
+        task is followed to its end (`wait_task`: `on_task_status` hears each status
+        change, `task_timeout` bounds the whole wait) and its result returned; with
+        `wait=False` the `CreateTaskResult` itself is returned instead.
+
+        Execution errors come back as a result with `isError: true` (TOOL-08); a
+        `structuredContent` that breaks the tool's `outputSchema` raises
+        OutputValidationError unless the result is an error result.
+        """
+        return await self._tools.call(name, arguments, wait, on_task_status, task_timeout, kw)
+
+    # -- tasks -------------------------------------------------------------------------
+
+    async def get_task(self, task: str | Mapping[str, Any], **kw: Any) -> dict[str, Any]:
+        """`tasks/get`: the task's current state (TASK-06)."""
+        return await self._tasks.get_task(task, **kw)
+
+    async def update_task(
+        self, task: str | Mapping[str, Any], responses: Mapping[str, Any], **kw: Any
     ) -> None:
-        method = note["method"]
-        params = note.get("params") or {}
-        if method == "notifications/progress":
-            if on_progress is not None and params.get("progressToken") == token:
-                await _maybe_await(on_progress(params.get("progress", 0), params.get("total"),
-                                               params.get("message")))
-            return
-        if method == "notifications/message" and self.on_log is not None:
-            await _maybe_await(self.on_log(params))
-            return
-        self._on_stray(note)
+        """`tasks/update`: answer some or all outstanding `inputRequests` (TASK-07)."""
+        await self._tasks.update_task(task, responses, **kw)
 
-    def _evict_for(self, note: Mapping[str, Any]) -> None:
-        """CACHE-08: a list change or resource update drops the matching cache entries."""
-        method = note.get("method")
-        params = note.get("params") or {}
-        if method in _EVICT_ON:
-            self.cache.evict(*_EVICT_ON[method])
-            if method == "notifications/tools/list_changed":
-                self._tools_listed = False
-        elif method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
-            self.cache.evict(uri=params["uri"])
+    async def cancel_task(self, task: str | Mapping[str, Any], **kw: Any) -> None:
+        """`tasks/cancel`: ask the server to stop the task; cooperative (TASK-08)."""
+        await self._tasks.cancel_task(task, **kw)
 
-    def _on_stray(self, note: dict[str, Any]) -> None:
-        self._evict_for(note)
-        self._fan_out_legacy(note)  # legacy listens (LEGC-05)
-        if self.on_notification is not None:
-            result = self.on_notification(note)
-            if asyncio.iscoroutine(result):
-                asyncio.ensure_future(result)  # noqa: RUF006
+    async def wait_task(
+        self,
+        task: str | Mapping[str, Any],
+        *,
+        on_status: TaskStatusCallback | None = None,
+        timeout: float | None = None,
+        cancel_on_exit: bool = True,
+    ) -> dict[str, Any]:
+        """Poll a task to its end and return its result (what the original request
+        would have returned). `task` is a task id or a `CreateTaskResult`/task.
+
+        `input_required` rounds are answered with the client's callbacks. A `failed`
+        task raises its error as a `ProtocolError`, a `cancelled` one `TaskCancelled`.
+        If the wait ends early (cancellation, `timeout` -> RequestTimeout, a callback
+        that refuses) and `cancel_on_exit`, the task is cancelled on the server.
+        """
+        return await self._tasks.wait_task(task, on_status, timeout, cancel_on_exit)
+
+    def _interval(self, task: Mapping[str, Any]) -> float:
+        return self._tasks.interval(task)
+
+    # -- listen ------------------------------------------------------------------------
+
+    def listen(
+        self,
+        *,
+        tools: bool = False,
+        prompts: bool = False,
+        resources_list: bool = False,
+        resources: Sequence[str] = (),
+        reconnect: bool = True,
+        max_reconnects: int = 8,
+        backoff: float = 0.1,
+        max_backoff: float = 5.0,
+    ) -> Listener:
+        """`async with client.listen(tools=True, resources=[uri]) as events:` (SUB-01..10).
+
+        Yields `ListenEvent`s; see `nimblemcp.client._listen` for reconnect semantics.
+        """
+        wanted = listen_filter(tools=tools, prompts=prompts, resources_list=resources_list,
+                               resources=resources)
+        return Listener(self._pipe, self._legacy, wanted, reconnect=reconnect,
+                        max_reconnects=max_reconnects, backoff=backoff, max_backoff=max_backoff)
+
+    # -- what exists only on a 2025-11-25 connection -----------------------------------
+
+    async def set_log_level(self, level: str) -> None:
+        """Modern: sent as `_meta.logLevel` from now on; legacy: `logging/setLevel`."""
+        self._pipe.log_level = level
+        if await self._pipe.ensure_era() == "legacy":
+            await self._legacy.call("logging/setLevel", {"level": level})
+
+    async def subscribe_resource(self, uri: str) -> None:
+        """Legacy `resources/subscribe`; updates arrive at `on_notification` (LEGC-05)."""
+        if await self._pipe.ensure_era() != "legacy":
+            raise ClientError("subscribe_resource is legacy-only; use listen(resources=[...])")
+        await self._legacy.call("resources/subscribe", {"uri": uri})
+
+    async def unsubscribe_resource(self, uri: str) -> None:
+        if await self._pipe.ensure_era() != "legacy":
+            raise ClientError("unsubscribe_resource is legacy-only")
+        await self._legacy.call("resources/unsubscribe", {"uri": uri})
+
+    async def notify_roots_changed(self) -> None:
+        """Legacy: `notifications/roots/list_changed` (modern servers ask every time)."""
+        if self._pipe.era == "legacy":
+            await self._pipe.transport.notify(
+                {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+
+    def legacy_discover_result(self) -> dict[str, Any]:
+        """A DiscoverResult-shaped view of the `initialize` result (LEGC-07)."""
+        return self._legacy.discover_result()
 
 
-async def _maybe_await(value: Any | Awaitable[Any]) -> Any:
-    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-        return await value
-    return value
+_DEFAULT_TASKS = TaskPolicy()
+_DEFAULT_CACHE = CachePolicy()

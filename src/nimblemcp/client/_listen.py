@@ -20,7 +20,9 @@ mechanisms: `resources/subscribe` per URI (when the server advertises
 the session's untagged notifications (the GET stream on HTTP, the shared channel on
 stdio); the acknowledgement is built from the server's advertised capabilities, and
 there is nothing to re-listen (`subscription_id` is None).
-Must not import transports or the server.
+The Listener sends through the client's `Pipeline` (ids, `_meta`, the era, cache eviction)
+and, on a legacy connection, on its `LegacyEra` (subscriptions, session notifications).
+Imports `_pipeline` and `_era`; must not import `_client`, transports or the server.
 """
 
 from __future__ import annotations
@@ -31,15 +33,15 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from nimblemcp.errors import ClientError, McpError, TransportError, error_from_wire
+from nimblemcp.errors import ClientError, McpError, TransportError
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
-if TYPE_CHECKING:
-    from ._client import Client
+from ._era import LegacyEra
+from ._pipeline import Pipeline
 
-__all__ = ["ListenEvent", "ListenMixin", "Listener"]
+__all__ = ["ListenEvent", "Listener", "listen_filter"]
 
 logger = logging.getLogger("nimblemcp.client")
 
@@ -77,7 +79,8 @@ class Listener:
 
     def __init__(
         self,
-        client: Client,
+        pipeline: Pipeline,
+        legacy: LegacyEra,
         notifications: dict[str, Any],
         *,
         reconnect: bool = True,
@@ -86,13 +89,14 @@ class Listener:
         max_backoff: float = 5.0,
         ack_timeout: float | None = None,
     ) -> None:
-        self.client = client
+        self.pipeline = pipeline
+        self.legacy = legacy
         self.requested = notifications
         self.reconnect = reconnect
         self.max_reconnects = max_reconnects
         self.backoff = backoff
         self.max_backoff = max_backoff
-        self.ack_timeout = ack_timeout if ack_timeout is not None else client.timeout
+        self.ack_timeout = ack_timeout if ack_timeout is not None else pipeline.retry.timeout
         #: The filter the server agreed to honour (from the latest acknowledgement).
         self.acknowledged: dict[str, Any] | None = None
         #: The id of the current listen request (changes on every re-listen).
@@ -123,7 +127,7 @@ class Listener:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def __aenter__(self) -> Listener:
-        if await self.client.ensure_era() == "legacy":
+        if await self.pipeline.ensure_era() == "legacy":
             await self._enter_legacy()
             return self
         self._task = asyncio.create_task(self._run(), name="nimblemcp-listen")
@@ -209,28 +213,23 @@ class Listener:
                 return
 
     async def _listen_once(self, *, missed: bool) -> None:
-        client = self.client
+        """One `subscriptions/listen` through the pipeline: no timeout (TRAP-40), no
+        re-send (re-listening is ours), every notification to `_on_notification`."""
+        pipe = self.pipeline
         self._got_ack_this_round = False
-        rid = client.next_id()
+        rid = pipe.next_id()
         self.subscription_id = rid
-        params = {"notifications": self.requested, "_meta": client.build_meta()}
-        message = {"jsonrpc": "2.0", "id": rid, "method": "subscriptions/listen", "params": params}
-        stream = client.transport.send(message)
-        try:
-            async for item in stream:
-                if "method" in item:
-                    self._on_notification(item, rid, missed)
-                    continue
-                if item.get("id") != rid:
-                    continue
-                if isinstance(item.get("error"), dict):
-                    raise error_from_wire(item["error"])
-                self._queue.put_nowait(ListenEvent("closed", None, item, rid))
-                return
-        finally:
-            with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
-        raise _Dropped("the listen stream ended without the closing result")
+
+        def on_note(note: dict[str, Any], sent: int) -> None:
+            self._on_notification(note, sent, missed)
+
+        result = await pipe.run(
+            "subscriptions/listen", {"notifications": self.requested}, timeout=None,
+            cache=False, manual=True, retry=False, renegotiate=False, require_open=False,
+            request_id=rid, on_note=on_note,
+        )
+        closing = {"jsonrpc": "2.0", "id": rid, "result": result}
+        self._queue.put_nowait(ListenEvent("closed", None, closing, rid))
 
     def _on_notification(self, note: dict[str, Any], rid: Any, missed: bool) -> None:
         method = note.get("method")
@@ -247,7 +246,7 @@ class Listener:
         if kind is None:
             logger.debug("ignoring %s on a listen stream", method)
             return
-        self.client._evict_for(note)  # CACHE-08
+        self.pipeline.evict_for(note)  # CACHE-08
         uri = params.get("uri") if isinstance(params.get("uri"), str) else None
         if kind == "acknowledged":
             honoured = params.get("notifications")
@@ -264,8 +263,8 @@ class Listener:
     # -- a 2025-11-25 connection (LEGC-05) ----------------------------------------------
 
     async def _enter_legacy(self) -> None:
-        client = self.client
-        caps = (client.initialized or {}).get("capabilities") or {}
+        legacy = self.legacy
+        caps = (legacy.initialized or {}).get("capabilities") or {}
         ack: dict[str, Any] = {}
         for key, cap in _LEGACY_CAPS.items():
             if self.requested.get(key) and isinstance(caps.get(cap), dict) and caps[cap].get("listChanged"):
@@ -273,12 +272,12 @@ class Listener:
         uris: list[str] = self.requested.get("resourceSubscriptions") or []
         resources = caps.get("resources")
         if uris and isinstance(resources, dict) and resources.get("subscribe"):
-            counts = client._legacy_subscriptions()
+            counts = legacy.subscriptions
             self._legacy = True  # from here on, _leave_legacy undoes what was done
             for uri in uris:
                 if counts.get(uri, 0) == 0:
                     try:
-                        await client.subscribe_resource(uri)
+                        await legacy.call("resources/subscribe", {"uri": uri})
                     except BaseException:
                         await self._leave_legacy()
                         raise
@@ -287,13 +286,13 @@ class Listener:
             ack["resourceSubscriptions"] = list(uris)
         self._legacy = True
         self.acknowledged = ack
-        client._legacy_listeners().add(self)
+        legacy.listeners.add(self)
         self._acked.set()
         note = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
                 "params": {"notifications": ack}}
         self._queue.put_nowait(ListenEvent("acknowledged", None, note, None))
 
-    def _deliver_legacy(self, note: dict[str, Any]) -> None:
+    def deliver_legacy(self, note: dict[str, Any]) -> None:
         """A session notification (already evicted from the cache by the client)."""
         kind = _KINDS.get(note.get("method") or "")
         ack = self.acknowledged or {}
@@ -310,18 +309,18 @@ class Listener:
         self._queue.put_nowait(ListenEvent(kind, uri, note, None))
 
     async def _leave_legacy(self) -> None:
-        client = self.client
+        legacy = self.legacy
         self._legacy = False
-        client._legacy_listeners().discard(self)
-        counts = client._legacy_subscriptions()
+        legacy.listeners.discard(self)
+        counts = legacy.subscriptions
         subscribed, self._subscribed = self._subscribed, []
         for uri in subscribed:
             counts[uri] -= 1
             if counts[uri] <= 0:
                 del counts[uri]
-                if client._open:
+                if self.pipeline.is_open:
                     try:
-                        await client.unsubscribe_resource(uri)
+                        await legacy.call("resources/unsubscribe", {"uri": uri})
                     except Exception as exc:  # best effort: the session may be gone
                         logger.info("could not unsubscribe %s: %s", uri, exc)
 
@@ -332,46 +331,16 @@ _LEGACY_KEYS = {"tools_changed": "toolsListChanged", "prompts_changed": "prompts
                 "resources_changed": "resourcesListChanged"}
 
 
-class ListenMixin:
-    """`Client.listen()`, kept with the Listener it returns."""
-
-    def _legacy_listeners(self) -> set[Listener]:
-        found: set[Listener] = self.__dict__.setdefault("_legacy_listener_set", set())
-        return found
-
-    def _legacy_subscriptions(self) -> dict[str, int]:
-        """How many open legacy listeners want each subscribed URI."""
-        found: dict[str, int] = self.__dict__.setdefault("_legacy_subscription_counts", {})
-        return found
-
-    def _fan_out_legacy(self, note: dict[str, Any]) -> None:
-        for listener in list(self._legacy_listeners()):
-            listener._deliver_legacy(note)
-
-    def listen(
-        self,
-        *,
-        tools: bool = False,
-        prompts: bool = False,
-        resources_list: bool = False,
-        resources: Sequence[str] = (),
-        reconnect: bool = True,
-        max_reconnects: int = 8,
-        backoff: float = 0.1,
-        max_backoff: float = 5.0,
-    ) -> Listener:
-        """`async with client.listen(tools=True, resources=[uri]) as events:` (SUB-01..10).
-
-        Yields `ListenEvent`s; see `nimblemcp.client._listen` for reconnect semantics.
-        """
-        wanted: dict[str, Any] = {}
-        if tools:
-            wanted["toolsListChanged"] = True
-        if prompts:
-            wanted["promptsListChanged"] = True
-        if resources_list:
-            wanted["resourcesListChanged"] = True
-        if resources:
-            wanted["resourceSubscriptions"] = list(resources)
-        return Listener(self, wanted, reconnect=reconnect,  # type: ignore[arg-type]
-                        max_reconnects=max_reconnects, backoff=backoff, max_backoff=max_backoff)
+def listen_filter(*, tools: bool, prompts: bool, resources_list: bool,
+                  resources: Sequence[str]) -> dict[str, Any]:
+    """The `notifications` filter of a `subscriptions/listen` request (SUB-01)."""
+    wanted: dict[str, Any] = {}
+    if tools:
+        wanted["toolsListChanged"] = True
+    if prompts:
+        wanted["promptsListChanged"] = True
+    if resources_list:
+        wanted["resourcesListChanged"] = True
+    if resources:
+        wanted["resourceSubscriptions"] = list(resources)
+    return wanted

@@ -11,16 +11,16 @@ returns the inlined result of a `completed` task, raises the inlined JSON-RPC er
 `tasks/cancel`, never `notifications/cancelled` (TASK-08). `get_task`, `update_task`,
 `cancel_task` and `wait_task` are the lower-level handle API.
 
-A mixin of `Client`, kept apart so each module stays small. Must not import transports
-or the server.
+`Tasks` is the collaborator the Client holds; it works on the client's `Pipeline`.
+Imports `_pipeline` and below; must not import `_client`, transports or the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from nimblemcp.errors import (
     ClientError,
@@ -32,15 +32,14 @@ from nimblemcp.errors import (
 from nimblemcp.types._meta import TASKS_EXTENSION
 
 from ._mrtr import answer_round
-
-if TYPE_CHECKING:
-    from ._mrtr import Callback
+from ._options import TaskPolicy
+from ._pipeline import Pipeline
 
 __all__ = [
     "TASKS_EXTENSION",
     "TaskCancelled",
     "TaskStatusCallback",
-    "TasksMixin",
+    "Tasks",
     "TasksNotDeclared",
     "with_tasks",
 ]
@@ -69,73 +68,49 @@ def _task_id(task: str | Mapping[str, Any]) -> str:
     return value
 
 
-class TasksMixin:
-    if TYPE_CHECKING:
-        capabilities: dict[str, Any]
-        callbacks: dict[str, Callback | None]
-        era: str | None
-        task_poll_floor: float
-        task_poll_cap: float
-        request: Callable[..., Awaitable[dict[str, Any]]]
-        ensure_era: Callable[[], Awaitable[str]]
+class Tasks:
+    """Following and steering tasks for one Client."""
 
-    _cancel_senders: set[asyncio.Task[Any]]
-
-    @property
-    def tasks_declared(self) -> bool:
-        """True when this client's requests declare the tasks extension (TASK-01) on a
-        modern connection; under 2025-11-25 the extension enables nothing (TASK-12)."""
-        extensions = self.capabilities.get("extensions")
-        declared = isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
-        return declared and self.era != "legacy"
+    def __init__(self, pipeline: Pipeline, policy: TaskPolicy) -> None:
+        self.pipeline = pipeline
+        self.policy = policy
+        self._cancel_senders: set[asyncio.Task[Any]] = set()
 
     async def _task_request(self, method: str, params: dict[str, Any], **kw: Any) -> dict[str, Any]:
-        await self.ensure_era()
-        if not self.tasks_declared:
+        pipe = self.pipeline
+        await pipe.ensure_era()
+        if not pipe.accepts_tasks:
             raise TasksNotDeclared(
                 f"{method} needs the tasks extension: build the Client with tasks=True"
-                + (" (and a 2026-07-28 server)" if self.era == "legacy" else "")
+                + (" (and a 2026-07-28 server)" if pipe.era == "legacy" else "")
             )
         kw.setdefault("retry", True)  # all three are safe to repeat (TASK-07/08)
-        return await self.request(method, params, cache=False, **kw)
+        return await pipe.run(method, params, cache=False, **kw)
 
     async def get_task(self, task: str | Mapping[str, Any], **kw: Any) -> dict[str, Any]:
-        """`tasks/get`: the task's current state (TASK-06)."""
         return await self._task_request("tasks/get", {"taskId": _task_id(task)}, **kw)
 
     async def update_task(
         self, task: str | Mapping[str, Any], responses: Mapping[str, Any], **kw: Any
     ) -> None:
-        """`tasks/update`: answer some or all outstanding `inputRequests` (TASK-07)."""
         await self._task_request(
             "tasks/update", {"taskId": _task_id(task), "inputResponses": dict(responses)}, **kw
         )
 
     async def cancel_task(self, task: str | Mapping[str, Any], **kw: Any) -> None:
-        """`tasks/cancel`: ask the server to stop the task; cooperative (TASK-08)."""
         await self._task_request("tasks/cancel", {"taskId": _task_id(task)}, **kw)
 
-    def _interval(self, task: Mapping[str, Any]) -> float:
+    def interval(self, task: Mapping[str, Any]) -> float:
         ms = task.get("pollIntervalMs")
         seconds = ms / 1000 if isinstance(ms, int | float) and not isinstance(ms, bool) else _DEFAULT_INTERVAL
-        return min(max(seconds, self.task_poll_floor), self.task_poll_cap)
+        return min(max(seconds, self.policy.poll_floor), self.policy.poll_cap)
 
     async def wait_task(
-        self,
-        task: str | Mapping[str, Any],
-        *,
-        on_status: TaskStatusCallback | None = None,
-        timeout: float | None = None,
-        cancel_on_exit: bool = True,
+        self, task: str | Mapping[str, Any], on_status: TaskStatusCallback | None,
+        timeout: float | None, cancel_on_exit: bool,
     ) -> dict[str, Any]:
-        """Poll a task to its end and return its result (what the original request
-        would have returned). `task` is a task id or a `CreateTaskResult`/task.
-
-        `input_required` rounds are answered with the client's callbacks. A `failed`
-        task raises its error as a `ProtocolError`, a `cancelled` one `TaskCancelled`.
-        If the wait ends early (cancellation, `timeout` -> RequestTimeout, a callback
-        that refuses) and `cancel_on_exit`, the task is cancelled on the server.
-        """
+        """`Client.wait_task`: follow the task, cancel it on the server when the wait
+        ends early."""
         task_id = _task_id(task)
         known = dict(task) if isinstance(task, Mapping) else None
         try:
@@ -155,12 +130,12 @@ class TasksMixin:
     ) -> dict[str, Any]:
         answered: set[str] = set()  # TASK-07: keys are never reused, never answer twice
         last_status: str | None = None
-        interval = self.task_poll_floor
+        interval = self.policy.poll_floor
         while True:
             if current is None:
                 current = await self.get_task(task_id)
             status = current.get("status")
-            interval = self._interval(current)
+            interval = self.interval(current)
             if status != last_status:
                 last_status = status if isinstance(status, str) else None
                 logger.debug("task %s: %s", task_id, status)
@@ -186,7 +161,7 @@ class TasksMixin:
                     requests, dict) else {}
                 if fresh:
                     answered.update(fresh)
-                    responses = await answer_round(fresh, self.callbacks)  # all keys at once
+                    responses = await answer_round(fresh, self.pipeline.answering)  # all keys at once
                     await self.update_task(task_id, responses)
                     current = None
                     continue  # look again at once: the task has moved on

@@ -1,47 +1,50 @@
 """Tools on the client: listing (TOOL-11/12 header checks), calling (HTTP-15
 `Mcp-Param-*`), and `structuredContent` validation against `outputSchema` (TOOL-04).
 
-A mixin of `Client`, kept apart so each module stays small. Validators are built
-once per tool definition; remote `$ref`s are never fetched (SCHEMA-02) because the
-`referencing` registry has no retriever. Must not import transports or the server.
+`Tools` is the collaborator the Client holds. Validators are built once per tool
+definition; remote `$ref`s are never fetched (SCHEMA-02) because the `referencing`
+registry has no retriever. Imports `_pipeline`, `_calls`, `_tasks` and below; must not
+import `_client`, transports or the server.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from nimblemcp.errors import ClientError, OutputValidationError
 
+from ._calls import all_pages
 from ._headers import HeaderRule, InvalidToolHeaders, header_rules, param_headers
+from ._pipeline import Pipeline
+from ._tasks import Tasks
 
-if TYPE_CHECKING:
-    from ._transport import Transport
-
-__all__ = ["OutputValidationError", "ToolsMixin"]
+__all__ = ["OutputValidationError", "Tools"]
 
 logger = logging.getLogger("nimblemcp.client")
 
 
-class ToolsMixin:
-    if TYPE_CHECKING:
-        transport: Transport
-        validate_output: bool
+class Tools:
+    """The tools one Client has seen, their header rules and output validators."""
 
-        async def _all_pages(self, method: str, key: str, cache: bool, **kw: Any) -> list[Any]: ...
-        request: Callable[..., Awaitable[dict[str, Any]]]
-        wait_task: Callable[..., Awaitable[dict[str, Any]]]
-
-    def __init__(self) -> None:
+    def __init__(self, pipeline: Pipeline, tasks: Tasks, *, validate_output: bool) -> None:
+        self.pipeline = pipeline
+        self.tasks = tasks
+        self.validate_output = validate_output
         self.tools: dict[str, dict[str, Any]] = {}
         self._header_rules: dict[str, list[HeaderRule]] = {}
         self._validators: dict[str, Any] = {}
         self._tools_listed = False
+        pipeline.on_tools_changed = self.forget_listing
+
+    def forget_listing(self) -> None:
+        """tools/list_changed: list again before the next call that needs header rules."""
+        self._tools_listed = False
 
     async def list_tools(self, *, cache: bool = True) -> list[dict[str, Any]]:
         """All tools across pages; tools with invalid `x-mcp-header`s are dropped (TOOL-12)."""
-        raw = await self._all_pages("tools/list", "tools", cache)
+        raw = await all_pages(self.pipeline, "tools/list", "tools", cache)
         kept: list[dict[str, Any]] = []
         tools: dict[str, dict[str, Any]] = {}
         rules: dict[str, list[HeaderRule]] = {}
@@ -74,29 +77,15 @@ class ToolsMixin:
         self._validators[name] = validator
         return validator
 
-    async def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        wait: bool = True,
-        on_task_status: Callable[[dict[str, Any]], Any] | None = None,
-        task_timeout: float | None = None,
-        **kw: Any,
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | None, wait: bool,
+        on_task_status: Callable[[dict[str, Any]], Any] | None, task_timeout: float | None,
+        kw: dict[str, Any],
     ) -> dict[str, Any]:
-        """Call a tool; input requests are answered by the callbacks (MRTR).
-
-        When the server runs the call as a task (only for `tasks=True` clients), the
-        task is followed to its end (`wait_task`: `on_task_status` hears each status
-        change, `task_timeout` bounds the whole wait) and its result returned; with
-        `wait=False` the `CreateTaskResult` itself is returned instead.
-
-        Execution errors come back as a result with `isError: true` (TOOL-08); a
-        `structuredContent` that breaks the tool's `outputSchema` raises
-        OutputValidationError unless the result is an error result.
-        """
+        """`Client.call_tool`: list first where header rules matter (HTTP-15), re-send
+        only idempotent tools (annotations), follow a task, validate the output."""
         args = dict(arguments or {})
-        if not self._tools_listed and self.transport.carries_param_headers:
+        if not self._tools_listed and self.pipeline.transport.carries_param_headers:
             try:
                 await self.list_tools()
             except ClientError:
@@ -105,17 +94,17 @@ class ToolsMixin:
                 logger.debug("could not list tools before calling %r: %s", name, exc)
                 self._tools_listed = True
         headers = None
-        if self.transport.carries_param_headers and self._header_rules.get(name):
+        if self.pipeline.transport.carries_param_headers and self._header_rules.get(name):
             headers = param_headers(self._header_rules[name], args)
         params: dict[str, Any] = {"name": name, "arguments": args}
         if kw.get("retry") is None:  # only tools that say so are re-sent on a broken stream
             hints = (self.tools.get(name) or {}).get("annotations") or {}
             kw["retry"] = isinstance(hints, dict) and hints.get("idempotentHint") is True
-        result = await self.request("tools/call", params, param_headers=headers, **kw)
+        result = await self.pipeline.run("tools/call", params, param_headers=headers, **kw)
         if result.get("resultType") == "task":  # only ever returned to declaring clients
             if not wait:
                 return result
-            result = await self.wait_task(result, on_status=on_task_status, timeout=task_timeout)
+            result = await self.tasks.wait_task(result, on_task_status, task_timeout, True)
         if (
             self.validate_output
             and result.get("resultType", "complete") == "complete"

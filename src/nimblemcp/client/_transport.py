@@ -1,20 +1,51 @@
-"""The one interface between the Client and the wire: the `Transport` Protocol.
+"""The one interface between the Client and the wire: the `Transport` Protocol, and the
+optional capabilities a transport may declare on top of it.
 
 A transport moves one JSON-RPC request out and streams back what the peer sent for
 it: request-scoped notifications first, then the final response. Closing the stream
 early (leaving the `async for`, a timeout, task cancellation) *is* cancellation: the
 transport does what its wire needs (close the HTTP response, or send
-`notifications/cancelled` on stdio). Must not import `nimblemcp.client` or `server`.
+`notifications/cancelled` on stdio).
+
+Everything else the Client may use is an optional capability, a small
+`runtime_checkable` Protocol the transport satisfies by having its members. The Client
+checks them with `isinstance` when it opens, probes or recovers (never per request);
+a transport without one gets the documented default:
+
+- `RemotePeer` (`wire`): a real peer that may be a 2025-11-25 server, so `mode="auto"`
+  probes it. Default: an in-process or custom peer, modern without a probe.
+- `StrayNotifications` (`on_notification`): notifications outside any request reach the
+  Client (cache eviction, legacy listens). Default: there are none.
+- `PeerRequests` (`on_request`): server-to-client requests are answered by the Client
+  (2025-11-25 sessions, LEGC-03). Default: the transport refuses them.
+- `QuietAbandon` (`quiet_ids`): abandoning these request ids sends nothing (the era probe
+  on stdio, LEGC-01). Default: abandoning always cancels as the wire does.
+- `LegacySessions` (`reset_session`, `begin_session`): the transport carries a 2025-11-25
+  session (HTTP: `Mcp-Session-Id`, the GET stream). Default: nothing to carry.
+
+Must not import `nimblemcp.client` or `server`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ParamValue", "Transport"]
+__all__ = [
+    "LegacySessions",
+    "ParamValue",
+    "PeerRequests",
+    "QuietAbandon",
+    "RemotePeer",
+    "StrayNotifications",
+    "Transport",
+    "transport_for",
+]
 
 ParamValue = str | int | bool
+#: Answers one server-to-client request with the full JSON-RPC response message.
+PeerRequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+NotificationHandler = Callable[[dict[str, Any]], None]
 
 
 @runtime_checkable
@@ -38,11 +69,56 @@ class Transport(Protocol):
         ...
 
     async def notify(self, message: dict[str, Any]) -> None:
-        """Send one notification (no response)."""
+        """Send one notification, or a response to a peer's request (no answer)."""
         ...
 
     async def close(self) -> None:
         """Release everything; later sends raise TransportError."""
+        ...
+
+
+@runtime_checkable
+class RemotePeer(Protocol):
+    """The transport reaches a separate program that may speak either era."""
+
+    #: "stdio" or "http": on stdio a silent probe means a 2025-11-25 server.
+    wire: str
+
+
+@runtime_checkable
+class StrayNotifications(Protocol):
+    """Notifications that belong to no open request go to `on_notification`; the Client
+    sets it when it opens, unless the application already did."""
+
+    on_notification: NotificationHandler | None
+
+
+@runtime_checkable
+class PeerRequests(Protocol):
+    """Server-to-client requests go to `on_request`; the transport sends its answer back.
+    The Client sets it when it opens, unless the application already did."""
+
+    on_request: PeerRequestHandler | None
+
+
+@runtime_checkable
+class QuietAbandon(Protocol):
+    """Request ids in `quiet_ids` are abandoned without `notifications/cancelled`; the
+    transport removes an id when its stream ends."""
+
+    quiet_ids: set[Any]
+
+
+@runtime_checkable
+class LegacySessions(Protocol):
+    """The transport keeps 2025-11-25 session state for the Client."""
+
+    def reset_session(self) -> None:
+        """Forget the session (before a new `initialize`)."""
+        ...
+
+    async def begin_session(self, version: str) -> None:
+        """`initialize` succeeded with `version`: carry the session from now on."""
         ...
 
 

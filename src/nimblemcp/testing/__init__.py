@@ -1,19 +1,27 @@
-"""Test helpers we use ourselves: an in-memory client that speaks the real protocol.
+"""Test helpers we use ourselves: a wire-level client over the real `Client` and its
+in-memory transport.
 
-`connect(server)` gives a client whose every message goes through the JSON codec
-both ways, so tests see exactly the bytes a real peer would.
+`connect(server)` gives a `TestClient` whose every message goes through the JSON codec
+both ways (`MemoryTransport.exchange`), so tests see exactly the bytes a real peer
+would. Its methods are wire-level on purpose: a request is sent once and its raw
+result returned (an `input_required` or task result included, no MRTR loop, no cache,
+no retry), `exchange`/`send_raw` return everything the server sent, and the `_meta`
+envelope declares exactly the `capabilities` given, so tests can craft what no callback
+would. For the high-level API on the same server and transport, `client.client` is a
+`nimblemcp.Client` (modern, cache off), opened and closed by `connect`; both share one
+id sequence. May import the client and transports, never the server at run time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from nimblemcp.client import Client
 from nimblemcp.errors import error_from_wire
-from nimblemcp.jsonrpc import decode, encode
+from nimblemcp.transports.memory import MemoryTransport
 from nimblemcp.types._meta import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION
 from nimblemcp.types._versions import LATEST_VERSION
 
@@ -49,7 +57,7 @@ class Exchange:
 
 
 class TestClient:
-    """A minimal client for tests: builds `_meta`, sends through the codec, decodes."""
+    """A wire-level client for tests over a `MemoryTransport`; `client` is the real one."""
 
     __test__ = False  # not a pytest test class
 
@@ -65,7 +73,10 @@ class TestClient:
         self.version = version
         self.capabilities = capabilities if capabilities is not None else {}
         self.client_info = client_info or {"name": "nimblemcp-testing", "version": "0"}
-        self._ids = itertools.count(1)
+        self.transport = MemoryTransport(server)
+        #: The high-level Client on the same transport (opened by `connect`).
+        self.client = Client(self.transport, mode="modern", versions=[version],
+                             client_info=self.client_info, cache=False)
 
     def meta(self, **extra: Any) -> dict[str, Any]:
         meta: dict[str, Any] = {
@@ -78,22 +89,8 @@ class TestClient:
 
     async def send_raw(self, data: bytes | dict[str, Any]) -> Exchange:
         """Send one message (bytes as-is, dicts encoded) and collect what comes back."""
-        raw = data if isinstance(data, bytes) else encode(data)
-        notes: list[dict[str, Any]] = []
-
-        def emit(message: dict[str, Any]) -> None:
-            notes.append(decode(encode(message)))
-
-        try:
-            message = decode(raw)
-        except Exception as exc:  # the server's parse error, as a transport reports it
-            from nimblemcp.errors import ParseError
-            from nimblemcp.jsonrpc import error_response
-
-            assert isinstance(exc, ParseError)
-            return Exchange(notes, decode(encode(error_response(None, exc))))
-        response = await self.server.handle(message, emit)
-        return Exchange(notes, None if response is None else decode(encode(response)))
+        notes, response = await self.transport.exchange(data)
+        return Exchange(notes, response)
 
     async def exchange(
         self, method: str, params: dict[str, Any] | None = None, *, meta: dict[str, Any] | None = None
@@ -101,7 +98,7 @@ class TestClient:
         body = dict(params or {})
         body["_meta"] = meta if meta is not None else self.meta()
         return await self.send_raw(
-            {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": body}
+            {"jsonrpc": "2.0", "id": self.client.next_id(), "method": method, "params": body}
         )
 
     async def request(self, method: str, params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
@@ -150,5 +147,6 @@ class TestClient:
 async def connect(server: Server, **options: Any) -> AsyncIterator[TestClient]:
     """An in-memory client for `server`: `async with connect(server) as client: ...`."""
     client = TestClient(server, **options)
-    yield client
+    async with client.client:
+        yield client
     await asyncio.sleep(0)

@@ -17,6 +17,8 @@ explicit `notifications/cancelled`; the session's standalone GET stream (LEGC-05
 `Last-Event-ID` after the server's `retry:` delay; `close()` DELETEs
 the session (405 tolerated). `auth` (an `httpx.Auth`, e.g. `nimblemcp.client.auth.OAuth`)
 runs every request: it adds the bearer token and answers 401/403 challenges.
+It has the Client's optional transport capabilities `RemotePeer`, `StrayNotifications`,
+`PeerRequests` and `LegacySessions` (`nimblemcp.client._transport`), by shape.
 Must not import `nimblemcp.client` or `nimblemcp.server`.
 """
 

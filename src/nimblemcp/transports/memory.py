@@ -2,7 +2,10 @@
 
 Every message goes through the JSON codec both ways, so tests see the exact bytes a
 real peer would. The peer is any object with the `Server.handle(message, emit,
-subject)` coroutine; this module must not import `nimblemcp.server` or the client.
+subject)` coroutine. Besides the `Transport` methods, `exchange(raw)` is the wire-level
+round trip `nimblemcp.testing` builds on: any bytes or dict in, the notifications and
+the response (or None) out, parse errors answered as a transport would. This module
+must not import `nimblemcp.server` or the client.
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from nimblemcp.errors import TransportError
-from nimblemcp.jsonrpc import decode, encode
+from nimblemcp.errors import ParseError, TransportError
+from nimblemcp.jsonrpc import decode, encode, error_response
 
 __all__ = ["MemoryTransport"]
 
@@ -77,6 +80,26 @@ class MemoryTransport:
         finally:
             if not task.done():
                 task.cancel()  # the caller abandoned the request: cancel it (CANC-01)
+
+    async def exchange(
+        self, data: bytes | dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """Deliver one message as-is (bytes unchanged, dicts encoded) and wait for the
+        server: the notifications it emitted, in order, and its response (None when it
+        sends none, e.g. for a notification). Undecodable bytes get the parse error a
+        transport would answer, without reaching the server."""
+        notes: list[dict[str, Any]] = []
+        try:
+            message = decode(data if isinstance(data, bytes) else encode(data))
+        except ParseError as exc:
+            return notes, decode(encode(error_response(None, exc)))
+        self.sent.append(message)
+
+        def emit(note: dict[str, Any]) -> None:
+            notes.append(decode(encode(note)))
+
+        response = await self.server.handle(message, emit, self.subject)
+        return notes, None if response is None else decode(encode(response))
 
     async def notify(self, message: dict[str, Any]) -> None:
         message = decode(encode(message))

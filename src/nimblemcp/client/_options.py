@@ -1,0 +1,107 @@
+"""The Client's option groups: small frozen dataclasses with the defaults in one place.
+
+    Client(url, callbacks=Callbacks(on_elicit=ask), retry=RetryPolicy(timeout=30))
+
+`Client.__init__` still takes every option as a flat keyword (`on_elicit=`,
+`timeout=`, `tasks=`...); `resolve()` folds those into the groups. A group given as an
+object is the whole group: passing it together with one of its flat keywords set to a
+non-default value is a TypeError, so no option has two sources. Built once per Client,
+read-only afterwards. Imports only `_mrtr` (the callback type) and `_cache`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar
+
+from ._cache import CacheStore
+from ._mrtr import Callback
+
+__all__ = [
+    "TASKS_EXTENSION",
+    "CachePolicy",
+    "Callbacks",
+    "NotificationCallback",
+    "RetryPolicy",
+    "TaskPolicy",
+    "resolve",
+]
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+NotificationCallback = Callable[[dict[str, Any]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Callbacks:
+    """What answers the server. `on_elicit`/`on_sample`/`on_roots` answer input requests
+    (MRTR rounds, task input, legacy server requests) and decide the capabilities
+    declared (ELIC-01, SAMP-01, ROOTS-01); `on_log` hears `notifications/message`,
+    `on_notification` every other notification outside a request's own progress."""
+
+    on_elicit: Callback | None = None
+    on_sample: Callback | None = None
+    on_roots: Callback | None = None
+    on_log: NotificationCallback | None = None
+    on_notification: NotificationCallback | None = None
+    elicitation_modes: tuple[str, ...] = ("form",)
+    sampling_capabilities: Mapping[str, Any] | None = None
+
+    def answering(self) -> dict[str, Callback | None]:
+        """The input-request callbacks by slot, as `answer_round` takes them."""
+        return {"elicit": self.on_elicit, "sample": self.on_sample, "roots": self.on_roots}
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Time limits and repetition: `timeout` per request (None: none), at most
+    `max_retries` re-sends of an idempotent request whose stream broke (backoff
+    `retry_backoff` seconds, doubling), at most `max_rounds` MRTR rounds, and how long
+    a stdio peer may stay silent before it counts as a 2025-11-25 server."""
+
+    timeout: float | None = 60.0
+    max_retries: int = 3
+    retry_backoff: float = 0.1
+    max_rounds: int = 10
+    probe_timeout: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPolicy:
+    """The tasks extension (TASK-01): declared when `enabled`; a task is polled every
+    `pollIntervalMs`, kept within `poll_floor`..`poll_cap` seconds (TASK-06)."""
+
+    enabled: bool = False
+    poll_floor: float = 0.05
+    poll_cap: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.poll_floor <= self.poll_cap:
+            raise ValueError("need 0 < task_poll_floor <= task_poll_cap")
+
+
+@dataclass(frozen=True, slots=True)
+class CachePolicy:
+    """The result cache (CACHE-03..09): off when not `enabled`; `store` holds `public`
+    entries (may be shared between clients); `auth_context` partitions `private` ones."""
+
+    enabled: bool = True
+    store: CacheStore | None = field(default=None, compare=False)
+    auth_context: Hashable = None
+
+
+_G = TypeVar("_G", Callbacks, RetryPolicy, TaskPolicy, CachePolicy)
+
+
+def resolve(group: _G | None, default: _G, flat: Mapping[str, Any]) -> _G:
+    """The group to use: `group` as given, or the defaults updated with `flat` (keyword
+    name -> field name already applied). Flat values equal to the default are no-ops."""
+    base = fields(default)
+    changed = {f.name: flat[f.name] for f in base
+               if f.name in flat and flat[f.name] != getattr(default, f.name)}
+    if group is None:
+        return replace(default, **changed) if changed else default
+    if changed:
+        name = type(default).__name__
+        raise TypeError(f"give {', '.join(sorted(changed))} in {name}(...) or as keywords, not both")
+    return group
