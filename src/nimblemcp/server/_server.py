@@ -1,13 +1,14 @@
 """The Server: a registry of tools, resources, prompts and completions.
 
 Registration builds everything that can be built once (schemas, validators, wire
-definitions, list payloads); request handling lives in `_dispatch`. The server never
-imports a transport: `run()` imports the chosen one lazily.
+definitions, list payloads); request handling lives in `_dispatch`. A Server is the
+`nimblemcp._port.Core` the transports talk to; it never imports a transport:
+`run()` and `asgi_app()` delegate to `nimblemcp.serving`, imported when called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, overload
 
 from nimblemcp.backends._select import from_env
@@ -21,6 +22,7 @@ from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
 
 if TYPE_CHECKING:
+    from nimblemcp._port import Changes, Prepared, RequestIO
     from nimblemcp.server._sealing import Sealer
     from nimblemcp.server._tasks import TaskManager
 
@@ -41,6 +43,11 @@ DEFAULT_CACHE_HINTS: dict[str, tuple[int, str]] = {
 
 class Server:
     """An MCP server. Register with decorators, then `run()` it or mount its ASGI app."""
+
+    # The port (`nimblemcp._port.Core`): set in __init__ to the dispatcher's own bound
+    # methods, so a transport's call costs no extra frame.
+    prepare: Callable[..., Prepared]
+    execute: Callable[[Prepared, RequestIO], Awaitable[dict[str, Any]]]
 
     def __init__(
         self,
@@ -122,6 +129,8 @@ class Server:
         # answer a state-only input_required instead of queueing (load shedding).
         self.max_inflight = max_inflight
         self.dispatcher = Dispatcher(self)
+        self.prepare = self.dispatcher.prepare
+        self.execute = self.dispatcher.run
 
     # -- registration ------------------------------------------------------------------
 
@@ -279,6 +288,11 @@ class Server:
         if self.subscriptions:
             self.bus.publish(Event("updated", uri))
 
+    def changes(self) -> Changes | None:
+        """A new subscription to list changes and resource updates (None when
+        `subscriptions=False`); see `nimblemcp._port.Changes`."""
+        return self.bus.subscribe(self.listen_queue) if self.subscriptions else None
+
     def close_listeners(self) -> None:
         """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09)."""
         self.bus.close_all()
@@ -321,6 +335,18 @@ class Server:
             caps["extensions"] = dict(self.extensions)
         return caps
 
+    def describe(self) -> dict[str, Any]:
+        """`capabilities`, `serverInfo` and `instructions`: what a handshake says."""
+        result: dict[str, Any] = {"capabilities": self.dispatcher.capabilities, "serverInfo": self.info}
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return result
+
+    def tool_header_rules(self, name: str, /) -> tuple[Any, ...]:
+        """The `x-mcp-header` rules of tool `name`, built at registration; () if unknown."""
+        tool = self.tools.get(name)
+        return () if tool is None else getattr(tool, "header_rules", ())  # H3 adds ToolEntry.header_rules
+
     # -- running -----------------------------------------------------------------------
 
     async def handle(
@@ -332,20 +358,14 @@ class Server:
 
     def asgi_app(self, path: str = "/mcp", **options: Any) -> Any:
         """This server as a plain ASGI app with Origin/Host, body and header guards
-        (see `nimblemcp.transports.http_security.secure_app` for the options)."""
-        from nimblemcp.transports.http_security import secure_app
+        (see `nimblemcp.serving.asgi_app` for the options)."""
+        from nimblemcp.serving import asgi_app
 
-        return secure_app(self, path=path, **options)
+        return asgi_app(self, path=path, **options)
 
     def run(self, transport: str = "stdio", **options: Any) -> None:
-        """Serve until stdin closes (stdio) or the process is stopped (http)."""
-        if transport == "stdio":
-            from nimblemcp.transports.stdio import run_stdio
+        """Serve until stdin closes (stdio) or the process is stopped (http); see
+        `nimblemcp.serving.run`."""
+        from nimblemcp.serving import run
 
-            run_stdio(self, **options)
-        elif transport == "http":
-            from nimblemcp.transports.http import run_http  # type: ignore[import-not-found]
-
-            run_http(self, **options)  # type: ignore[misc]
-        else:
-            raise ValueError(f"unknown transport {transport!r} (use 'stdio' or 'http')")
+        run(self, transport, **options)

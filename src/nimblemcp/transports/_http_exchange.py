@@ -4,7 +4,9 @@ The response starts as nothing: a handler that finishes without emitting gets a 
 JSON body from `http.py`; the first request-scoped notification (or a handler still
 running after one keep-alive interval) turns it into an SSE stream that this class
 pumps. A client that hangs up cancels the handler (HTTP-10); a client that stops
-reading is cut off once `max_buffer` bytes pile up. Must not import the server.
+reading is cut off once `max_buffer` bytes pile up. An Exchange is also the request's
+`RequestIO` (see `nimblemcp._port`): `emit`, `subject`, `loop`, no back channel.
+Must not import the server.
 """
 
 from __future__ import annotations
@@ -34,15 +36,21 @@ class Exchange:
 
     __slots__ = (
         "buffered", "closed", "commit_timer", "disconnected", "done", "frames", "keepalive",
-        "loop", "owner", "pump", "receive", "send", "slow", "waiter", "watch_entry", "watcher",
+        "loop", "owner", "pump", "receive", "send", "slow", "subject", "waiter", "watch_entry",
+        "watcher",
     )
+    ask = None  # RequestIO: no back channel on this wire
 
     # A reader that lets this much pile up is cut off: memory stays bounded and a
     # slow listen stream cannot hold the bus (see backends/bus.py).
     max_buffer = 1 << 20
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, receive: Receive, send: Send, keepalive: float) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, receive: Receive, send: Send, keepalive: float,
+        subject: str | None = None,
+    ) -> None:
         self.loop = loop
+        self.subject = subject
         self.receive = receive
         self.send = send
         self.keepalive = keepalive

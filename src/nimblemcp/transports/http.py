@@ -1,4 +1,4 @@
-"""Streamable HTTP server transport (2026-07-28) as a plain ASGI app, and `run_http`.
+"""Streamable HTTP server transport (2026-07-28) as a plain ASGI app.
 
 One endpoint path, POST only (HTTP-01/03). Each POST is one JSON-RPC message:
 a notification is answered 202 (HTTP-05); a request is checked (JSON-RPC shape,
@@ -9,9 +9,10 @@ handler emits a request-scoped notification first, or is still running after
 (HTTP-06/07/20). A client that disconnects cancels the handler and gets nothing
 more (HTTP-10). Origin/Host checks, size limits and CORS are the middleware in
 `http_security`, not options here. Requests the legacy (2025-11-25) leg must serve
-are handed to the `legacy` hook when one is plugged in.
+are handed to the `legacy` hook when one is plugged in. Talks to the server through
+the port (`nimblemcp._port.Core`) only; `nimblemcp.serving` runs it under uvicorn.
 
-Must not import uvicorn at module level, nor any client code.
+Must not import uvicorn, the server, nor any client code.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import asyncio
 import contextlib
 import gc
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from nimblemcp._loop import running_loop
+from nimblemcp._port import Core, Prepared
 from nimblemcp.errors import InvalidRequest, ProtocolError, UnsupportedProtocolVersion
 from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
 from nimblemcp.transports._http_exchange import (
@@ -46,11 +48,7 @@ from nimblemcp.transports._sse import frame
 from nimblemcp.types._meta import CLIENT_CAPABILITIES, PROTOCOL_VERSION
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
-if TYPE_CHECKING:
-    from nimblemcp.server._dispatch import Prepared
-    from nimblemcp.server._server import Server
-
-__all__ = ["LegacyHandler", "McpHttpApp", "asgi_app", "run_http"]
+__all__ = ["YOUNG_GC_THRESHOLD", "LegacyHandler", "McpHttpApp", "asgi_app"]
 
 logger = logging.getLogger("nimblemcp.http")
 
@@ -133,19 +131,21 @@ class McpHttpApp:
 
     def __init__(
         self,
-        server: Server,
+        core: Core,
         *,
         path: str = "/mcp",
         keepalive: float = 15.0,
         legacy: LegacyHandler | None = None,
         freeze_gc: bool = False,
     ) -> None:
-        self.server = server
+        self.core = core
         self.path = path
         self.keepalive = keepalive
         self.legacy = legacy
         self.freeze_gc = freeze_gc
-        self.param_rules = ParamRules(server)
+        # H3 (issue 11): `ParamRules(core.tool_header_rules)` once `_http_headers`
+        # takes a look-up callable; until then it reads the tool table of the core.
+        self.param_rules = ParamRules(core)  # type: ignore[arg-type]
         self.watchlists: dict[asyncio.AbstractEventLoop, Watchlist] = {}
 
     def _watchlist(self, loop: asyncio.AbstractEventLoop) -> Watchlist:
@@ -243,7 +243,7 @@ class McpHttpApp:
             version = meta.get(PROTOCOL_VERSION)
             if type(version) is str and type(meta.get(CLIENT_CAPABILITIES)) is dict:
                 check_standard(h, msg["method"], params, version)  # type: ignore[arg-type]
-        prepared = self.server.dispatcher.prepare(msg)  # -32602 / -32022 / -32601
+        prepared = self.core.prepare(msg)  # -32602 / -32022 / -32601
         if prepared.method == "tools/call":
             self.param_rules.check(h, prepared.params)
         return prepared
@@ -251,12 +251,10 @@ class McpHttpApp:
     async def _run(self, prepared: Prepared, scope: Scope, receive: Receive, send: Send) -> None:
         # Look the loop up once, without a syscall (see `_loop`), and hand it on.
         loop = running_loop()
-        ex = Exchange(loop, receive, send, self.keepalive)
-        ex.owner = asyncio.current_task(loop)
         subject = scope.get("user")
-        step = self.server.dispatcher.execute(
-            prepared, ex.emit, subject if isinstance(subject, str) else None, loop=loop
-        )
+        ex = Exchange(loop, receive, send, self.keepalive, subject if isinstance(subject, str) else None)
+        ex.owner = asyncio.current_task(loop)
+        step = self.core.execute(prepared, ex)
         self._watchlist(loop).add(ex)
         try:
             response = await step
@@ -292,7 +290,7 @@ class McpHttpApp:
 
 
 def asgi_app(
-    server: Server,
+    core: Core,
     *,
     path: str = "/mcp",
     keepalive: float = 15.0,
@@ -310,61 +308,5 @@ def asgi_app(
     if legacy is None and legacy_sessions:
         from nimblemcp.transports._http_legacy import LegacyHttp
 
-        legacy = LegacyHttp(server, keepalive=keepalive)
-    return McpHttpApp(server, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc)
-
-
-_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-
-
-def run_http(
-    server: Server,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    path: str = "/mcp",
-    *,
-    allowed_origins: list[str] | None = None,
-    allowed_hosts: list[str] | None = None,
-    max_body: int | None = None,
-    cors: bool = False,
-    keepalive: float = 15.0,
-    shutdown_timeout: float = 10.0,
-    log_level: str = "info",
-    access_log: bool = False,
-    legacy_sessions: bool = True,
-    auth: dict[str, Any] | None = None,
-) -> None:
-    """Serve `server` under uvicorn (uvloop + httptools when installed), blocking.
-
-    Bound to 127.0.0.1 unless told otherwise (HTTP-02). On a non-loopback bind with
-    no `allowed_hosts`, any Host is accepted (Origin is still checked). Shutdown
-    lets in-flight requests finish for at most `shutdown_timeout` seconds.
-    `legacy_sessions=False` turns the 2025-11-25 session leg off; `auth` makes the
-    endpoint an OAuth resource server (see `http_auth.BearerAuth`).
-    """
-    import uvicorn
-
-    from nimblemcp.transports.http_security import secure_app
-
-    if allowed_hosts is None and host not in _LOOPBACK:
-        allowed_hosts = ["*"]
-    app = secure_app(
-        server, path=path, keepalive=keepalive, freeze_gc=True, legacy_sessions=legacy_sessions,
-        allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body, cors=cors,
-        auth=auth,
-    )
-    config = uvicorn.Config(
-        app, host=host, port=port, loop="auto", http="auto", lifespan="on",
-        log_level=log_level, access_log=access_log, server_header=False,
-        timeout_graceful_shutdown=max(1, round(shutdown_timeout)),
-    )
-
-    class _Uvicorn(uvicorn.Server):
-        async def shutdown(self, sockets: Any = None) -> None:
-            # Listen streams never finish by themselves: close them gracefully first
-            # (SUB-09) so the wait below covers only real in-flight requests.
-            server.close_listeners()
-            await super().shutdown(sockets)
-
-    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the caught SIGINT
-        _Uvicorn(config).run()
+        legacy = LegacyHttp(core, keepalive=keepalive)
+    return McpHttpApp(core, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc)

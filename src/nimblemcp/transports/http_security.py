@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from nimblemcp.jsonrpc import encode
 
 if TYPE_CHECKING:
-    from nimblemcp.server._server import Server
+    from nimblemcp._port import Core
     from nimblemcp.transports._http_exchange import Receive, Scope, Send
     from nimblemcp.transports.http import LegacyHandler
 
@@ -243,7 +243,7 @@ class SecurityMiddleware:
 
 
 def secure_app(
-    server: Server,
+    core: Core,
     *,
     path: str = "/mcp",
     allowed_origins: Iterable[str] | None = None,
@@ -259,7 +259,8 @@ def secure_app(
     freeze_gc: bool = False,
     auth: dict[str, Any] | None = None,
 ) -> SecurityMiddleware:
-    """`asgi_app(server)` wrapped in `SecurityMiddleware`: what `run_http` serves.
+    """`asgi_app(core)` wrapped in `SecurityMiddleware`: what `run_http` serves and
+    what `Server.asgi_app()` returns (`core` is a `Server`, or any `nimblemcp._port.Core`).
 
     Localhost Origins and Hosts are allowed by default; list deployment ones in
     `allowed_origins` / `allowed_hosts` ("*" allows any). `auth` makes the endpoint an
@@ -269,7 +270,7 @@ def secure_app(
     from nimblemcp.transports.http import asgi_app
 
     app: Any = asgi_app(
-        server, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc
+        core, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc
     )
     if auth is not None:
         from nimblemcp.transports.http_auth import BearerAuth
