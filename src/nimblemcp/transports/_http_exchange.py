@@ -13,20 +13,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from nimblemcp.jsonrpc import encode
+from nimblemcp.transports._asgi import Receive, Send
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
 from nimblemcp.types._meta import SUBSCRIPTION_ID
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-
-EMPTY_BODY: dict[str, Any] = {"type": "http.response.body", "body": b""}
-_SSE_START: dict[str, Any] = {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
 
 WATCH_DELAY = 0.02  # seconds
 
@@ -127,7 +119,7 @@ class Exchange:
 
     async def _pump(self) -> None:
         send = self.send
-        await send(_SSE_START)
+        await send({"type": "http.response.start", "status": 200, "headers": list(SSE_HEADERS)})
         while True:
             if self.frames:
                 data = b"".join(self.frames)
@@ -140,7 +132,7 @@ class Exchange:
                 continue
             if self.closed or self.disconnected:
                 if not self.disconnected:
-                    await send(EMPTY_BODY)
+                    await send({"type": "http.response.body", "body": b""})
                 return
             w = self.waiter = self.loop.create_future()
             timer = self.loop.call_later(self.keepalive or 3600.0, _ping, w)

@@ -26,7 +26,16 @@ from nimblemcp._loop import running_loop
 from nimblemcp._port import Changes, Core, Prepared
 from nimblemcp.errors import InvalidRequest, ProtocolError
 from nimblemcp.jsonrpc import encode, error_response
-from nimblemcp.transports._http_exchange import EMPTY_BODY, Exchange, Receive, Scope, Send
+from nimblemcp.transports._asgi import (
+    Receive,
+    Scope,
+    Send,
+    accepted,
+    accepts_sse,
+    respond,
+    respond_json,
+)
+from nimblemcp.transports._http_exchange import Exchange
 from nimblemcp.transports._http_headers import ACCEPT, SESSION, VERSION, RequestHeaders
 from nimblemcp.transports._http_sessions import HttpSession, Sessions
 from nimblemcp.transports._legacy import LegacySession, is_enveloped
@@ -38,28 +47,11 @@ __all__ = ["LegacyHttp"]
 logger = logging.getLogger("nimblemcp.http")
 
 _SID = b"mcp-session-id"
-_202: dict[str, Any] = {"type": "http.response.start", "status": 202, "headers": []}
-
-
-async def _json(send: Send, status: int, message: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = encode(message)
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if extra:
-        headers.extend(extra)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 async def _refuse(send: Send, status: int, text: str, rid: Any = None) -> None:
     """A transport-level refusal: the status says it, a JSON-RPC error body explains."""
-    await _json(send, status, error_response(rid, InvalidRequest(text)))
-
-
-def _wants_sse(accept: bytes | None) -> bool:
-    if accept is None:
-        return False
-    kinds = {part.split(b";", 1)[0].strip().lower() for part in accept.split(b",")}
-    return bool(kinds & {b"text/event-stream", b"text/*", b"*/*"})
+    await respond_json(send, status, error_response(rid, InvalidRequest(text)))
 
 
 class LegacyHttp:
@@ -85,8 +77,7 @@ class LegacyHttp:
         if method not in ("POST", "GET", "DELETE") or (method != "POST" and raw is None):
             # Without a session, GET/DELETE get the modern answer (HTTP-01, COMPAT-S03).
             allow = b"GET, POST, DELETE" if raw is not None else b"POST"
-            await send({"type": "http.response.start", "status": 405, "headers": [(b"allow", allow)]})
-            await send(EMPTY_BODY)
+            await respond(send, 405, headers=[(b"allow", allow)])
             return
         rid = message.get("id") if type(message) is dict and "method" in message else None
         version = h.values[VERSION]
@@ -102,22 +93,19 @@ class LegacyHttp:
             return
         if method == "DELETE":
             self.sessions.drop(session.id)
-            await send({"type": "http.response.start", "status": 200, "headers": []})
-            await send(EMPTY_BODY)
+            await respond(send, 200)
         elif method == "GET":
-            if not _wants_sse(h.values[ACCEPT]):
+            if not accepts_sse(accepted(h.values[ACCEPT])):
                 await _refuse(send, 406, "Not Acceptable: the GET stream needs Accept: text/event-stream")
             else:
                 await self._stream(receive, send, session)
         elif "method" not in message:  # a response to one of our requests (LEG-06)
             session.legacy.answer(message)
-            await send(_202)
-            await send(EMPTY_BODY)
+            await respond(send, 202)
         elif "id" not in message:  # a notification (LEG-06)
             if message["method"] == "notifications/cancelled":
                 session.legacy.cancel(message.get("params"))
-            await send(_202)
-            await send(EMPTY_BODY)
+            await respond(send, 202)
         else:
             await self._request(scope, receive, send, session, message)
 
@@ -133,13 +121,13 @@ class LegacyHttp:
             requested = params.get("protocolVersion") if isinstance(params, dict) else None
             error = error_response(rid, exc)
             error["error"]["data"] = {"supported": [*LEGACY_VERSIONS, *MODERN_VERSIONS], "requested": requested}
-            await _json(send, 400, error)  # COMPAT-S02: the only diagnostic a legacy client gets
+            await respond_json(send, 400, error)  # COMPAT-S02: the only diagnostic a legacy client gets
             return
         session = self.sessions.open(legacy, owner)
         if session is None:
             await _refuse(send, 503, "Too many sessions; try again later", rid)
             return
-        await _json(send, 200, {"jsonrpc": "2.0", "id": rid, "result": result}, [(_SID, session.id.encode())])
+        await respond_json(send, 200, {"jsonrpc": "2.0", "id": rid, "result": result}, [(_SID, session.id.encode())])
 
     # -- requests ------------------------------------------------------------------------
 
@@ -158,10 +146,10 @@ class LegacyHttp:
         else:
             prepared = legacy.prepare(message)
         if isinstance(prepared, dict):  # answered at once (or refused)
-            await _json(send, 200, prepared)
+            await respond_json(send, 200, prepared)
             return
         if rid in legacy.requests:
-            await _json(send, 200, error_response(rid, InvalidRequest("Request id already in use")))
+            await respond_json(send, 200, error_response(rid, InvalidRequest("Request id already in use")))
             return
         loop = running_loop()
         ex = Exchange(loop, receive, send, self.keepalive)
@@ -181,8 +169,7 @@ class LegacyHttp:
             # A cancelled request gets no response: the stream just ends.
             ex.closed = True
             if ex.pump is None:
-                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-                await send(EMPTY_BODY)
+                await respond(send, 200, headers=SSE_HEADERS)
             else:
                 ex._wake()
                 with contextlib.suppress(Exception):
@@ -192,7 +179,7 @@ class LegacyHttp:
             legacy.cancelled.discard(rid)
         ex.finish()
         if ex.pump is None:
-            await _json(send, 200, response)
+            await respond_json(send, 200, response)
             return
         ex.frames.append(frame(encode(response)))
         ex.closed = True
@@ -230,7 +217,7 @@ class LegacyHttp:
                 getter.cancel()
                 if not done:
                     await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-            await send(EMPTY_BODY)
+            await send({"type": "http.response.body", "body": b""})
         finally:
             for task in tasks:
                 task.cancel()

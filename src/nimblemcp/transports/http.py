@@ -27,14 +27,16 @@ from nimblemcp._loop import running_loop
 from nimblemcp._port import Core, Prepared
 from nimblemcp.errors import InvalidRequest, ProtocolError, UnsupportedProtocolVersion
 from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
-from nimblemcp.transports._http_exchange import (
-    EMPTY_BODY,
-    Exchange,
+from nimblemcp.transports._asgi import (
     Receive,
     Scope,
     Send,
-    Watchlist,
+    accepts_json_and_sse,
+    respond,
+    respond_json,
+    send_json,
 )
+from nimblemcp.transports._http_exchange import Exchange, Watchlist
 from nimblemcp.transports._http_headers import (
     ACCEPT,
     CONTENT_TYPE,
@@ -66,29 +68,7 @@ _STATUS: dict[int, int] = {
     -32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400,
     -32601: 404,
 }
-_JSON = (b"content-type", b"application/json")
 _LEGACY_HEADER = frozenset(v.encode() for v in LEGACY_VERSIONS)  # MCP-Protocol-Version values
-_START_202: dict[str, Any] = {"type": "http.response.start", "status": 202, "headers": []}
-
-
-async def _plain(send: Send, status: int, body: bytes = b"", extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    headers = [(b"content-type", b"text/plain; charset=utf-8")] if body else []
-    if extra:
-        headers.extend(extra)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _json(send: Send, status: int, message: dict[str, Any]) -> None:
-    await _json_body(send, status, encode(message))
-
-
-async def _json_body(send: Send, status: int, body: bytes) -> None:
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [_JSON, (b"content-length", str(len(body)).encode())],
-    })
-    await send({"type": "http.response.body", "body": body})
 
 
 # Young-generation GC threshold while serving (CPython's default is 700).
@@ -106,18 +86,6 @@ def _settle_gc() -> None:
     young, middle, old = gc.get_threshold()
     if young:  # 0 means the application turned the GC off: leave it so
         gc.set_threshold(max(young, YOUNG_GC_THRESHOLD), middle, old)
-
-
-def _accepts(value: bytes | None) -> bool:
-    """HTTP-04: the client must accept both JSON and SSE (wildcards count)."""
-    if value is None:
-        return False
-    if b"application/json" in value and b"text/event-stream" in value:
-        return True
-    kinds = {part.split(b";", 1)[0].strip().lower() for part in value.split(b",")}
-    return bool(kinds & {b"application/json", b"application/*", b"*/*"}) and bool(
-        kinds & {b"text/event-stream", b"text/*", b"*/*"}
-    )
 
 
 def _is_json(value: bytes | None) -> bool:
@@ -173,20 +141,20 @@ class McpHttpApp:
                 await self._lifespan(receive, send)
             return
         if scope["path"] != self.path:
-            await _plain(send, 404, b"Not Found")
+            await respond(send, 404, b"Not Found")
             return
         h = RequestHeaders(scope["headers"])
         if scope["method"] != "POST":
             if self.legacy is not None:
                 await self.legacy(scope, receive, send, None)
             else:  # HTTP-01: no GET stream, no DELETE, no sessions
-                await _plain(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
+                await respond(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
             return
         if not _is_json(h.values[CONTENT_TYPE]):
-            await _plain(send, 415, b"Content-Type must be application/json")
+            await respond(send, 415, b"Content-Type must be application/json")
             return
-        if not _accepts(h.values[ACCEPT]):
-            await _plain(send, 406, b"Accept must list application/json and text/event-stream")
+        if not accepts_json_and_sse(h.values[ACCEPT]):
+            await respond(send, 406, b"Accept must list application/json and text/event-stream")
             return
         message = await receive()
         body = message.get("body", b"")
@@ -201,22 +169,21 @@ class McpHttpApp:
             msg = decode(body)
             kind = classify(msg)
         except ProtocolError as exc:  # -32700 / -32600 (HTTP-19)
-            await _json(send, 400, error_response(request_id_of(msg), exc))
+            await respond_json(send, 400, error_response(request_id_of(msg), exc))
             return
         if self.legacy is not None and self._is_legacy(h, msg):
             await self.legacy(scope, receive, send, msg)
             return
         if kind != "request":
             if kind == "notification":  # HTTP-05: accepted, nothing to answer
-                await send(_START_202)
-                await send(EMPTY_BODY)
+                await respond(send, 202)
             else:  # HTTP-03: clients never send responses in this revision
-                await _json(send, 400, error_response(None, InvalidRequest("responses are not accepted")))
+                await respond_json(send, 400, error_response(None, InvalidRequest("responses are not accepted")))
             return
         try:
             prepared = self._prepare(h, msg)
         except ProtocolError as exc:
-            await _json(send, _STATUS.get(exc.code, 200), error_response(msg["id"], exc))
+            await respond_json(send, _STATUS.get(exc.code, 200), error_response(msg["id"], exc))
             return
         await self._run(prepared, scope, receive, send)
 
@@ -281,7 +248,7 @@ class McpHttpApp:
             # next requests all make the next poll instead of trailing a whole batch
             # behind it. Measured at 64 connections: ~9% more req/s, p99 6.3 -> 4.5 ms.
             await asyncio.sleep(0)
-            await _json_body(send, status, body)
+            await send_json(send, status, body)
             return
         ex.frames.append(frame(encode(response)))
         ex.closed = True

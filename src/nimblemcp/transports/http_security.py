@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from nimblemcp.jsonrpc import encode
+from nimblemcp.transports._asgi import respond
 
 if TYPE_CHECKING:
     from nimblemcp._port import Core
-    from nimblemcp.transports._http_exchange import Receive, Scope, Send
+    from nimblemcp.transports._asgi import Receive, Scope, Send
     from nimblemcp.transports.http import LegacyHandler
 
 __all__ = ["DEFAULT_MAX_BODY", "SecurityMiddleware", "secure_app"]
@@ -47,11 +48,7 @@ class _BodyTooLarge(Exception):
 
 
 async def _reject(send: Send, status: int, body: bytes) -> None:
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-    })
-    await send({"type": "http.response.body", "body": body})
+    await respond(send, status, body, content_type=b"application/json")
 
 
 def _host_name(value: str) -> str:
@@ -214,17 +211,13 @@ class SecurityMiddleware:
         for key, value in scope["headers"]:
             if key == b"access-control-request-headers":
                 requested = value
-        await send({
-            "type": "http.response.start", "status": 204,
-            "headers": [
-                (b"access-control-allow-origin", origin),
-                (b"access-control-allow-methods", b"POST, GET, DELETE, OPTIONS"),
-                (b"access-control-allow-headers", requested or _PREFLIGHT_HEADERS),
-                (b"access-control-max-age", self.cors_max_age),
-                (b"vary", b"origin"),
-            ],
-        })
-        await send({"type": "http.response.body", "body": b""})
+        await respond(send, 204, headers=[
+            (b"access-control-allow-origin", origin),
+            (b"access-control-allow-methods", b"POST, GET, DELETE, OPTIONS"),
+            (b"access-control-allow-headers", requested or _PREFLIGHT_HEADERS),
+            (b"access-control-max-age", self.cors_max_age),
+            (b"vary", b"origin"),
+        ])
 
     @staticmethod
     def _with_cors(send: Send, origin: bytes) -> Send:
