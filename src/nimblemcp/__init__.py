@@ -24,6 +24,7 @@ from nimblemcp.errors import (
     ResourceNotFound,
     ToolError,
 )
+from nimblemcp.server import Backends as Backends  # the option groups of Server and run_http:
 from nimblemcp.server import (
     Context,
     Server,
@@ -33,16 +34,24 @@ from nimblemcp.server import (
     message,
     user,
 )
+from nimblemcp.server import ListenOptions as ListenOptions  # importable from here, not yet in
+from nimblemcp.server import ServerSettings as ServerSettings  # __all__, which test_public_api
+from nimblemcp.server import StateOptions as StateOptions  # freezes (the lead's decision)
 from nimblemcp.types import LATEST_VERSION, SUPPORTED_VERSIONS
 
 if TYPE_CHECKING:
     from nimblemcp.client import Client
     from nimblemcp.server._mrtr import ElicitResult
+    from nimblemcp.transports.http_security import HttpSecurity as HttpSecurity
 
 __version__ = "0.1.0"
 
 # Imported on first use so that a stdio server never pays for the client.
-_LAZY = {"Client": "nimblemcp.client", "ElicitResult": "nimblemcp.server._mrtr"}
+_LAZY = {
+    "Client": "nimblemcp.client",
+    "ElicitResult": "nimblemcp.server._mrtr",
+    "HttpSecurity": "nimblemcp.transports.http_security",
+}
 
 
 def __getattr__(name: str) -> object:

@@ -9,8 +9,10 @@ transport. `Server.run()` and `Server.asgi_app()` delegate here.
 - `bare_asgi_app(server)`: the MCP endpoint alone, for a framework that brings its
   own guards.
 
-Imports transports lazily (uvicorn only when serving HTTP), so a stdio server never
-pays for the HTTP stack.
+Each entry point applies `ServerSettings.from_env()` first (`NIMBLEMCP_STATE_KEYS`,
+`NIMBLEMCP_REDIS_URL`), filling in what the code did not give; this is the one place
+the environment configures a server. Imports transports lazily (uvicorn only when
+serving HTTP), so a stdio server never pays for the HTTP stack.
 """
 
 from __future__ import annotations
@@ -18,14 +20,21 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from nimblemcp.server._options import ServerSettings
+
 if TYPE_CHECKING:
     from nimblemcp.server._server import Server
     from nimblemcp.transports.http import McpHttpApp
-    from nimblemcp.transports.http_security import SecurityMiddleware
+    from nimblemcp.transports.http_security import HttpSecurity, SecurityMiddleware
 
-__all__ = ["asgi_app", "bare_asgi_app", "run", "run_http", "run_stdio"]
+__all__ = ["asgi_app", "bare_asgi_app", "configure", "run", "run_http", "run_stdio"]
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def configure(server: Server, settings: ServerSettings | None = None) -> None:
+    """Apply `settings` (default: the environment's) where `server` was given nothing."""
+    (settings if settings is not None else ServerSettings.from_env()).apply(server)
 
 
 def run(server: Server, transport: str = "stdio", **options: Any) -> None:
@@ -42,6 +51,7 @@ def run_stdio(server: Server) -> None:
     """Serve `server` on this process's stdin/stdout (blocking)."""
     from nimblemcp.transports.stdio import run_stdio as serve
 
+    configure(server)
     serve(server)
 
 
@@ -51,6 +61,7 @@ def asgi_app(server: Server, path: str = "/mcp", **options: Any) -> SecurityMidd
     body and header limits, CORS, auth, keepalive, legacy sessions)."""
     from nimblemcp.transports.http_security import secure_app
 
+    configure(server)
     return secure_app(server, path=path, **options)
 
 
@@ -59,6 +70,7 @@ def bare_asgi_app(server: Server, path: str = "/mcp", **options: Any) -> McpHttp
     behind something that provides them (see `nimblemcp.transports.http.asgi_app`)."""
     from nimblemcp.transports.http import asgi_app as bare
 
+    configure(server)
     return bare(server, path=path, **options)
 
 
@@ -68,6 +80,7 @@ def run_http(
     port: int = 8000,
     path: str = "/mcp",
     *,
+    security: HttpSecurity | None = None,
     allowed_origins: list[str] | None = None,
     allowed_hosts: list[str] | None = None,
     max_body: int | None = None,
@@ -81,20 +94,22 @@ def run_http(
 ) -> None:
     """Serve `server` under uvicorn (uvloop + httptools when installed), blocking.
 
-    Bound to 127.0.0.1 unless told otherwise (HTTP-02). On a non-loopback bind with
-    no `allowed_hosts`, any Host is accepted (Origin is still checked). Shutdown
+    Bound to 127.0.0.1 unless told otherwise (HTTP-02). The guards are `security`
+    with the flat keyword arguments replacing its fields (see `secure_app`). On a
+    non-loopback bind with no `allowed_hosts`, any Host is accepted (Origin is still
+    checked). Shutdown
     lets in-flight requests finish for at most `shutdown_timeout` seconds.
     `legacy_sessions=False` turns the 2025-11-25 session leg off; `auth` makes the
     endpoint an OAuth resource server (see `http_auth.BearerAuth`).
     """
     import uvicorn
 
-    if allowed_hosts is None and host not in _LOOPBACK:
+    if allowed_hosts is None and (security is None or security.allowed_hosts is None) and host not in _LOOPBACK:
         allowed_hosts = ["*"]
     app = asgi_app(
         server, path=path, keepalive=keepalive, freeze_gc=True, legacy_sessions=legacy_sessions,
-        allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body, cors=cors,
-        auth=auth,
+        security=security, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body,
+        cors=cors, auth=auth,
     )
     config = uvicorn.Config(
         app, host=host, port=port, loop="auto", http="auto", lifespan="on",

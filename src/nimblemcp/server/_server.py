@@ -9,14 +9,15 @@ definitions, list payloads); request handling lives in `_dispatch`. A Server is 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, overload
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from nimblemcp.backends._select import from_env
 from nimblemcp.backends._store import KeyValueStore
 from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
+from nimblemcp.server._options import Backends, ListenOptions, ServerSettings, StateOptions
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
     from nimblemcp.server._tasks import TaskManager
 
 F = Callable[..., Any]
+_O = TypeVar("_O", StateOptions, Backends, ListenOptions)
+
+
+def _override(options: _O, **given: Any) -> _O:
+    """`options` with the flat keyword arguments that were given (not None)."""
+    given = {k: v for k, v in given.items() if v is not None}
+    return replace(options, **given) if given else options
 
 # Caching hints sent when nothing more specific is configured (CACHE-01). The
 # capabilities of a server rarely change; lists may change at runtime, so they stay
@@ -62,17 +70,21 @@ class Server:
         page_size: int | None = None,
         cache_hints: dict[str, tuple[int, str]] | None = None,
         logging: bool = True,
-        state_keys: list[str] | None = None,
-        state_ttl: float = 600.0,
-        one_time_state: bool = False,
-        store: KeyValueStore | None = None,
-        handle_ttl: float = 3600.0,
-        audience: str | None = None,
-        subscriptions: bool = True,
-        bus: NotificationBus | None = None,
-        listen_queue: int = 256,
+        state: StateOptions | None = None,
+        backends: Backends | None = None,
+        listen: ListenOptions | None = None,
         forward_logs: bool | str = False,
         max_inflight: int | None = None,
+        # Flat spellings of the option groups above (each overrides its group's field).
+        state_keys: list[str] | None = None,
+        state_ttl: float | None = None,
+        one_time_state: bool | None = None,
+        audience: str | None = None,
+        handle_ttl: float | None = None,
+        store: KeyValueStore | None = None,
+        bus: NotificationBus | None = None,
+        subscriptions: bool | None = None,
+        listen_queue: int | None = None,
     ) -> None:
         info: dict[str, Any] = {"name": name, "version": version}
         for key, value in (("title", title), ("description", description),
@@ -100,25 +112,25 @@ class Server:
         # Called with "tools" | "prompts" | "resources" whenever a list changes; the
         # subscription layer hooks in here.
         self.change_listeners: list[Callable[[str], None]] = []
-        # MRTR: requestState sealing (keys from state_keys or NIMBLEMCP_STATE_KEYS),
-        # the optional single-use guard, and state handles, all over one store.
-        self.audience = audience or name
-        self.state_ttl = state_ttl
-        self.one_time_state = one_time_state
-        self._state_keys = state_keys
+        state = _override(state or StateOptions(), keys=None if state_keys is None else tuple(state_keys),
+                          ttl=state_ttl, one_time=one_time_state, audience=audience, handle_ttl=handle_ttl)
+        backends = _override(backends or Backends(), store=store, bus=bus)
+        listen = _override(listen or ListenOptions(), enabled=subscriptions, queue=listen_queue)
+        self.state_options, self.backends, self.listen_options = state, backends, listen
+        # MRTR: requestState sealing, the optional single-use guard, and state handles,
+        # all over one store.
+        self.audience = state.audience or name
+        self.state_ttl = state.ttl
+        self.one_time_state = state.one_time
+        self._state_keys = None if state.keys is None else list(state.keys)
         self._sealer: Sealer | None = None
         self._tasks: TaskManager | None = None
-        if store is None or bus is None:  # NIMBLEMCP_REDIS_URL: shared backends (scale-out)
-            shared = from_env()
-            if shared is not None:
-                store = shared[0] if store is None else store
-                bus = shared[1] if bus is None else bus
-        self.store: KeyValueStore = store if store is not None else MemoryStore()
-        self.handles = HandleStore(self.store, ttl_s=handle_ttl)
+        self.store: KeyValueStore = backends.store if backends.store is not None else MemoryStore()
+        self.handles = HandleStore(self.store, ttl_s=state.handle_ttl)
         # subscriptions/listen: list changes and resource updates fan out via the bus.
-        self.subscriptions = subscriptions
-        self.bus: NotificationBus = bus if bus is not None else InProcessBus()
-        self.listen_queue = listen_queue
+        self.subscriptions = listen.enabled
+        self.bus: NotificationBus = backends.bus if backends.bus is not None else InProcessBus()
+        self.listen_queue = listen.queue
         # Python logging inside handlers -> notifications/message (True = root logger).
         self.forward_logs = forward_logs is not False
         if self.forward_logs:
@@ -131,6 +143,22 @@ class Server:
         self.dispatcher = Dispatcher(self)
         self.prepare = self.dispatcher.prepare
         self.execute = self.dispatcher.run
+
+    def _apply_settings(self, settings: ServerSettings) -> None:
+        """The environment's settings, where the code gave nothing (see `_options`)."""
+        if settings.state_keys and self._state_keys is None:
+            self._state_keys = list(settings.state_keys)
+            self._sealer = None
+        if settings.redis_url and (self.backends.store is None or self.backends.bus is None):
+            from nimblemcp.backends._select import from_url
+
+            store, bus = from_url(settings.redis_url)
+            if self.backends.store is None:
+                self.store = store
+                self.handles = HandleStore(store, ttl_s=self.state_options.handle_ttl)
+            if self.backends.bus is None:
+                self.bus = bus
+            self.backends = Backends(self.store, self.bus)  # applied: a second call is a no-op
 
     # -- registration ------------------------------------------------------------------
 
