@@ -161,6 +161,9 @@ class Server:
             self.backends = Backends(self.store, self.bus)  # applied: a second call is a no-op
 
     # -- registration ------------------------------------------------------------------
+    # One rule for tools, prompts, resources and templates: decorators return the
+    # function unchanged; `add_*` returns the entry and refuses a duplicate name (URI);
+    # `remove_*` drops one (KeyError if unknown). Every change notifies listeners.
 
     @overload
     def tool(self, fn: F, /) -> F: ...
@@ -251,16 +254,26 @@ class Server:
 
         return register
 
-    def add_resource(self, entry: ResourceEntry) -> None:
+    def add_resource(self, entry: ResourceEntry) -> ResourceEntry:
+        if entry.uri in self.resources:
+            raise ValueError(f"a resource with URI {entry.uri!r} is already registered")
         self.resources[entry.uri] = entry
         self._changed("resources")
+        return entry
 
     def remove_resource(self, uri: str) -> None:
         del self.resources[uri]
         self._changed("resources")
 
-    def add_template(self, entry: TemplateEntry) -> None:
+    def add_template(self, entry: TemplateEntry) -> TemplateEntry:
+        if entry.uri_template in self.templates:
+            raise ValueError(f"a resource template {entry.uri_template!r} is already registered")
         self.templates[entry.uri_template] = entry
+        self._changed("resources")
+        return entry
+
+    def remove_template(self, uri_template: str) -> None:
+        del self.templates[uri_template]
         self._changed("resources")
 
     def prompt(
@@ -285,11 +298,12 @@ class Server:
 
         return register(fn) if fn is not None else register
 
-    def add_prompt(self, entry: PromptEntry) -> None:
+    def add_prompt(self, entry: PromptEntry) -> PromptEntry:
         if entry.name in self.prompts:
             raise ValueError(f"a prompt named {entry.name!r} is already registered")
         self.prompts[entry.name] = entry
         self._changed("prompts")
+        return entry
 
     def remove_prompt(self, name: str) -> None:
         del self.prompts[name]
