@@ -1,7 +1,7 @@
 """The one way a registered function runs: tools, prompts, resources and templates.
 
 `Invocable` is the base of every registry entry. Its `invoke` binds the request's
-arguments to keyword arguments (`bind`, per kind), adds the Context when the function
+arguments to keyword arguments (`bind`, a callable each kind sets at registration), adds the Context when the function
 asks for one, runs the function by ONE policy, and turns what it returned into a
 result (`finish`, per kind):
 - an `async def` runs on the event loop;
@@ -31,26 +31,31 @@ __all__ = ["Invocable"]
 
 
 class Invocable:
-    """A registered function with its run policy; subclasses supply `bind` and `finish`."""
+    """A registered function with its run policy; subclasses set `bind` and may
+    override `finish` and `failed`."""
 
-    __slots__ = ("ctx_param", "fn", "inline", "is_async")
+    __slots__ = ("bind", "ctx_param", "fn", "inline", "is_async")
 
     fn: Callable[..., Any]
+    # The request's arguments as a fresh dict of keyword arguments; raises a protocol
+    # error (or, for tools, an argument error) when they do not fit. An attribute, not
+    # a method: a tool's is its validator itself, with no call in between.
+    bind: Callable[[Any], dict[str, Any]]
     ctx_param: str | None
     is_async: bool
     inline: bool
 
-    def _set_fn(self, fn: Callable[..., Any], ctx_param: str | None, run_in_thread: bool = True) -> None:
+    def _set_fn(
+        self, fn: Callable[..., Any], ctx_param: str | None, bind: Callable[[Any], dict[str, Any]],
+        run_in_thread: bool = True,
+    ) -> None:
         self.fn = fn
+        self.bind = bind
         self.ctx_param = ctx_param
         self.is_async = inspect.iscoroutinefunction(fn)
         # A sync function known never to block (pure computation, microseconds) may
         # skip the thread hop.
         self.inline = not self.is_async and not run_in_thread
-
-    def bind(self, arguments: Any) -> dict[str, Any]:
-        """The request's arguments as a fresh dict of keyword arguments."""
-        raise NotImplementedError
 
     def finish(self, value: Any) -> Any:
         """What the function returned, as the result to answer."""

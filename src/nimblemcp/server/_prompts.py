@@ -53,7 +53,7 @@ class PromptEntry(Invocable):
         complete: dict[str, Callable[..., Any]] | None = None,
     ) -> None:
         self.name = name or fn.__name__
-        self._set_fn(fn, context_param(fn))
+        self._set_fn(fn, context_param(fn), self._bind)
         summary, arg_docs = parse_docstring(fn.__doc__)
         args: list[dict[str, Any]] = []
         required: list[str] = []
@@ -85,7 +85,7 @@ class PromptEntry(Invocable):
             d["_meta"] = meta
         self.definition = d
 
-    def bind(self, arguments: Any) -> dict[str, Any]:
+    def _bind(self, arguments: Any) -> dict[str, Any]:
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict) or not all(

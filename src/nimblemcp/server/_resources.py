@@ -65,16 +65,13 @@ class _Readable(Invocable):
     cache_scope: str | None
 
     def _setup(self, fn: Callable[..., Any], ttl_ms: int | None, cache_scope: str | None) -> None:
-        self._set_fn(fn, context_param(fn))
+        self._set_fn(fn, context_param(fn), dict)  # the template's variables (none for a resource)
         if ttl_ms is not None and ttl_ms < 0:
             raise ValueError("ttl_ms must be >= 0 (CACHE-01)")
         if cache_scope not in (None, "public", "private"):
             raise ValueError("cache_scope must be 'public' or 'private'")
         self.ttl_ms = ttl_ms
         self.cache_scope = cache_scope
-
-    def bind(self, arguments: Any) -> dict[str, Any]:
-        return dict(arguments)  # the template's variables (none for a fixed resource)
 
 
 class ResourceEntry(_Readable):

@@ -148,7 +148,7 @@ class ToolEntry(Invocable):
         self.output: OutputSpec | None = None if structured_output is False else build_output(fn)
         if structured_output and self.output is None:
             raise TypeError(f"tool {self.name!r}: structured_output needs a structured return type")
-        self._set_fn(fn, self.arguments.context_param, run_in_thread)
+        self._set_fn(fn, self.arguments.context_param, self.arguments.validate, run_in_thread)
         definition: dict[str, Any] = {"name": self.name}
         if title:
             definition["title"] = title
@@ -165,9 +165,6 @@ class ToolEntry(Invocable):
         if meta:
             definition["_meta"] = meta
         self.definition = definition
-
-    def bind(self, arguments: Any) -> dict[str, Any]:
-        return self.arguments.validate(arguments)
 
     def failed(self, exc: Exception) -> dict[str, Any]:
         if isinstance(exc, ArgumentError):
