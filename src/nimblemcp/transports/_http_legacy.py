@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import Any
 
 from nimblemcp._loop import running_loop
@@ -43,8 +42,6 @@ from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
 __all__ = ["LegacyHttp"]
-
-logger = logging.getLogger("nimblemcp.http")
 
 _SID = b"mcp-session-id"
 
