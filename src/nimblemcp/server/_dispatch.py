@@ -217,7 +217,7 @@ class Dispatcher:
         return await self.run(req, _CallIO(emit, subject))
 
     async def _ask_loop(self, ctx: Context, req: Prepared, ask: Ask) -> dict[str, Any]:
-        """Legacy era: questions go to the client as requests (MRTR methods only)."""
+        """A peer with a back channel: questions go to it as requests (MRTR methods only)."""
         if not req.spec.input_required:
             return await req.handler(ctx, req.params)
         return await run_answering(lambda: req.handler(ctx, req.params), ctx, ask)
