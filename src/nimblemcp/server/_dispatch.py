@@ -1,9 +1,11 @@
 """The request path: `_meta` check, version, method table, handler, result shaping.
 
 `prepare()` does every check that needs no I/O, so the HTTP transport can compare
-headers with the body before anything runs; `execute()` runs the handler and
-shapes the result (`resultType`, caching hints, `serverInfo`). List payloads are
-built once per registry change, not per request.
+headers with the body before anything runs; `run()` runs the handler and shapes the
+result (`resultType`, caching hints, `serverInfo`). The two are the port's
+`Core.prepare` / `Core.execute` (see `nimblemcp._port`). Eras are not known here: a
+legacy session hands in the `RequestMeta` it built and a back channel (`io.ask`),
+and shapes results itself. List payloads are built once per registry change.
 """
 
 from __future__ import annotations
