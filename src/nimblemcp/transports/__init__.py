@@ -1,7 +1,7 @@
 """Transports: thin byte movers around the transport-agnostic server core.
 
 Server side, each talking to the core only through the port (`nimblemcp._port.Core`),
-never importing `nimblemcp.server`: `stdio` (newline-delimited JSON-RPC), `http` (the
+never importing the server package: `stdio` (newline-delimited JSON-RPC), `http` (the
 Streamable HTTP ASGI app) with `_http_exchange` (one request in flight), `_http_headers`
 (headers against the body), `http_security` and `http_auth` (ASGI middleware), `_asgi`
 (responses and the Accept parser) and `_sse` (framing). `_legacy` is the one 2025-11-25
