@@ -16,14 +16,17 @@ import nimblemcp
 # decision: edit the one list of the module you change.
 PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp": [
+        "Backends",
         "Callbacks",
         "Client",
         "ClientError",
         "ContentBlock",
         "Context",
         "ElicitResult",
+        "HttpSecurity",
         "InvalidParams",
         "LATEST_VERSION",
+        "ListenOptions",
         "McpError",
         "MissingClientCapability",
         "ProtocolError",
@@ -32,6 +35,8 @@ PUBLIC_API: dict[str, list[str]] = {
         "RetryPolicy",
         "SUPPORTED_VERSIONS",
         "Server",
+        "ServerSettings",
+        "StateOptions",
         "ToolAnnotations",
         "ToolError",
         "ToolResult",
@@ -185,9 +190,21 @@ PUBLIC_API: dict[str, list[str]] = {
         "request",
         "result_response",
     ],
+    "nimblemcp.serving": [
+        "asgi_app",
+        "bare_asgi_app",
+        "configure",
+        "run",
+        "run_http",
+        "run_stdio",
+    ],
     "nimblemcp.server": [
+        "Backends",
         "Context",
+        "ListenOptions",
         "Server",
+        "ServerSettings",
+        "StateOptions",
         "ToolAnnotations",
         "ToolResult",
         "assistant",
@@ -202,8 +219,8 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.http": [
         "LegacyHandler",
         "McpHttpApp",
+        "YOUNG_GC_THRESHOLD",
         "asgi_app",
-        "run_http",
     ],
     "nimblemcp.transports.http_auth": [
         "AccessToken",
@@ -221,6 +238,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "nimblemcp.transports.http_security": [
         "DEFAULT_MAX_BODY",
+        "HttpSecurity",
         "SecurityMiddleware",
         "secure_app",
     ],

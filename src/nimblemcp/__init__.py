@@ -28,8 +28,12 @@ from nimblemcp.errors import (
     TransportError,
 )
 from nimblemcp.server import (
+    Backends,
     Context,
+    ListenOptions,
     Server,
+    ServerSettings,
+    StateOptions,
     ToolAnnotations,
     ToolResult,
     assistant,
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
     from nimblemcp.client import Callbacks, Client, RetryPolicy
     from nimblemcp.server._mrtr import ElicitResult
     from nimblemcp.server._sealing import new_key as new_state_key
+    from nimblemcp.transports.http_security import HttpSecurity
 
 __version__ = "0.1.0"
 
@@ -53,6 +58,7 @@ _LAZY = {
     "new_state_key": ("nimblemcp.server._sealing", "new_key"),
     "Callbacks": ("nimblemcp.client", "Callbacks"),
     "RetryPolicy": ("nimblemcp.client", "RetryPolicy"),
+    "HttpSecurity": ("nimblemcp.transports.http_security", "HttpSecurity"),
 }
 
 
@@ -70,13 +76,16 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "LATEST_VERSION",
     "SUPPORTED_VERSIONS",
+    "Backends",
     "Callbacks",
     "Client",
     "ClientError",
     "ContentBlock",
     "Context",
     "ElicitResult",
+    "HttpSecurity",
     "InvalidParams",
+    "ListenOptions",
     "McpError",
     "MissingClientCapability",
     "ProtocolError",
@@ -84,6 +93,8 @@ __all__ = [
     "ResourceNotFound",
     "RetryPolicy",
     "Server",
+    "ServerSettings",
+    "StateOptions",
     "ToolAnnotations",
     "ToolError",
     "ToolResult",

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from nimble_server import server
 
-from nimblemcp.transports.http import run_http
+from nimblemcp.serving import run_http
 
 if __name__ == "__main__":
     options = {"port": int(sys.argv[1]), "log_level": "warning"}

@@ -1,11 +1,16 @@
 """Server side: the registry, the request path and the per-request Context.
 
-Never imports a transport; transports import this.
+Implements the port (`nimblemcp._port.Core`) that the transports talk to; never
+imports a transport, and transports never import this. `nimblemcp.serving` joins them.
 """
 
 from nimblemcp.server._context import Context
+from nimblemcp.server._options import Backends, ListenOptions, ServerSettings, StateOptions
 from nimblemcp.server._prompts import assistant, message, user
 from nimblemcp.server._server import Server
 from nimblemcp.server._tools import ToolAnnotations, ToolResult
 
-__all__ = ["Context", "Server", "ToolAnnotations", "ToolResult", "assistant", "message", "user"]
+__all__ = [
+    "Backends", "Context", "ListenOptions", "Server", "ServerSettings", "StateOptions", "ToolAnnotations",
+    "ToolResult", "assistant", "message", "user",
+]

@@ -1,9 +1,11 @@
 """The request path: `_meta` check, version, method table, handler, result shaping.
 
 `prepare()` does every check that needs no I/O, so the HTTP transport can compare
-headers with the body before anything runs; `execute()` runs the handler and
-shapes the result (`resultType`, caching hints, `serverInfo`). List payloads are
-built once per registry change, not per request.
+headers with the body before anything runs; `run()` runs the handler and shapes the
+result (`resultType`, caching hints, `serverInfo`). The two are the port's
+`Core.prepare` / `Core.execute` (see `nimblemcp._port`). Eras are not known here: a
+legacy session hands in the `RequestMeta` it built and a back channel (`io.ask`),
+and shapes results itself. List payloads are built once per registry change.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import asyncio
 import base64
 import binascii
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from nimblemcp._port import Ask, Emit, Handler, Prepared, RequestIO
 from nimblemcp.errors import (
     InternalError,
     InvalidParams,
@@ -26,37 +29,38 @@ from nimblemcp.errors import (
 )
 from nimblemcp.jsonrpc import classify, error_response, request_id_of
 from nimblemcp.server._completion import complete
-from nimblemcp.server._context import Context, Emit
+from nimblemcp.server._context import Context
 from nimblemcp.server._logbridge import current
 from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
 from nimblemcp.server._subscriptions import listen
 from nimblemcp.types._meta import SERVER_INFO, RequestMeta, parse_request_meta
 from nimblemcp.types._versions import MODERN_VERSIONS
-from nimblemcp.types.methods import METHODS, MethodSpec
+from nimblemcp.types.methods import METHODS
 
 if TYPE_CHECKING:
     from nimblemcp.server._server import Server
 
 logger = logging.getLogger("nimblemcp.server")
 
-Handler = Callable[[Context, dict[str, Any]], Awaitable[dict[str, Any]]]
+__all__ = ["Ask", "Dispatcher", "Emit", "Handler", "Prepared"]
 
-MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
-
-# Sends a round of input requests to a legacy client and returns its answers by key.
-Ask = Callable[[dict[str, dict[str, Any]]], Awaitable[dict[str, Any]]]
 INVALID_STATE = "Invalid or expired requestState"
 
 
-class Prepared(NamedTuple):
-    """A request that passed every check that needs no I/O."""
+class _CallIO:
+    """The `RequestIO` of `handle()`: an optional emit callback and a subject."""
 
-    id: str | int
-    method: str
-    params: dict[str, Any]
-    meta: RequestMeta
-    spec: MethodSpec
-    handler: Handler
+    __slots__ = ("_emit", "subject")
+    loop = None
+    ask = None
+
+    def __init__(self, emit: Emit | None, subject: str | None) -> None:
+        self._emit = emit
+        self.subject = subject
+
+    def emit(self, message: dict[str, Any], /) -> None:
+        if self._emit is not None:
+            self._emit(message)
 
 
 # Builds a NamedTuple without its generated Python-level __new__ (~100 ns less per
@@ -122,16 +126,20 @@ class Dispatcher:
 
     # -- the pipeline --------------------------------------------------------------------
 
-    def prepare(self, message: Any) -> Prepared:
-        """Checks in the spec's order: shape, `_meta`, version, method (CHECKLIST pipeline)."""
+    def prepare(self, message: Any, meta: RequestMeta | None = None, /) -> Prepared:
+        """Checks in the spec's order: shape, `_meta`, version, method (CHECKLIST pipeline).
+
+        With `meta` (built by a legacy session from its handshake), only the method
+        and its capability gate are checked."""
         rid = message["id"]
         method: str = message["method"]
         params = message.get("params")
-        if params is None:
-            raise InvalidParams("params with _meta is required")
-        meta = parse_request_meta(params)
-        if meta.version not in self.supported_versions:
-            raise UnsupportedProtocolVersion(meta.version, self.supported_versions)
+        if meta is None:
+            if params is None:
+                raise InvalidParams("params with _meta is required")
+            meta = parse_request_meta(params)
+            if meta.version not in self.supported_versions:
+                raise UnsupportedProtocolVersion(meta.version, self.supported_versions)
         spec = METHODS.get(method)
         handler = self.handlers.get(method)
         if spec is None or handler is None:
@@ -140,34 +148,22 @@ class Dispatcher:
             raise MethodNotFound(f"Method not supported by this server: {method}")
         return _tuple_new(Prepared, (rid, method, params, meta, spec, handler))
 
-    def prepare_legacy(self, message: Any, meta: RequestMeta) -> Prepared:
-        """A request of a legacy (2025-11-25) session: its `_meta` comes from the
-        session, so only the method and the capability gate are checked here."""
-        method: str = message["method"]
-        params = message.get("params")
-        if params is None:
-            params = {}
-        elif not isinstance(params, dict):
-            raise InvalidParams("params must be an object")
-        spec = METHODS.get(method)
-        handler = self.handlers.get(method)
-        if spec is None or handler is None or method in MODERN_ONLY:
-            raise MethodNotFound(f"Method not found: {method}")
-        if spec.capability is not None and spec.capability not in self.capabilities:
-            raise MethodNotFound(f"Method not supported by this server: {method}")
-        return Prepared(message["id"], method, params, meta, spec, handler)
-
     async def execute(
-        self, req: Prepared, emit: Emit | None = None, subject: str | None = None,
-        ask: Ask | None = None, loop: asyncio.AbstractEventLoop | None = None,
+        self, req: Prepared, emit: Emit | None = None, subject: str | None = None
     ) -> dict[str, Any]:
-        """Run a prepared request; always returns a response message.
+        """`run` for an in-process caller with an emit callback instead of a RequestIO."""
+        return await self.run(req, _CallIO(emit, subject))
 
-        With `ask` (legacy sessions, which have a back channel) a handler's questions
-        are sent to the client as real requests and the handler re-runs with the
-        answers, instead of ending the round with `input_required`. `loop`, when the
-        caller has it, saves looking up the running loop again."""
-        ctx = Context(self.server, req.id, req.method, req.params, req.meta, emit, subject, loop)
+    async def run(self, req: Prepared, io: RequestIO, /) -> dict[str, Any]:
+        """Run a prepared request (the port's `Core.execute`); always returns a response message.
+
+        With `io.ask` (a peer with a back channel) a handler's questions are sent to
+        the client as real requests and the handler re-runs with the answers, instead
+        of ending the round with `input_required`. `io.loop`, when the transport has
+        it, saves looking up the running loop again."""
+        subject = io.subject
+        ask = io.ask
+        ctx = Context(self.server, req.id, req.method, req.params, req.meta, io.emit, subject, io.loop)
         token = current.set(ctx) if self.server.forward_logs and req.meta.log_level is not None else None
         try:
             if req.spec.input_required:
@@ -220,10 +216,10 @@ class Dispatcher:
             req = self.prepare(message)
         except ProtocolError as exc:
             return error_response(message["id"], exc)
-        return await self.execute(req, emit, subject)
+        return await self.run(req, _CallIO(emit, subject))
 
     async def _ask_loop(self, ctx: Context, req: Prepared, ask: Ask) -> dict[str, Any]:
-        """Legacy era: questions go to the client as requests (MRTR methods only)."""
+        """A peer with a back channel: questions go to it as requests (MRTR methods only)."""
         if not req.spec.input_required:
             return await req.handler(ctx, req.params)
         return await run_answering(lambda: req.handler(ctx, req.params), ctx, ask)

@@ -10,7 +10,7 @@ from nimblemcp.content import is_content_block, text
 from nimblemcp.errors import InvalidParams
 from nimblemcp.server._context import Context, context_param
 from nimblemcp.server._docstrings import parse_docstring
-from nimblemcp.server._workers import run_sync
+from nimblemcp.server._invoke import Invocable
 
 Role = Literal["user", "assistant"]
 
@@ -41,8 +41,10 @@ def _to_messages(value: Any) -> list[dict[str, Any]]:
     raise TypeError("a prompt must return a string, content blocks or messages")
 
 
-class PromptEntry:
-    __slots__ = ("completers", "ctx_param", "definition", "fn", "is_async", "name", "names", "required")
+class PromptEntry(Invocable):
+    """One registered prompt; runs by the policy of `_invoke`."""
+
+    __slots__ = ("completers", "definition", "name", "names", "required")
 
     def __init__(
         self, fn: Callable[..., Any], *, name: str | None = None, title: str | None = None,
@@ -50,11 +52,9 @@ class PromptEntry:
         meta: dict[str, Any] | None = None,
         complete: dict[str, Callable[..., Any]] | None = None,
     ) -> None:
-        self.fn = fn
         self.name = name or fn.__name__
-        self.is_async = inspect.iscoroutinefunction(fn)
+        self._set_fn(fn, context_param(fn), self._bind)
         summary, arg_docs = parse_docstring(fn.__doc__)
-        self.ctx_param = context_param(fn)
         args: list[dict[str, Any]] = []
         required: list[str] = []
         for p in inspect.signature(fn).parameters.values():
@@ -85,7 +85,7 @@ class PromptEntry:
             d["_meta"] = meta
         self.definition = d
 
-    async def get(self, ctx: Context, arguments: Any) -> dict[str, Any]:
+    def _bind(self, arguments: Any) -> dict[str, Any]:
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict) or not all(
@@ -95,15 +95,15 @@ class PromptEntry:
         missing = [n for n in self.required if n not in arguments]
         if missing:
             raise InvalidParams(f"Missing required argument(s) for prompt {self.name}: {', '.join(missing)}")
-        kwargs: dict[str, Any] = {k: v for k, v in arguments.items() if k in self.names}  # type: ignore[union-attr]
-        if self.ctx_param is not None:
-            kwargs[self.ctx_param] = ctx
-        if self.is_async:
-            value = await self.fn(**kwargs)
-        else:
-            value = await run_sync(self.fn, **kwargs)
+        return {k: v for k, v in arguments.items() if k in self.names}  # type: ignore[union-attr]
+
+    def finish(self, value: Any) -> dict[str, Any]:
         result: dict[str, Any] = {"resultType": "complete"}
         if "description" in self.definition:
             result["description"] = self.definition["description"]
         result["messages"] = _to_messages(value)
+        return result
+
+    async def get(self, ctx: Context, arguments: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await self.invoke(ctx, arguments)
         return result

@@ -17,7 +17,7 @@ from nimblemcp.content import blob_resource, text_resource
 from nimblemcp.errors import InvalidParams
 from nimblemcp.server._context import Context, context_param
 from nimblemcp.server._docstrings import parse_docstring
-from nimblemcp.server._workers import run_sync
+from nimblemcp.server._invoke import Invocable
 
 _VAR = re.compile(r"\{([+]?)([A-Za-z0-9_]+)\}")
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -54,34 +54,24 @@ def to_contents(uri: str, value: Any, mime_type: str | None) -> list[dict[str, A
     raise TypeError(f"resource {uri}: a read function must return str, bytes or contents")
 
 
-class _Readable:
-    __slots__ = ("cache_scope", "ctx_param", "definition", "fn", "is_async", "mime_type", "ttl_ms")
+class _Readable(Invocable):
+    """A resource or template; its function runs by the policy of `_invoke`."""
 
-    fn: Callable[..., Any]
+    __slots__ = ("cache_scope", "definition", "mime_type", "ttl_ms")
+
     definition: dict[str, Any]
     mime_type: str | None
     ttl_ms: int | None
     cache_scope: str | None
-    ctx_param: str | None
-    is_async: bool
 
     def _setup(self, fn: Callable[..., Any], ttl_ms: int | None, cache_scope: str | None) -> None:
-        self.fn = fn
-        self.is_async = inspect.iscoroutinefunction(fn)
-        self.ctx_param = context_param(fn)
+        self._set_fn(fn, context_param(fn), dict)  # the template's variables (none for a resource)
         if ttl_ms is not None and ttl_ms < 0:
             raise ValueError("ttl_ms must be >= 0 (CACHE-01)")
         if cache_scope not in (None, "public", "private"):
             raise ValueError("cache_scope must be 'public' or 'private'")
         self.ttl_ms = ttl_ms
         self.cache_scope = cache_scope
-
-    async def _run(self, ctx: Context, kwargs: dict[str, Any]) -> Any:
-        if self.ctx_param is not None:
-            kwargs[self.ctx_param] = ctx
-        if self.is_async:
-            return await self.fn(**kwargs)
-        return await run_sync(self.fn, **kwargs)
 
 
 class ResourceEntry(_Readable):
@@ -110,7 +100,7 @@ class ResourceEntry(_Readable):
         )
 
     async def read(self, ctx: Context) -> list[dict[str, Any]]:
-        return to_contents(self.uri, await self._run(ctx, {}), self.mime_type)
+        return to_contents(self.uri, await self.invoke(ctx, ()), self.mime_type)
 
 
 def _safe(value: str, allow_slash: bool) -> bool:
@@ -178,4 +168,4 @@ class TemplateEntry(_Readable):
         return values
 
     async def read(self, ctx: Context, uri: str, values: dict[str, str]) -> list[dict[str, Any]]:
-        return to_contents(uri, await self._run(ctx, dict(values)), self.mime_type)
+        return to_contents(uri, await self.invoke(ctx, values), self.mime_type)

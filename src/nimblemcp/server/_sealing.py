@@ -21,10 +21,10 @@ from typing import Any
 import orjson
 
 from nimblemcp.errors import StateError as StateError  # re-exported: its old home
+from nimblemcp.server._options import ENV_STATE_KEYS as ENV_KEYS
 
 logger = logging.getLogger("nimblemcp.server")
 
-ENV_KEYS = "NIMBLEMCP_STATE_KEYS"
 _VERSION = 1
 
 
@@ -54,7 +54,7 @@ class Sealer:
     """Seals and opens request state for one server (audience)."""
 
     def __init__(self, audience: str, keys: list[str] | None = None, ttl_s: float = 600.0) -> None:
-        texts = keys if keys else [k for k in os.environ.get(ENV_KEYS, "").split(",") if k.strip()]
+        texts = list(keys or ())  # NIMBLEMCP_STATE_KEYS arrives here via ServerSettings
         if texts:
             self.keys = [_decode_key(k) for k in texts]
         else:

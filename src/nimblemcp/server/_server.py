@@ -1,30 +1,41 @@
 """The Server: a registry of tools, resources, prompts and completions.
 
 Registration builds everything that can be built once (schemas, validators, wire
-definitions, list payloads); request handling lives in `_dispatch`. The server never
-imports a transport: `run()` imports the chosen one lazily.
+definitions, list payloads); request handling lives in `_dispatch`. A Server is the
+`nimblemcp._port.Core` the transports talk to; it never imports a transport:
+`run()` and `asgi_app()` delegate to `nimblemcp.serving`, imported when called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from nimblemcp.backends._select import from_env
 from nimblemcp.backends._store import KeyValueStore
 from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
+from nimblemcp.server._options import Backends, ListenOptions, ServerSettings, StateOptions
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
 
 if TYPE_CHECKING:
+    from nimblemcp._port import Changes, Prepared, RequestIO
     from nimblemcp.server._sealing import Sealer
     from nimblemcp.server._tasks import TaskManager
+    from nimblemcp.types._tool_headers import HeaderRule
 
 F = Callable[..., Any]
+_O = TypeVar("_O", StateOptions, Backends, ListenOptions)
+
+
+def _override(options: _O, **given: Any) -> _O:
+    """`options` with the flat keyword arguments that were given (not None)."""
+    given = {k: v for k, v in given.items() if v is not None}
+    return replace(options, **given) if given else options
 
 # Caching hints sent when nothing more specific is configured (CACHE-01). The
 # capabilities of a server rarely change; lists may change at runtime, so they stay
@@ -42,6 +53,11 @@ DEFAULT_CACHE_HINTS: dict[str, tuple[int, str]] = {
 class Server:
     """An MCP server. Register with decorators, then `run()` it or mount its ASGI app."""
 
+    # The port (`nimblemcp._port.Core`): set in __init__ to the dispatcher's own bound
+    # methods, so a transport's call costs no extra frame.
+    prepare: Callable[..., Prepared]
+    execute: Callable[[Prepared, RequestIO], Awaitable[dict[str, Any]]]
+
     def __init__(
         self,
         name: str,
@@ -55,17 +71,21 @@ class Server:
         page_size: int | None = None,
         cache_hints: dict[str, tuple[int, str]] | None = None,
         logging: bool = True,
-        state_keys: list[str] | None = None,
-        state_ttl: float = 600.0,
-        one_time_state: bool = False,
-        store: KeyValueStore | None = None,
-        handle_ttl: float = 3600.0,
-        audience: str | None = None,
-        subscriptions: bool = True,
-        bus: NotificationBus | None = None,
-        listen_queue: int = 256,
+        state: StateOptions | None = None,
+        backends: Backends | None = None,
+        listen: ListenOptions | None = None,
         forward_logs: bool | str = False,
         max_inflight: int | None = None,
+        # Flat spellings of the option groups above (each overrides its group's field).
+        state_keys: list[str] | None = None,
+        state_ttl: float | None = None,
+        one_time_state: bool | None = None,
+        audience: str | None = None,
+        handle_ttl: float | None = None,
+        store: KeyValueStore | None = None,
+        bus: NotificationBus | None = None,
+        subscriptions: bool | None = None,
+        listen_queue: int | None = None,
     ) -> None:
         info: dict[str, Any] = {"name": name, "version": version}
         for key, value in (("title", title), ("description", description),
@@ -93,25 +113,25 @@ class Server:
         # Called with "tools" | "prompts" | "resources" whenever a list changes; the
         # subscription layer hooks in here.
         self.change_listeners: list[Callable[[str], None]] = []
-        # MRTR: requestState sealing (keys from state_keys or NIMBLEMCP_STATE_KEYS),
-        # the optional single-use guard, and state handles, all over one store.
-        self.audience = audience or name
-        self.state_ttl = state_ttl
-        self.one_time_state = one_time_state
-        self._state_keys = state_keys
+        state = _override(state or StateOptions(), keys=None if state_keys is None else tuple(state_keys),
+                          ttl=state_ttl, one_time=one_time_state, audience=audience, handle_ttl=handle_ttl)
+        backends = _override(backends or Backends(), store=store, bus=bus)
+        listen = _override(listen or ListenOptions(), enabled=subscriptions, queue=listen_queue)
+        self.state_options, self.backends, self.listen_options = state, backends, listen
+        # MRTR: requestState sealing, the optional single-use guard, and state handles,
+        # all over one store.
+        self.audience = state.audience or name
+        self.state_ttl = state.ttl
+        self.one_time_state = state.one_time
+        self._state_keys = None if state.keys is None else list(state.keys)
         self._sealer: Sealer | None = None
         self._tasks: TaskManager | None = None
-        if store is None or bus is None:  # NIMBLEMCP_REDIS_URL: shared backends (scale-out)
-            shared = from_env()
-            if shared is not None:
-                store = shared[0] if store is None else store
-                bus = shared[1] if bus is None else bus
-        self.store: KeyValueStore = store if store is not None else MemoryStore()
-        self.handles = HandleStore(self.store, ttl_s=handle_ttl)
+        self.store: KeyValueStore = backends.store if backends.store is not None else MemoryStore()
+        self.handles = HandleStore(self.store, ttl_s=state.handle_ttl)
         # subscriptions/listen: list changes and resource updates fan out via the bus.
-        self.subscriptions = subscriptions
-        self.bus: NotificationBus = bus if bus is not None else InProcessBus()
-        self.listen_queue = listen_queue
+        self.subscriptions = listen.enabled
+        self.bus: NotificationBus = backends.bus if backends.bus is not None else InProcessBus()
+        self.listen_queue = listen.queue
         # Python logging inside handlers -> notifications/message (True = root logger).
         self.forward_logs = forward_logs is not False
         if self.forward_logs:
@@ -122,8 +142,29 @@ class Server:
         # answer a state-only input_required instead of queueing (load shedding).
         self.max_inflight = max_inflight
         self.dispatcher = Dispatcher(self)
+        self.prepare = self.dispatcher.prepare
+        self.execute = self.dispatcher.run
+
+    def _apply_settings(self, settings: ServerSettings) -> None:
+        """The environment's settings, where the code gave nothing (see `_options`)."""
+        if settings.state_keys and self._state_keys is None:
+            self._state_keys = list(settings.state_keys)
+            self._sealer = None
+        if settings.redis_url and (self.backends.store is None or self.backends.bus is None):
+            from nimblemcp.backends._select import from_url
+
+            store, bus = from_url(settings.redis_url)
+            if self.backends.store is None:
+                self.store = store
+                self.handles = HandleStore(store, ttl_s=self.state_options.handle_ttl)
+            if self.backends.bus is None:
+                self.bus = bus
+            self.backends = Backends(self.store, self.bus)  # applied: a second call is a no-op
 
     # -- registration ------------------------------------------------------------------
+    # One rule for tools, prompts, resources and templates: decorators return the
+    # function unchanged; `add_*` returns the entry and refuses a duplicate name (URI);
+    # `remove_*` drops one (KeyError if unknown). Every change notifies listeners.
 
     @overload
     def tool(self, fn: F, /) -> F: ...
@@ -214,16 +255,26 @@ class Server:
 
         return register
 
-    def add_resource(self, entry: ResourceEntry) -> None:
+    def add_resource(self, entry: ResourceEntry) -> ResourceEntry:
+        if entry.uri in self.resources:
+            raise ValueError(f"a resource with URI {entry.uri!r} is already registered")
         self.resources[entry.uri] = entry
         self._changed("resources")
+        return entry
 
     def remove_resource(self, uri: str) -> None:
         del self.resources[uri]
         self._changed("resources")
 
-    def add_template(self, entry: TemplateEntry) -> None:
+    def add_template(self, entry: TemplateEntry) -> TemplateEntry:
+        if entry.uri_template in self.templates:
+            raise ValueError(f"a resource template {entry.uri_template!r} is already registered")
         self.templates[entry.uri_template] = entry
+        self._changed("resources")
+        return entry
+
+    def remove_template(self, uri_template: str) -> None:
+        del self.templates[uri_template]
         self._changed("resources")
 
     def prompt(
@@ -248,11 +299,12 @@ class Server:
 
         return register(fn) if fn is not None else register
 
-    def add_prompt(self, entry: PromptEntry) -> None:
+    def add_prompt(self, entry: PromptEntry) -> PromptEntry:
         if entry.name in self.prompts:
             raise ValueError(f"a prompt named {entry.name!r} is already registered")
         self.prompts[entry.name] = entry
         self._changed("prompts")
+        return entry
 
     def remove_prompt(self, name: str) -> None:
         del self.prompts[name]
@@ -278,6 +330,11 @@ class Server:
         Safe to call from any thread."""
         if self.subscriptions:
             self.bus.publish(Event("updated", uri))
+
+    def changes(self) -> Changes | None:
+        """A new subscription to list changes and resource updates (None when
+        `subscriptions=False`); see `nimblemcp._port.Changes`."""
+        return self.bus.subscribe(self.listen_queue) if self.subscriptions else None
 
     def close_listeners(self) -> None:
         """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09)."""
@@ -321,6 +378,19 @@ class Server:
             caps["extensions"] = dict(self.extensions)
         return caps
 
+    def describe(self) -> dict[str, Any]:
+        """`capabilities`, `serverInfo` and `instructions`: what a handshake says."""
+        result: dict[str, Any] = {"capabilities": self.dispatcher.capabilities, "serverInfo": self.info}
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return result
+
+    def tool_header_rules(self, name: str, /) -> tuple[HeaderRule, ...]:
+        """The `x-mcp-header` rules of tool `name`, built at registration; () if unknown.
+        The same tuple object every call: the HTTP check caches its wire form by identity."""
+        tool = self.tools.get(name)
+        return () if tool is None else tool.header_rules
+
     # -- running -----------------------------------------------------------------------
 
     async def handle(
@@ -332,20 +402,14 @@ class Server:
 
     def asgi_app(self, path: str = "/mcp", **options: Any) -> Any:
         """This server as a plain ASGI app with Origin/Host, body and header guards
-        (see `nimblemcp.transports.http_security.secure_app` for the options)."""
-        from nimblemcp.transports.http_security import secure_app
+        (see `nimblemcp.serving.asgi_app` for the options)."""
+        from nimblemcp.serving import asgi_app
 
-        return secure_app(self, path=path, **options)
+        return asgi_app(self, path=path, **options)
 
     def run(self, transport: str = "stdio", **options: Any) -> None:
-        """Serve until stdin closes (stdio) or the process is stopped (http)."""
-        if transport == "stdio":
-            from nimblemcp.transports.stdio import run_stdio
+        """Serve until stdin closes (stdio) or the process is stopped (http); see
+        `nimblemcp.serving.run`."""
+        from nimblemcp.serving import run
 
-            run_stdio(self, **options)
-        elif transport == "http":
-            from nimblemcp.transports.http import run_http  # type: ignore[import-not-found]
-
-            run_http(self, **options)  # type: ignore[misc]
-        else:
-            raise ValueError(f"unknown transport {transport!r} (use 'stdio' or 'http')")
+        run(self, transport, **options)

@@ -1,25 +1,24 @@
 """Tools: a registered function, its precomputed `Tool` definition, and the call path.
 
 Schemas, validators and the wire definition are built once at registration. A call
-validates arguments, runs the function (async on the loop, sync in a worker thread)
-and turns what it returned into a `CallToolResult`. Failures inside the tool become
-`isError: true` results (TOOL-08); protocol problems are raised to the dispatcher.
+validates arguments, runs the function by the policy of `_invoke` (async on the
+loop, sync in a worker thread) and turns what it returned into a `CallToolResult`.
+Failures inside the tool become `isError: true` results (TOOL-08); protocol problems
+are raised to the dispatcher.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import orjson
 
 from nimblemcp.content import is_content_block, text
-from nimblemcp.errors import InvalidToolHeaders, ProtocolError, ToolError
-from nimblemcp.server._context import Context
+from nimblemcp.errors import InvalidToolHeaders, ToolError
+from nimblemcp.server._invoke import Invocable
 from nimblemcp.server._schema import (
     ArgumentError,
     ArgumentSpec,
@@ -29,8 +28,10 @@ from nimblemcp.server._schema import (
     parse_docstring,
     verbatim_arguments,
 )
-from nimblemcp.server._workers import run_sync_on
 from nimblemcp.types._tool_headers import header_rules
+
+if TYPE_CHECKING:
+    from nimblemcp.server._context import Context
 
 logger = logging.getLogger("nimblemcp.server")
 
@@ -100,17 +101,14 @@ def error_result(message: str) -> dict[str, Any]:
     return {"resultType": "complete", "content": [text(message)], "isError": True}
 
 
-class ToolEntry:
+class ToolEntry(Invocable):
     """One registered tool."""
 
     __slots__ = (
         "arguments",
         "defer_task",
         "definition",
-        "fn",
         "header_rules",
-        "inline",
-        "is_async",
         "name",
         "one_time",
         "output",
@@ -138,7 +136,6 @@ class ToolEntry:
             raise ValueError("task must be None, 'optional' or 'required'")
         self.task = task  # tasks extension support (TASK-02/03)
         self.defer_task = defer_task  # becomes a task only at ctx.as_task()
-        self.fn = fn
         self.one_time = one_time  # its requestState may be used once only (MRTR-13)
         self.name = name or fn.__name__
         if not _TOOL_NAME.match(self.name):
@@ -153,10 +150,7 @@ class ToolEntry:
         self.output: OutputSpec | None = None if structured_output is False else build_output(fn)
         if structured_output and self.output is None:
             raise TypeError(f"tool {self.name!r}: structured_output needs a structured return type")
-        self.is_async = inspect.iscoroutinefunction(fn)
-        # A sync tool runs in a worker thread so it cannot stall the event loop; a tool
-        # known never to block (pure computation, microseconds) may skip that hop.
-        self.inline = not self.is_async and not run_in_thread
+        self._set_fn(fn, self.arguments.context_param, self.arguments.validate, run_in_thread)
         definition: dict[str, Any] = {"name": self.name}
         if title:
             definition["title"] = title
@@ -178,30 +172,20 @@ class ToolEntry:
         except InvalidToolHeaders as exc:
             raise InvalidToolHeaders(f"tool {self.name!r}: {exc}") from None
 
-    async def call(self, ctx: Context, arguments: dict[str, Any]) -> dict[str, Any]:
-        try:
-            kwargs = self.arguments.validate(arguments)
-        except ArgumentError as exc:
+    def failed(self, exc: Exception) -> dict[str, Any]:
+        if isinstance(exc, ArgumentError):
             return error_result(f"Invalid arguments for tool {self.name}: {exc}")
-        if self.arguments.context_param is not None:
-            kwargs[self.arguments.context_param] = ctx
-        try:
-            if self.is_async:
-                value = await self.fn(**kwargs)
-            elif self.inline:
-                value = self.fn(**kwargs)
-            else:
-                value = await run_sync_on(ctx._loop, self.fn, kwargs)  # the request's own loop
-        except (ProtocolError, asyncio.CancelledError):
-            raise
-        except ToolError as exc:
+        if isinstance(exc, ToolError):
             return error_result(str(exc) or f"Tool {self.name} failed")
-        except Exception as exc:
-            # The model sees that the tool failed and why, so it can adapt (TOOL-08);
-            # the traceback goes to the server log only.
-            logger.exception("tool %s raised", self.name)
-            return error_result(f"Tool {self.name} failed: {type(exc).__name__}: {exc}")
-        return self.to_result(value)
+        # The model sees that the tool failed and why, so it can adapt (TOOL-08);
+        # the traceback goes to the server log only.
+        logger.exception("tool %s raised", self.name)
+        return error_result(f"Tool {self.name} failed: {type(exc).__name__}: {exc}")
+
+    if TYPE_CHECKING:
+        async def call(self, ctx: Context, arguments: dict[str, Any]) -> dict[str, Any]: ...
+    else:
+        call = Invocable.invoke  # the dispatcher's entry: no extra frame
 
     def to_result(self, value: Any) -> dict[str, Any]:
         if type(value) is str and self.output is None:  # the common case, built directly
@@ -218,6 +202,8 @@ class ToolEntry:
             "content": [text(orjson.dumps(structured).decode())],  # TOOL-06
             "structuredContent": structured,
         }
+
+    finish = to_result
 
     def _explicit(self, value: ToolResult) -> dict[str, Any]:
         result: dict[str, Any] = {"resultType": "complete"}

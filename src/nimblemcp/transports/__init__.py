@@ -1,1 +1,11 @@
-"""Transports: thin byte movers around the transport-agnostic server core."""
+"""Transports: thin byte movers around the transport-agnostic server core.
+
+Server side, each talking to the core only through the port (`nimblemcp._port.Core`),
+never importing the server package: `stdio` (newline-delimited JSON-RPC), `http` (the
+Streamable HTTP ASGI app) with `_http_exchange` (one request in flight), `_http_headers`
+(headers against the body), `http_security` and `http_auth` (ASGI middleware), `_asgi`
+(responses and the Accept parser) and `_sse` (framing). `_legacy` is the one 2025-11-25
+adapter (sessions, back channel, change forwarding) that `stdio` and `_http_legacy`
+(+ `_http_sessions`, the session table) put on their wires. Client side: `stdio_client`,
+`http_client` (+ `_sse_reader`, `_tls`) and `memory` (in-process, for tests).
+"""

@@ -4,27 +4,21 @@ The response starts as nothing: a handler that finishes without emitting gets a 
 JSON body from `http.py`; the first request-scoped notification (or a handler still
 running after one keep-alive interval) turns it into an SSE stream that this class
 pumps. A client that hangs up cancels the handler (HTTP-10); a client that stops
-reading is cut off once `max_buffer` bytes pile up. Must not import the server.
+reading is cut off once `max_buffer` bytes pile up. An Exchange is also the request's
+`RequestIO` (see `nimblemcp._port`): `emit`, `subject`, `loop`, no back channel.
+Must not import the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from nimblemcp.jsonrpc import encode
+from nimblemcp.transports._asgi import Receive, Send
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
 from nimblemcp.types._meta import SUBSCRIPTION_ID
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-
-EMPTY_BODY: dict[str, Any] = {"type": "http.response.body", "body": b""}
-_SSE_START: dict[str, Any] = {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
 
 WATCH_DELAY = 0.02  # seconds
 
@@ -34,15 +28,21 @@ class Exchange:
 
     __slots__ = (
         "buffered", "closed", "commit_timer", "disconnected", "done", "frames", "keepalive",
-        "loop", "owner", "pump", "receive", "send", "slow", "waiter", "watch_entry", "watcher",
+        "loop", "owner", "pump", "receive", "send", "slow", "subject", "waiter", "watch_entry",
+        "watcher",
     )
+    ask = None  # RequestIO: no back channel on this wire
 
     # A reader that lets this much pile up is cut off: memory stays bounded and a
     # slow listen stream cannot hold the bus (see backends/bus.py).
     max_buffer = 1 << 20
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, receive: Receive, send: Send, keepalive: float) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, receive: Receive, send: Send, keepalive: float,
+        subject: str | None = None,
+    ) -> None:
         self.loop = loop
+        self.subject = subject
         self.receive = receive
         self.send = send
         self.keepalive = keepalive
@@ -119,7 +119,7 @@ class Exchange:
 
     async def _pump(self) -> None:
         send = self.send
-        await send(_SSE_START)
+        await send({"type": "http.response.start", "status": 200, "headers": list(SSE_HEADERS)})
         while True:
             if self.frames:
                 data = b"".join(self.frames)
@@ -132,7 +132,7 @@ class Exchange:
                 continue
             if self.closed or self.disconnected:
                 if not self.disconnected:
-                    await send(EMPTY_BODY)
+                    await send({"type": "http.response.body", "body": b""})
                 return
             w = self.waiter = self.loop.create_future()
             timer = self.loop.call_later(self.keepalive or 3600.0, _ping, w)

@@ -4,7 +4,7 @@ Plugged into `McpHttpApp` as its `legacy` hook, which hands over GET/DELETE and 
 POSTs that carry `Mcp-Session-Id`, a legacy `MCP-Protocol-Version` or `initialize`
 (COMPAT-S04). POST `initialize` opens a session and returns its `Mcp-Session-Id`
 (LEG-01/04); later requests without the id get 400, with an unknown, expired,
-deleted or foreign id 404. Requests run through the same dispatcher as modern ones
+deleted or foreign id 404. Requests run through the shared legacy adapter (`_legacy`)
 with the session's metadata and legacy-shaped results; a handler's questions go out
 as real server-to-client requests on that POST's SSE stream, and the client's
 answers come back as separate POSTs answered 202 (LEG-06/09). A client hanging up
@@ -12,66 +12,53 @@ on a POST stream does not cancel it; `notifications/cancelled` does (LEG-07). GE
 opens the session's one stream of untagged list_changed and resources/updated
 notifications (LEG-08/12); DELETE ends the session.
 
-Must not import uvicorn or any client code.
+Must not import uvicorn, the server or any client code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nimblemcp._loop import running_loop
+from nimblemcp._port import Changes, Core, Prepared
 from nimblemcp.errors import InvalidRequest, ProtocolError
 from nimblemcp.jsonrpc import encode, error_response
-from nimblemcp.server._legacy import LegacySession, is_enveloped
-from nimblemcp.transports._http_exchange import EMPTY_BODY, Exchange, Receive, Scope, Send
+from nimblemcp.transports._asgi import (
+    Receive,
+    Scope,
+    Send,
+    accepted,
+    accepts_sse,
+    respond,
+    respond_json,
+)
+from nimblemcp.transports._http_exchange import Exchange
 from nimblemcp.transports._http_headers import ACCEPT, SESSION, VERSION, RequestHeaders
 from nimblemcp.transports._http_sessions import HttpSession, Sessions
+from nimblemcp.transports._legacy import LegacySession, is_enveloped
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
-if TYPE_CHECKING:
-    from nimblemcp.server._server import Server
-
 __all__ = ["LegacyHttp"]
 
-logger = logging.getLogger("nimblemcp.http")
-
 _SID = b"mcp-session-id"
-_202: dict[str, Any] = {"type": "http.response.start", "status": 202, "headers": []}
-
-
-async def _json(send: Send, status: int, message: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = encode(message)
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if extra:
-        headers.extend(extra)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 async def _refuse(send: Send, status: int, text: str, rid: Any = None) -> None:
     """A transport-level refusal: the status says it, a JSON-RPC error body explains."""
-    await _json(send, status, error_response(rid, InvalidRequest(text)))
-
-
-def _wants_sse(accept: bytes | None) -> bool:
-    if accept is None:
-        return False
-    kinds = {part.split(b";", 1)[0].strip().lower() for part in accept.split(b",")}
-    return bool(kinds & {b"text/event-stream", b"text/*", b"*/*"})
+    await respond_json(send, status, error_response(rid, InvalidRequest(text)))
 
 
 class LegacyHttp:
     """The `LegacyHandler` of one app: a session table and the legacy wire."""
 
     def __init__(
-        self, server: Server, *, keepalive: float = 15.0,
+        self, core: Core, *, keepalive: float = 15.0,
         max_sessions: int = 10_000, idle_timeout: float = 1800.0,
     ) -> None:
-        self.server = server
+        self.core = core
         self.keepalive = keepalive
         self.sessions = Sessions(max_sessions, idle_timeout)
 
@@ -87,8 +74,7 @@ class LegacyHttp:
         if method not in ("POST", "GET", "DELETE") or (method != "POST" and raw is None):
             # Without a session, GET/DELETE get the modern answer (HTTP-01, COMPAT-S03).
             allow = b"GET, POST, DELETE" if raw is not None else b"POST"
-            await send({"type": "http.response.start", "status": 405, "headers": [(b"allow", allow)]})
-            await send(EMPTY_BODY)
+            await respond(send, 405, headers=[(b"allow", allow)])
             return
         rid = message.get("id") if type(message) is dict and "method" in message else None
         version = h.values[VERSION]
@@ -104,22 +90,19 @@ class LegacyHttp:
             return
         if method == "DELETE":
             self.sessions.drop(session.id)
-            await send({"type": "http.response.start", "status": 200, "headers": []})
-            await send(EMPTY_BODY)
+            await respond(send, 200)
         elif method == "GET":
-            if not _wants_sse(h.values[ACCEPT]):
+            if not accepts_sse(accepted(h.values[ACCEPT])):
                 await _refuse(send, 406, "Not Acceptable: the GET stream needs Accept: text/event-stream")
             else:
                 await self._stream(receive, send, session)
         elif "method" not in message:  # a response to one of our requests (LEG-06)
-            session.answer(message)
-            await send(_202)
-            await send(EMPTY_BODY)
+            session.legacy.answer(message)
+            await respond(send, 202)
         elif "id" not in message:  # a notification (LEG-06)
             if message["method"] == "notifications/cancelled":
-                session.cancel(message.get("params"))
-            await send(_202)
-            await send(EMPTY_BODY)
+                session.legacy.cancel(message.get("params"))
+            await respond(send, 202)
         else:
             await self._request(scope, receive, send, session, message)
 
@@ -127,21 +110,21 @@ class LegacyHttp:
 
     async def _initialize(self, send: Send, message: dict[str, Any], owner: Any) -> None:
         rid = message["id"]
+        legacy = LegacySession(self.core)
         try:
-            legacy = LegacySession(self.server, message.get("params"))
+            result = legacy.initialize(message.get("params"))
         except ProtocolError as exc:
             params = message.get("params")
             requested = params.get("protocolVersion") if isinstance(params, dict) else None
             error = error_response(rid, exc)
             error["error"]["data"] = {"supported": [*LEGACY_VERSIONS, *MODERN_VERSIONS], "requested": requested}
-            await _json(send, 400, error)  # COMPAT-S02: the only diagnostic a legacy client gets
+            await respond_json(send, 400, error)  # COMPAT-S02: the only diagnostic a legacy client gets
             return
         session = self.sessions.open(legacy, owner)
         if session is None:
             await _refuse(send, 503, "Too many sessions; try again later", rid)
             return
-        result = {"jsonrpc": "2.0", "id": rid, "result": legacy.initialize_result()}
-        await _json(send, 200, result, [(_SID, session.id.encode())])
+        await respond_json(send, 200, {"jsonrpc": "2.0", "id": rid, "result": result}, [(_SID, session.id.encode())])
 
     # -- requests ------------------------------------------------------------------------
 
@@ -151,23 +134,19 @@ class LegacyHttp:
         rid = message["id"]
         method = message["method"]
         legacy = session.legacy
-        params = message.get("params")
-        dispatcher = self.server.dispatcher
-        try:
-            if method == "initialize":
-                raise InvalidRequest("The session is already initialized")
-            if is_enveloped(message):
-                raise InvalidRequest("A modern (enveloped) request cannot use a legacy session")
-            own = legacy.handle_own(method, params)
-            if own is not None:
-                await _json(send, 200, {"jsonrpc": "2.0", "id": rid, "result": own})
-                return
-            req = dispatcher.prepare_legacy(message, legacy.request_meta(params or {}))
-        except ProtocolError as exc:
-            await _json(send, 200, legacy.shape(error_response(rid, exc), method))
+        prepared: Prepared | dict[str, Any]
+        if method == "initialize":
+            prepared = legacy.refusal(rid, method, InvalidRequest("The session is already initialized"))
+        elif is_enveloped(message):
+            prepared = legacy.refusal(
+                rid, method, InvalidRequest("A modern (enveloped) request cannot use a legacy session"))
+        else:
+            prepared = legacy.prepare(message)
+        if isinstance(prepared, dict):  # answered at once (or refused)
+            await respond_json(send, 200, prepared)
             return
-        if rid in session.requests:
-            await _json(send, 200, error_response(rid, InvalidRequest("Request id already in use")))
+        if rid in legacy.requests:
+            await respond_json(send, 200, error_response(rid, InvalidRequest("Request id already in use")))
             return
         loop = running_loop()
         ex = Exchange(loop, receive, send, self.keepalive)
@@ -176,60 +155,33 @@ class LegacyHttp:
         # No disconnect watch: hanging up is not cancellation on this wire (LEG-07).
         if self.keepalive > 0:
             ex.commit_timer = loop.call_later(self.keepalive, ex._commit)
-        session.requests[rid] = task
         subject = scope.get("user")
-
-        async def ask(requests: dict[str, dict[str, Any]]) -> dict[str, Any]:
-            return await self._ask(session, ex, requests)
-
         try:
-            response = await dispatcher.execute(
-                req, ex.emit, subject if isinstance(subject, str) else None, ask=ask
-            )
+            response = await legacy.run(prepared, ex.emit, subject if isinstance(subject, str) else None)
         except asyncio.CancelledError:
             ex.finish()
-            if not (session.closed or rid in session.cancelled or ex.slow):
+            if not (legacy.closed or rid in legacy.cancelled or ex.slow):
                 raise
             task.uncancel()
             # A cancelled request gets no response: the stream just ends.
             ex.closed = True
             if ex.pump is None:
-                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-                await send(EMPTY_BODY)
+                await respond(send, 200, headers=SSE_HEADERS)
             else:
                 ex._wake()
                 with contextlib.suppress(Exception):
                     await ex.pump
             return
         finally:
-            session.requests.pop(rid, None)
-            session.cancelled.discard(rid)
+            legacy.cancelled.discard(rid)
         ex.finish()
-        response = legacy.shape(response, method)
         if ex.pump is None:
-            await _json(send, 200, response)
+            await respond_json(send, 200, response)
             return
         ex.frames.append(frame(encode(response)))
         ex.closed = True
         ex._wake()
         await ex.pump
-
-    async def _ask(self, session: HttpSession, ex: Exchange, requests: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        """One round of questions as requests on the POST's stream (LEG-09)."""
-        loop = running_loop()
-        waits: dict[str, asyncio.Future[Any]] = {}
-        sent: list[str] = []
-        try:
-            for key, request in requests.items():
-                qid = f"nimblemcp-{next(self.sessions.ids)}"
-                waits[key] = session.pending[qid] = loop.create_future()
-                sent.append(qid)
-                ex.emit({"jsonrpc": "2.0", "id": qid, **session.legacy.outgoing(request)})
-            answers = await asyncio.gather(*waits.values())
-        finally:
-            for qid in sent:
-                session.pending.pop(qid, None)
-        return dict(zip(waits, answers, strict=True))
 
     # -- the GET stream ------------------------------------------------------------------
 
@@ -241,9 +193,8 @@ class LegacyHttp:
         stop = session.stream = asyncio.Event()
         notes: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         tasks = [asyncio.ensure_future(self._watch(receive, stop))]
-        sub: Any = None
-        if self.server.subscriptions:  # subscribed before the headers go out: nothing is missed
-            sub = self.server.bus.subscribe(self.server.listen_queue)
+        sub = self.core.changes()  # subscribed before the headers go out: nothing is missed
+        if sub is not None:
             tasks.append(asyncio.ensure_future(self._forward(session, sub, notes, stop)))
         try:
             await send({"type": "http.response.start", "status": 200,
@@ -263,7 +214,7 @@ class LegacyHttp:
                 getter.cancel()
                 if not done:
                     await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-            await send(EMPTY_BODY)
+            await send({"type": "http.response.body", "body": b""})
         finally:
             for task in tasks:
                 task.cancel()
@@ -278,18 +229,12 @@ class LegacyHttp:
             pass
         stop.set()
 
+    @staticmethod
     async def _forward(
-        self, session: HttpSession, sub: Any, notes: asyncio.Queue[dict[str, Any]], stop: asyncio.Event
+        session: HttpSession, sub: Changes, notes: asyncio.Queue[dict[str, Any]], stop: asyncio.Event
     ) -> None:
-        try:
-            async with sub as events:
-                async for event in events:
-                    note = session.legacy.notification_for(event)
-                    if note is not None:
-                        notes.put_nowait(note)
-        except Exception:  # a dropped slow listener or a closed bus ends the stream
-            logger.debug("legacy GET stream of a session ended", exc_info=True)
-        stop.set()
+        await session.legacy.forward(sub, notes.put_nowait)
+        stop.set()  # the subscription ended (closed bus, dropped slow listener): so does the stream
 
     def close(self) -> None:
         """End every session (GET streams finish, waiting questions are cancelled)."""

@@ -1,24 +1,22 @@
 """The session table of the legacy (2025-11-25) Streamable HTTP leg (LEG-04).
 
-A `HttpSession` is one `initialize`-era client over HTTP: its `LegacySession`
-(version, capabilities, log level, subscriptions), the server-to-client questions
-waiting for an answer POST, the requests in flight (so `notifications/cancelled`
-can stop them) and its GET stream, if open. `Sessions` mints ids with `secrets`
-(visible ASCII), binds each session to the credential that opened it, expires idle
-sessions and keeps the table bounded. Must not import the ASGI app or uvicorn.
+A `HttpSession` is one `initialize`-era client over HTTP: its `LegacySession` (what
+the handshake fixed, the back channel, the requests in flight; see `_legacy`), the
+credential that opened it and its GET stream, if open. `Sessions` mints ids with
+`secrets` (visible ASCII), binds each session to the credential that opened it,
+expires idle sessions and keeps the table bounded. Must not import the ASGI app,
+uvicorn or the server.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import secrets
 import time
 from collections import OrderedDict
 from typing import Any
 
-from nimblemcp.errors import InternalError
-from nimblemcp.server._legacy import LegacySession
+from nimblemcp.transports._legacy import LegacySession
 
 __all__ = ["HttpSession", "Sessions"]
 
@@ -26,56 +24,23 @@ __all__ = ["HttpSession", "Sessions"]
 class HttpSession:
     """One legacy client session."""
 
-    __slots__ = ("cancelled", "closed", "id", "legacy", "owner", "pending", "requests", "seen", "stream")
+    __slots__ = ("id", "legacy", "owner", "seen", "stream")
 
     def __init__(self, sid: str, legacy: LegacySession, owner: Any) -> None:
         self.id = sid
         self.legacy = legacy
         self.owner = owner
         self.seen = time.monotonic()
-        self.pending: dict[str, asyncio.Future[Any]] = {}
-        self.requests: dict[Any, asyncio.Task[Any]] = {}
-        self.cancelled: set[Any] = set()
         self.stream: asyncio.Event | None = None  # set when the GET stream must end
-        self.closed = False
 
     @property
     def busy(self) -> bool:
-        return bool(self.requests) or self.stream is not None
-
-    def answer(self, message: dict[str, Any]) -> None:
-        """A client's JSON-RPC response to one of our requests (unknown ids ignored)."""
-        rid = message.get("id")
-        future = self.pending.get(rid) if isinstance(rid, str) else None
-        if future is None or future.done():
-            return
-        result = message.get("result")
-        if isinstance(result, dict):
-            future.set_result(result)
-        else:
-            error = message.get("error")
-            text = error.get("message") if isinstance(error, dict) else None
-            future.set_exception(InternalError(f"The client could not answer: {text or 'error'}"))
-
-    def cancel(self, params: Any) -> None:
-        """`notifications/cancelled` stops the named request (LEG-07)."""
-        rid = params.get("requestId") if isinstance(params, dict) else None
-        task = self.requests.get(rid) if isinstance(rid, str | int) else None
-        if task is not None:
-            self.cancelled.add(rid)
-            task.cancel()
+        return bool(self.legacy.requests) or self.stream is not None
 
     def close(self) -> None:
-        self.closed = True
-        for future in self.pending.values():
-            future.cancel()
-        self.pending.clear()
-        for task in self.requests.values():
-            task.cancel()
+        self.legacy.close()
         if self.stream is not None:
             self.stream.set()
-
-
 class Sessions:
     """Bounded, idle-expiring table of legacy sessions by id."""
 
@@ -83,7 +48,6 @@ class Sessions:
         self.max_sessions = max_sessions
         self.idle_timeout = idle_timeout
         self._by_id: OrderedDict[str, HttpSession] = OrderedDict()
-        self.ids = itertools.count(1)
 
     def __len__(self) -> int:
         return len(self._by_id)

@@ -24,8 +24,10 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from nimblemcp.transports._asgi import respond
+
 if TYPE_CHECKING:
-    from nimblemcp.transports._http_exchange import Receive, Scope, Send
+    from nimblemcp.transports._asgi import Receive, Scope, Send
 
 App = Callable[[Any, Any, Any], Awaitable[None]]
 
@@ -111,7 +113,7 @@ class BearerAuth:
             return
         request_path = scope["path"]
         if request_path in self.metadata_paths and scope["method"] in ("GET", "HEAD"):
-            await self._respond(send, 200, self.metadata, [(b"content-type", b"application/json")])
+            await respond(send, 200, self.metadata, content_type=b"application/json")
             return
         if request_path != self.path or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)
@@ -154,11 +156,4 @@ class BearerAuth:
         header = ("Bearer " + ", ".join(parts)).encode()
         body = orjson.dumps({"error": error or "unauthorized", "error_description": description or
                              "Authorization required"})
-        await self._respond(send, status, body, [(b"content-type", b"application/json"),
-                                                 (b"www-authenticate", header)])
-
-    @staticmethod
-    async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [*headers, (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        await respond(send, status, body, [(b"www-authenticate", header)], content_type=b"application/json")

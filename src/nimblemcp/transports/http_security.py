@@ -4,24 +4,27 @@ rebinding (HTTP-02), a request body limit, header count/size limits, optional CO
 Kept outside the MCP app on purpose, so it also wraps any other ASGI app and the
 app stays mountable under a framework that brings its own guards. Verdicts on
 Origin/Host values are cached (bounded), so the hot path is a header scan and a dict
-lookup. Must not import the server, the dispatcher or uvicorn.
+lookup. `HttpSecurity` holds the guard options and their defaults, in one place.
+Must not import the server, the dispatcher or uvicorn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from nimblemcp.errors import error_from_wire
 from nimblemcp.jsonrpc import encode, error_response
+from nimblemcp.transports._asgi import respond
 
 if TYPE_CHECKING:
-    from nimblemcp.server._server import Server
-    from nimblemcp.transports._http_exchange import Receive, Scope, Send
+    from nimblemcp._port import Core
+    from nimblemcp.transports._asgi import Receive, Scope, Send
     from nimblemcp.transports.http import LegacyHandler
 
-__all__ = ["DEFAULT_MAX_BODY", "SecurityMiddleware", "secure_app"]
+__all__ = ["DEFAULT_MAX_BODY", "HttpSecurity", "SecurityMiddleware", "secure_app"]
 
 DEFAULT_MAX_BODY: Final = 4 * 1024 * 1024
 LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
@@ -43,16 +46,42 @@ _PREFLIGHT_HEADERS = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class HttpSecurity:
+    """The guards in front of the MCP endpoint.
+
+    `allowed_origins` / `allowed_hosts`: deployment values besides localhost ("*"
+    allows any); `allowed_hosts=None` means localhost only, except that `run_http`
+    on a non-loopback address accepts any Host (Origin is still checked).
+    `allow_localhost`: localhost Origins and Hosts pass. `max_body`: bytes per request
+    body (413 above; None = no limit). `max_headers` / `max_header_bytes`: header
+    count and total size (431 above). `cors`: answer preflights and add CORS headers
+    for allowed Origins; `cors_max_age`: seconds a preflight may be cached."""
+
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] | None = None
+    allow_localhost: bool = True
+    max_body: int | None = DEFAULT_MAX_BODY
+    max_headers: int = 100
+    max_header_bytes: int = 32 * 1024
+    cors: bool = False
+    cors_max_age: int = 600
+
+    def override(self, **given: Any) -> HttpSecurity:
+        """These options with the given (not None) keyword arguments replacing theirs."""
+        given = {k: v for k, v in given.items() if v is not None}
+        for key in ("allowed_origins", "allowed_hosts"):
+            if key in given:
+                given[key] = tuple(given[key])
+        return replace(self, **given) if given else self
+
+
 class _BodyTooLarge(Exception):
     pass
 
 
 async def _reject(send: Send, status: int, body: bytes) -> None:
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-    })
-    await send({"type": "http.response.body", "body": body})
+    await respond(send, status, body, content_type=b"application/json")
 
 
 def _host_name(value: str) -> str:
@@ -67,31 +96,22 @@ class SecurityMiddleware:
     """Rejects foreign Origins (403) and Hosts (403), oversized bodies (413) and
     header floods (431) before the wrapped app sees the request."""
 
-    def __init__(
-        self,
-        app: Any,
-        *,
-        allowed_origins: Iterable[str] | None = None,
-        allowed_hosts: Iterable[str] | None = None,
-        allow_localhost: bool = True,
-        max_body: int | None = DEFAULT_MAX_BODY,
-        max_headers: int = 100,
-        max_header_bytes: int = 32 * 1024,
-        cors: bool = False,
-        cors_max_age: int = 600,
-    ) -> None:
+    def __init__(self, app: Any, security: HttpSecurity | None = None, **options: Any) -> None:
+        """`security`, or the `HttpSecurity` fields as keyword arguments."""
+        config = (security or HttpSecurity()).override(**options)
         self.app = app
-        self.allowed_origins = {o.rstrip("/").lower() for o in allowed_origins or ()}
-        hosts = {h.lower() for h in allowed_hosts or ()}
+        self.security = config
+        self.allowed_origins = {o.rstrip("/").lower() for o in config.allowed_origins}
+        hosts = {h.lower() for h in config.allowed_hosts or ()}
         self.any_host = "*" in hosts
         self.any_origin = "*" in self.allowed_origins
-        self.allowed_hosts = hosts | (LOCAL_HOSTS if allow_localhost else set())
-        self.allow_localhost = allow_localhost
-        self.max_body = max_body
-        self.max_headers = max_headers
-        self.max_header_bytes = max_header_bytes
-        self.cors = cors
-        self.cors_max_age = str(cors_max_age).encode()
+        self.allowed_hosts = hosts | (LOCAL_HOSTS if config.allow_localhost else set())
+        self.allow_localhost = config.allow_localhost
+        self.max_body = config.max_body
+        self.max_headers = config.max_headers
+        self.max_header_bytes = config.max_header_bytes
+        self.cors = config.cors
+        self.cors_max_age = str(config.cors_max_age).encode()
         self._origins: dict[bytes, bool] = {}
         self._hosts: dict[bytes, bool] = {}
 
@@ -215,17 +235,13 @@ class SecurityMiddleware:
         for key, value in scope["headers"]:
             if key == b"access-control-request-headers":
                 requested = value
-        await send({
-            "type": "http.response.start", "status": 204,
-            "headers": [
-                (b"access-control-allow-origin", origin),
-                (b"access-control-allow-methods", b"POST, GET, DELETE, OPTIONS"),
-                (b"access-control-allow-headers", requested or _PREFLIGHT_HEADERS),
-                (b"access-control-max-age", self.cors_max_age),
-                (b"vary", b"origin"),
-            ],
-        })
-        await send({"type": "http.response.body", "body": b""})
+        await respond(send, 204, headers=[
+            (b"access-control-allow-origin", origin),
+            (b"access-control-allow-methods", b"POST, GET, DELETE, OPTIONS"),
+            (b"access-control-allow-headers", requested or _PREFLIGHT_HEADERS),
+            (b"access-control-max-age", self.cors_max_age),
+            (b"vary", b"origin"),
+        ])
 
     @staticmethod
     def _with_cors(send: Send, origin: bytes) -> Send:
@@ -244,24 +260,28 @@ class SecurityMiddleware:
 
 
 def secure_app(
-    server: Server,
+    core: Core,
     *,
     path: str = "/mcp",
+    security: HttpSecurity | None = None,
     allowed_origins: Iterable[str] | None = None,
     allowed_hosts: Iterable[str] | None = None,
-    allow_localhost: bool = True,
-    max_body: int | None = DEFAULT_MAX_BODY,
-    max_headers: int = 100,
-    max_header_bytes: int = 32 * 1024,
-    cors: bool = False,
+    allow_localhost: bool | None = None,
+    max_body: int | None = None,
+    max_headers: int | None = None,
+    max_header_bytes: int | None = None,
+    cors: bool | None = None,
     keepalive: float = 15.0,
     legacy: LegacyHandler | None = None,
     legacy_sessions: bool = True,
     freeze_gc: bool = False,
     auth: dict[str, Any] | None = None,
 ) -> SecurityMiddleware:
-    """`asgi_app(server)` wrapped in `SecurityMiddleware`: what `run_http` serves.
+    """`asgi_app(core)` wrapped in `SecurityMiddleware`: what `run_http` serves and
+    what `Server.asgi_app()` returns (`core` is a `Server`, or any `nimblemcp._port.Core`).
 
+    The guards are `security` (an `HttpSecurity`; its defaults when None), with any of
+    its fields given as keyword arguments replacing its value (None: not given).
     Localhost Origins and Hosts are allowed by default; list deployment ones in
     `allowed_origins` / `allowed_hosts` ("*" allows any). `auth` makes the endpoint an
     OAuth resource server: the keyword arguments of `http_auth.BearerAuth` (verifier,
@@ -269,20 +289,15 @@ def secure_app(
     """
     from nimblemcp.transports.http import asgi_app
 
+    config = (security or HttpSecurity()).override(
+        allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, allow_localhost=allow_localhost,
+        max_body=max_body, max_headers=max_headers, max_header_bytes=max_header_bytes, cors=cors,
+    )
     app: Any = asgi_app(
-        server, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc
+        core, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc
     )
     if auth is not None:
         from nimblemcp.transports.http_auth import BearerAuth
 
         app = BearerAuth(app, path=path, **auth)
-    return SecurityMiddleware(
-        app,
-        allowed_origins=allowed_origins,
-        allowed_hosts=allowed_hosts,
-        allow_localhost=allow_localhost,
-        max_body=DEFAULT_MAX_BODY if max_body is None else max_body,
-        max_headers=max_headers,
-        max_header_bytes=max_header_bytes,
-        cors=cors,
-    )
+    return SecurityMiddleware(app, config)

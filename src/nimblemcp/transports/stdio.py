@@ -4,6 +4,14 @@ While it runs, stdout belongs to the protocol alone: fd 1 is pointed at stderr a
 `sys.stdout` is replaced, so a stray `print()` or a C library writing to fd 1 lands on
 stderr; protocol messages go to a private duplicate of the original stdout.
 Requests run concurrently as tasks; `notifications/cancelled` cancels one.
+A peer that sends `initialize` gets a legacy (2025-11-25) session from `_legacy`:
+its requests without the modern `_meta` envelope run with the session's metadata,
+a handler's questions go out as server-to-client requests on stdout and come back
+as responses on stdin (LEG-09), and list changes and subscribed resource updates
+are written as untagged notifications (LEG-12). Enveloped (modern) requests keep
+working on the same connection (COMPAT-S01).
+
+Talks to the server through the port (`nimblemcp._port.Core`) only.
 """
 
 from __future__ import annotations
@@ -14,17 +22,14 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nimblemcp._loop import running_loop
+from nimblemcp._port import Core, Emit
 from nimblemcp.errors import ParseError, ProtocolError
 from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
-from nimblemcp.server._legacy import is_enveloped
-from nimblemcp.transports._stdio_legacy import LegacyStdio
+from nimblemcp.transports._legacy import LegacySession, is_enveloped
 from nimblemcp.transports._stdio_lines import pollable, read_lines
-
-if TYPE_CHECKING:
-    from nimblemcp.server._server import Server
 
 logger = logging.getLogger("nimblemcp.stdio")
 
@@ -71,7 +76,20 @@ class _Writer:
             view = view[n:]
 
 
-async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None) -> int:
+class _StdioIO:
+    """The `RequestIO` of every modern request of one connection: notifications go
+    to stdout; no subject, no back channel."""
+
+    __slots__ = ("emit", "loop")
+    subject = None
+    ask = None
+
+    def __init__(self, emit: Emit, loop: asyncio.AbstractEventLoop) -> None:
+        self.emit = emit
+        self.loop = loop
+
+
+async def serve_stdio(server: Core, in_fd: int = 0, out_fd: int | None = None) -> int:
     """Serve one client on the given fds until stdin reaches EOF.
 
     Returns how many requests were still running after the shutdown grace period;
@@ -79,7 +97,6 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
     """
     writer = _Writer(out_fd if out_fd is not None else protect_stdout())
     await writer.open()
-    dispatcher = server.dispatcher
     inflight: dict[tuple[type, Any], asyncio.Task[None]] = {}
     loop = running_loop()  # once: asyncio's own lookup costs a getpid() per call on 3.11
 
@@ -96,7 +113,37 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
         task = inflight[key] = loop.create_task(run(respond))
         task.add_done_callback(lambda _t: inflight.pop(key, None))
 
-    legacy = LegacyStdio(server, writer.write, start)
+    io = _StdioIO(writer.write, loop)
+    legacy: LegacySession | None = None  # set by the peer's `initialize`
+    forwarder: asyncio.Task[None] | None = None
+
+    def on_legacy_request(message: dict[str, Any]) -> bool:
+        """Serve a request of the legacy era; False = not one (no session yet)."""
+        nonlocal legacy, forwarder
+        rid = message["id"]
+        if message["method"] == "initialize":
+            session = legacy if legacy is not None else LegacySession(server)
+            try:
+                result = session.initialize(message.get("params"))
+            except ProtocolError as exc:
+                writer.write(error_response(rid, exc))
+                return True
+            legacy = session
+            writer.write({"jsonrpc": "2.0", "id": rid, "result": result})
+            if forwarder is None:
+                changes = server.changes()
+                if changes is not None:
+                    forwarder = loop.create_task(session.forward(changes, writer.write))
+            return True
+        if legacy is None:
+            return False
+        prepared = legacy.prepare(message)
+        if isinstance(prepared, dict):
+            writer.write(prepared)
+        else:
+            session, req = legacy, prepared
+            start(rid, lambda: session.run(req, writer.write))
+        return True
 
     def on_message(message: Any) -> None:
         try:
@@ -115,16 +162,17 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
                         task.cancel()
             return
         if kind == "response":  # a legacy client answering one of our requests
-            legacy.on_response(message)
+            if legacy is not None:
+                legacy.answer(message)
             return
-        if not is_enveloped(message) and legacy.on_request(message):
+        if not is_enveloped(message) and on_legacy_request(message):
             return
         try:
-            req = dispatcher.prepare(message)
+            req = server.prepare(message)
         except ProtocolError as exc:
             writer.write(error_response(message["id"], exc))
             return
-        start(req.id, lambda: dispatcher.execute(req, writer.write, loop=loop))
+        start(req.id, lambda: server.execute(req, io))
 
     def on_line(line: bytes | None) -> None:
         if line is None:
@@ -144,7 +192,10 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
 
     await (await read_lines(in_fd, on_line, MAX_LINE))
 
-    legacy.close()
+    if forwarder is not None:
+        forwarder.cancel()
+    if legacy is not None:
+        legacy.close(stop_requests=False)  # running requests get the grace period below
     # stdin closed (STDIO-06): give in-flight work a moment, then stop.
     pending: set[asyncio.Task[None]] = set()
     if inflight:
@@ -162,7 +213,7 @@ async def serve_stdio(server: Server, in_fd: int = 0, out_fd: int | None = None)
     return len(pending)
 
 
-def run_stdio(server: Server) -> None:
+def run_stdio(server: Core) -> None:
     """Run `server` on this process's stdin/stdout (blocking)."""
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)

@@ -1,0 +1,159 @@
+"""The port between the server core and the transports that carry it.
+
+A transport decodes bytes into a JSON-RPC message, hands it to a `Core`, and writes
+back what the core answers. Everything it may ask of the core is declared here;
+`nimblemcp.server.Server` implements it. Transports import this module, never
+`nimblemcp.server`; the server never imports a transport. Serving helpers that join
+the two (`nimblemcp.serving`) sit above both.
+
+The path of one request through the port:
+
+1. `core.prepare(message)`: every check that needs no I/O (`_meta`, protocol
+   version, method, capability gate). Raises a `ProtocolError` to answer at once;
+   returns an opaque `Prepared` otherwise. The HTTP transport compares headers with
+   the body between prepare and execute (`tool_header_rules`).
+2. `await core.execute(prepared, io)`: runs the handler and always returns a response
+   message (errors included). `io` is the request's `RequestIO`.
+
+Cancellation contract: a transport cancels a request by cancelling the task that
+awaits `execute`; the core marks the handler's Context cancelled and re-raises
+`CancelledError`, and no response exists for it. Sync handlers running in a worker
+thread cannot be stopped; they see `ctx.cancelled` become true.
+
+Imports only the standard library, `types`, `jsonrpc` and `errors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, NamedTuple, Protocol
+
+from nimblemcp.types._meta import RequestMeta
+from nimblemcp.types._tool_headers import HeaderRule
+from nimblemcp.types.methods import MethodSpec
+
+__all__ = ["Ask", "ChangeEvent", "Changes", "Core", "Emit", "NoIO", "Prepared", "RequestIO"]
+
+# Sends one request-scoped notification (progress, log, listen events) to the peer.
+Emit = Callable[[dict[str, Any]], None]
+# A back channel: sends one round of server-to-client requests (keyed input requests)
+# and returns the client's answers by key. Only a legacy (2025-11-25) peer has one.
+Ask = Callable[[dict[str, dict[str, Any]]], Awaitable[dict[str, Any]]]
+Handler = Callable[[Any, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class Prepared(NamedTuple):
+    """A request that passed every check that needs no I/O.
+
+    Opaque to transports apart from `id`, `method` and `params` (read-only)."""
+
+    id: str | int
+    method: str
+    params: dict[str, Any]
+    meta: RequestMeta
+    spec: MethodSpec
+    handler: Handler
+
+
+class RequestIO(Protocol):
+    """What one request may use of its transport.
+
+    `emit` is called on the event loop thread only (the core hops there from worker
+    threads) and must not block: it queues or writes. It may be called until
+    `execute` returns, never after. `subject` is the authenticated subject (None when
+    the transport has no authentication). `loop` is the running loop when the
+    transport already holds it (saves a look-up), else None. `ask` is the back
+    channel of a peer that accepts server-to-client requests, else None: with it the
+    core answers a handler's questions inside `execute` instead of ending the round
+    with `input_required`."""
+
+    @property
+    def subject(self) -> str | None: ...
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None: ...
+    @property
+    def ask(self) -> Ask | None: ...
+    def emit(self, message: dict[str, Any], /) -> None: ...
+
+
+class NoIO:
+    """A `RequestIO` that goes nowhere: no notifications, no subject, no back channel."""
+
+    __slots__ = ()
+    subject = None
+    loop = None
+    ask = None
+
+    def emit(self, message: dict[str, Any], /) -> None:
+        return None
+
+
+class ChangeEvent(Protocol):
+    """A registry change: `kind` is "tools", "prompts", "resources" (a list changed)
+    or "updated" (the resource `uri` changed)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def uri(self) -> str | None: ...
+
+
+class Changes(Protocol):
+    """A subscription to change events, delivered on the loop that created it.
+
+    Use as `async with changes as events: async for event in events`. Iteration ends
+    when the server closes its listeners (`Core.close_listeners`) and raises when
+    the subscriber fell too far behind. Leaving the `async with` or `close()`
+    unsubscribes at once; `close()` is safe before the `async with` was entered."""
+
+    def __aiter__(self) -> Changes: ...
+    async def __anext__(self) -> ChangeEvent: ...
+    async def __aenter__(self) -> Changes: ...
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+    def close(self) -> None: ...
+
+
+class Core(Protocol):
+    """The transport-agnostic server core, as the transports see it.
+
+    `prepare` and `tool_header_rules` are synchronous and cheap (no I/O); `execute`
+    may be awaited concurrently for many requests on one loop. All methods are called
+    on the event loop thread."""
+
+    @property
+    def name(self) -> str:
+        """The server's name (for a human-readable banner)."""
+        ...
+
+    def prepare(self, message: Any, meta: RequestMeta | None = None, /) -> Prepared:
+        """Check a decoded request. `meta` given: the caller (a legacy session) built
+        the request's metadata itself, so only the method and its capability gate are
+        checked; `message["params"]` must then be an object."""
+        ...
+
+    def execute(self, request: Prepared, io: RequestIO, /) -> Awaitable[dict[str, Any]]:
+        """Run a prepared request; always resolves to a response message."""
+        ...
+
+    def tool_header_rules(self, name: str, /) -> tuple[HeaderRule, ...]:
+        """The `x-mcp-header` rules of tool `name`, computed at registration; `()`
+        for an unknown tool."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What a handshake answer says of the server: `capabilities`, `serverInfo`
+        and, when set, `instructions` (in that order)."""
+        ...
+
+    def changes(self) -> Changes | None:
+        """A new subscription to list changes and resource updates, or None when the
+        server publishes none (subscriptions turned off)."""
+        ...
+
+    def close_listeners(self) -> None:
+        """End every open change subscription gracefully (at shutdown)."""
+        ...

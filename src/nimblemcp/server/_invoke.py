@@ -1,0 +1,83 @@
+"""The one way a registered function runs: tools, prompts, resources and templates.
+
+`Invocable` is the base of every registry entry. Its `invoke` binds the request's
+arguments to keyword arguments (`bind`, a callable each kind sets at registration), adds the Context when the function
+asks for one, runs the function by ONE policy, and turns what it returned into a
+result (`finish`, per kind):
+- an `async def` runs on the event loop;
+- a sync function runs in a worker thread (`_workers`), so it cannot stall the loop,
+  unless registered with `run_in_thread=False` (it never blocks: it runs inline);
+- protocol errors and cancellation propagate; any other exception goes to `failed`,
+  which by default propagates too (the dispatcher logs it and answers -32603) and
+  which tools override to answer an `isError` result instead (TOOL-08).
+Everything is decided at registration; a call costs one coroutine frame.
+Must not import the registry, the dispatcher or transports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from nimblemcp.errors import ProtocolError
+from nimblemcp.server._workers import run_sync_on
+
+if TYPE_CHECKING:
+    from nimblemcp.server._context import Context
+
+__all__ = ["Invocable"]
+
+
+class Invocable:
+    """A registered function with its run policy; subclasses set `bind` and may
+    override `finish` and `failed`."""
+
+    __slots__ = ("bind", "ctx_param", "fn", "inline", "is_async")
+
+    fn: Callable[..., Any]
+    # The request's arguments as a fresh dict of keyword arguments; raises a protocol
+    # error (or, for tools, an argument error) when they do not fit. An attribute, not
+    # a method: a tool's is its validator itself, with no call in between.
+    bind: Callable[[Any], dict[str, Any]]
+    ctx_param: str | None
+    is_async: bool
+    inline: bool
+
+    def _set_fn(
+        self, fn: Callable[..., Any], ctx_param: str | None, bind: Callable[[Any], dict[str, Any]],
+        run_in_thread: bool = True,
+    ) -> None:
+        self.fn = fn
+        self.bind = bind
+        self.ctx_param = ctx_param
+        self.is_async = inspect.iscoroutinefunction(fn)
+        # A sync function known never to block (pure computation, microseconds) may
+        # skip the thread hop.
+        self.inline = not self.is_async and not run_in_thread
+
+    def finish(self, value: Any) -> Any:
+        """What the function returned, as the result to answer."""
+        return value
+
+    def failed(self, exc: Exception) -> Any:
+        """The function (or `bind`) raised `exc`; called inside the except block."""
+        raise exc
+
+    async def invoke(self, ctx: Context, arguments: Any) -> Any:
+        try:
+            kwargs = self.bind(arguments)
+            if self.ctx_param is not None:
+                kwargs[self.ctx_param] = ctx
+            if self.is_async:
+                value = await self.fn(**kwargs)
+            elif self.inline:
+                value = self.fn(**kwargs)
+            else:
+                value = await run_sync_on(ctx._loop, self.fn, kwargs)  # the request's own loop
+        except (ProtocolError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            return self.failed(exc)
+        return self.finish(value)

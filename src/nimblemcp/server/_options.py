@@ -1,0 +1,99 @@
+"""Typed option groups for a Server, their defaults, and the one place the environment
+is read.
+
+- `StateOptions`: sealing of MRTR `requestState` (key ring, TTL, single use, audience)
+  and the TTL of state handles.
+- `Backends`: the key-value store and the notification bus (in-memory by default).
+- `ListenOptions`: `subscriptions/listen` and change notifications.
+- `ServerSettings`: what the process environment says (`NIMBLEMCP_STATE_KEYS`,
+  `NIMBLEMCP_REDIS_URL`). Read by `ServerSettings.from_env()` only, which the serving
+  entry points (`Server.run()`, `Server.asgi_app()`, `nimblemcp run`) call; never by
+  `Server.__init__`. What the code passed explicitly always wins over the environment.
+
+`None` always means "not given: use the default". Imports only backends and stdlib.
+(`backends.from_env()` remains for code that builds its own backends by hand.)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nimblemcp.backends._select import ENV_URL as ENV_REDIS_URL
+
+if TYPE_CHECKING:
+    from nimblemcp.backends._store import KeyValueStore
+    from nimblemcp.backends.bus import NotificationBus
+    from nimblemcp.server._server import Server
+
+__all__ = ["ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "ListenOptions", "ServerSettings", "StateOptions"]
+
+ENV_STATE_KEYS = "NIMBLEMCP_STATE_KEYS"
+
+
+@dataclass(frozen=True, slots=True)
+class StateOptions:
+    """How MRTR `requestState` is sealed, and how long state handles live.
+
+    `keys`: base64url 32-byte keys; the first seals, all open (rotation). None: the
+    environment's (`NIMBLEMCP_STATE_KEYS`, applied when serving), else a per-process key.
+    `ttl`: seconds a requestState stays valid. `one_time`: every requestState of this
+    server is single-use (needs a shared store across instances). `audience`: what the
+    state is bound to (default: the server's name). `handle_ttl`: seconds a state
+    handle lives after its last write."""
+
+    keys: tuple[str, ...] | None = None
+    ttl: float = 600.0
+    one_time: bool = False
+    audience: str | None = None
+    handle_ttl: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Backends:
+    """The store (state handles, replay guard, tasks) and the bus (change fan-out).
+
+    None: in-memory (one process), unless `NIMBLEMCP_REDIS_URL` names shared ones when
+    serving. `Backends.from_url("redis://...")` builds both for one URL."""
+
+    store: KeyValueStore | None = None
+    bus: NotificationBus | None = None
+
+    @classmethod
+    def from_url(cls, url: str, *, prefix: str = "nimblemcp:") -> Backends:
+        from nimblemcp.backends._select import from_url
+
+        store, bus = from_url(url, prefix=prefix)
+        return cls(store, bus)
+
+
+@dataclass(frozen=True, slots=True)
+class ListenOptions:
+    """`subscriptions/listen` and list-change notifications (`enabled=False`: neither
+    is advertised); `queue`: events a listener may fall behind before it is dropped."""
+
+    enabled: bool = True
+    queue: int = 256
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """What the environment configures for a served Server."""
+
+    state_keys: tuple[str, ...] | None = None
+    redis_url: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
+        """Read `NIMBLEMCP_STATE_KEYS` (comma-separated) and `NIMBLEMCP_REDIS_URL`."""
+        env = os.environ if environ is None else environ
+        keys = tuple(k.strip() for k in env.get(ENV_STATE_KEYS, "").split(",") if k.strip())
+        url = env.get(ENV_REDIS_URL, "").strip()
+        return cls(keys or None, url or None)
+
+    def apply(self, server: Server) -> None:
+        """Fill in what `server` was not given explicitly. Call before serving starts
+        (nothing subscribed, nothing sealed yet); applying twice changes nothing more."""
+        server._apply_settings(self)

@@ -1,0 +1,128 @@
+"""Serving a Server over a transport: `run`, `run_http` and the ASGI app factories.
+
+This module sits above both the server and the transports and joins them: the
+transports only know the port (`nimblemcp._port.Core`), the server knows no
+transport. `Server.run()` and `Server.asgi_app()` delegate here.
+
+- `asgi_app(server)`: the guarded app (Origin/Host checks, body and header limits,
+  optional CORS and OAuth): what `run_http` serves and what to mount by default.
+- `bare_asgi_app(server)`: the MCP endpoint alone, for a framework that brings its
+  own guards.
+
+Each entry point applies `ServerSettings.from_env()` first (`NIMBLEMCP_STATE_KEYS`,
+`NIMBLEMCP_REDIS_URL`), filling in what the code did not give; this is the one place
+the environment configures a server. Imports transports lazily (uvicorn only when
+serving HTTP), so a stdio server never pays for the HTTP stack.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from nimblemcp.server._options import ServerSettings
+
+if TYPE_CHECKING:
+    from nimblemcp.server._server import Server
+    from nimblemcp.transports.http import McpHttpApp
+    from nimblemcp.transports.http_security import HttpSecurity, SecurityMiddleware
+
+__all__ = ["asgi_app", "bare_asgi_app", "configure", "run", "run_http", "run_stdio"]
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def configure(server: Server, settings: ServerSettings | None = None) -> None:
+    """Apply `settings` (default: the environment's) where `server` was given nothing."""
+    (settings if settings is not None else ServerSettings.from_env()).apply(server)
+
+
+def run(server: Server, transport: str = "stdio", **options: Any) -> None:
+    """Serve until stdin closes (stdio) or the process is stopped (http), blocking."""
+    if transport == "stdio":
+        run_stdio(server, **options)
+    elif transport == "http":
+        run_http(server, **options)
+    else:
+        raise ValueError(f"unknown transport {transport!r} (use 'stdio' or 'http')")
+
+
+def run_stdio(server: Server) -> None:
+    """Serve `server` on this process's stdin/stdout (blocking)."""
+    from nimblemcp.transports.stdio import run_stdio as serve
+
+    configure(server)
+    serve(server)
+
+
+def asgi_app(server: Server, path: str = "/mcp", **options: Any) -> SecurityMiddleware:
+    """`server` as a guarded ASGI app: the options of
+    `nimblemcp.transports.http_security.secure_app` (allowed origins and hosts,
+    body and header limits, CORS, auth, keepalive, legacy sessions)."""
+    from nimblemcp.transports.http_security import secure_app
+
+    configure(server)
+    return secure_app(server, path=path, **options)
+
+
+def bare_asgi_app(server: Server, path: str = "/mcp", **options: Any) -> McpHttpApp:
+    """`server` as the bare MCP endpoint, without Origin/Host or size guards: only
+    behind something that provides them (see `nimblemcp.transports.http.asgi_app`)."""
+    from nimblemcp.transports.http import asgi_app as bare
+
+    configure(server)
+    return bare(server, path=path, **options)
+
+
+def run_http(
+    server: Server,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    *,
+    security: HttpSecurity | None = None,
+    allowed_origins: list[str] | None = None,
+    allowed_hosts: list[str] | None = None,
+    max_body: int | None = None,
+    cors: bool = False,
+    keepalive: float = 15.0,
+    shutdown_timeout: float = 10.0,
+    log_level: str = "info",
+    access_log: bool = False,
+    legacy_sessions: bool = True,
+    auth: dict[str, Any] | None = None,
+) -> None:
+    """Serve `server` under uvicorn (uvloop + httptools when installed), blocking.
+
+    Bound to 127.0.0.1 unless told otherwise (HTTP-02). The guards are `security`
+    with the flat keyword arguments replacing its fields (see `secure_app`). On a
+    non-loopback bind with no `allowed_hosts`, any Host is accepted (Origin is still
+    checked). Shutdown
+    lets in-flight requests finish for at most `shutdown_timeout` seconds.
+    `legacy_sessions=False` turns the 2025-11-25 session leg off; `auth` makes the
+    endpoint an OAuth resource server (see `http_auth.BearerAuth`).
+    """
+    import uvicorn
+
+    if allowed_hosts is None and (security is None or security.allowed_hosts is None) and host not in _LOOPBACK:
+        allowed_hosts = ["*"]
+    app = asgi_app(
+        server, path=path, keepalive=keepalive, freeze_gc=True, legacy_sessions=legacy_sessions,
+        security=security, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body,
+        cors=cors, auth=auth,
+    )
+    config = uvicorn.Config(
+        app, host=host, port=port, loop="auto", http="auto", lifespan="on",
+        log_level=log_level, access_log=access_log, server_header=False,
+        timeout_graceful_shutdown=max(1, round(shutdown_timeout)),
+    )
+
+    class _Uvicorn(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            # Listen streams never finish by themselves: close them gracefully first
+            # (SUB-09) so the wait below covers only real in-flight requests.
+            server.close_listeners()
+            await super().shutdown(sockets)
+
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the caught SIGINT
+        _Uvicorn(config).run()

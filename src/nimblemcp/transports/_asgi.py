@@ -1,0 +1,87 @@
+"""ASGI plumbing shared by the HTTP server pieces: the callable types, the one way to
+send a whole response, and the one `Accept` header parser.
+
+Every response message is a fresh dict: an ASGI server or middleware may keep or
+change what it was given. Used by the MCP app, its legacy leg, the security and the
+auth middleware. Imports nothing of nimblemcp but the JSON codec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any, Final
+
+from nimblemcp.jsonrpc import encode
+
+__all__ = [
+    "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse", "accepts_sse",
+    "respond", "respond_json", "send_json",
+]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+JSON: Final = (b"content-type", b"application/json")
+_TEXT: Final = (b"content-type", b"text/plain; charset=utf-8")
+
+
+async def respond(
+    send: Send, status: int, body: bytes = b"", headers: Iterable[tuple[bytes, bytes]] = (),
+    *, content_type: bytes | None = None,
+) -> None:
+    """A whole response: `headers` (plus a content type and length when there is a
+    body) and `body` in one message. A text body without a content type is plain text."""
+    out = list(headers)
+    if body:
+        out.insert(0, (b"content-type", content_type) if content_type is not None else _TEXT)
+        out.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": out})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_json(send: Send, status: int, body: bytes) -> None:
+    """An encoded JSON body: `respond` for the hot path (two fresh messages, nothing else)."""
+    await send({
+        "type": "http.response.start", "status": status,
+        "headers": [JSON, (b"content-length", str(len(body)).encode())],
+    })
+    await send({"type": "http.response.body", "body": body})
+
+
+async def respond_json(
+    send: Send, status: int, message: Any, headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
+    """`message` encoded as a JSON body."""
+    await respond(send, status, encode(message), headers, content_type=b"application/json")
+
+
+def accepted(value: bytes | None) -> frozenset[bytes]:
+    """The media ranges an `Accept` value lists: lowercased, parameters dropped."""
+    if value is None:
+        return frozenset()
+    return frozenset(part.split(b";", 1)[0].strip().lower() for part in value.split(b","))
+
+
+_JSON_RANGES: Final = frozenset({b"application/json", b"application/*", b"*/*"})
+_SSE_RANGES: Final = frozenset({b"text/event-stream", b"text/*", b"*/*"})
+
+
+def accepts_json(kinds: frozenset[bytes]) -> bool:
+    return not kinds.isdisjoint(_JSON_RANGES)
+
+
+def accepts_sse(kinds: frozenset[bytes]) -> bool:
+    return not kinds.isdisjoint(_SSE_RANGES)
+
+
+def accepts_json_and_sse(value: bytes | None) -> bool:
+    """Both JSON and SSE are acceptable (wildcards count); what a Streamable HTTP
+    POST must say (HTTP-04). The common spelling costs two substring searches."""
+    if value is None:
+        return False
+    if b"application/json" in value and b"text/event-stream" in value:
+        return True
+    kinds = accepted(value)
+    return accepts_json(kinds) and accepts_sse(kinds)
