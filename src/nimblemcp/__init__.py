@@ -2,6 +2,18 @@
 
 The names a quickstart needs. Heavy parts (pydantic, HTTP, the client) are imported
 only when used, so a stdio server starts fast.
+
+Where a `tools/call` goes, from the socket to your function and back:
+`serving` starts a transport for a `Server`; the transport (`transports/http.py` or
+`transports/stdio.py`) decodes the bytes once (`jsonrpc`) and hands the message to the
+core through the port (`_port.Core.prepare`: envelope, `_meta`, version and method
+checks; on HTTP the headers are then compared with the body by `_http_headers`), then
+`Core.execute` with a per-request `RequestIO`. The server's `_dispatch` picks the
+handler, `_tools` validates the arguments and runs your function by the policy of
+`_invoke` (async on the loop, sync on a `_workers` thread), with one `_context.Context`;
+`_mrtr` turns questions into `input_required`. The result is shaped once and encoded
+once on the way back. A 2025-11-25 peer goes through `transports/_legacy.py` first
+(its session), then the same core. Layers are checked by `.importlinter`.
 """
 
 from typing import TYPE_CHECKING
