@@ -1,8 +1,9 @@
 """DPoP on the client (RFC 9449): one proof key, a fresh proof per HTTP request.
 
 `DPoP` holds the proof key (generated, or an application's `SigningKey` so tokens
-bound to it survive a restart) and the server-provided nonces, one per origin: the
-authorization server's (§8) and each resource server's (§9) are kept apart. `proof`
+bound to it survive a restart) and the server-provided nonces, one per origin and
+role: an authorization server's (§8, proofs without `ath`) and a resource server's
+(§9, proofs with `ath`) are kept apart even when both live on one origin. `proof`
 builds the `dpop+jwt` for one request, bound to its method and URL (`htu` without
 query and fragment), with `ath` (the access token's SHA-256) on resource requests and
 the origin's latest nonce; `observe` records a `DPoP-Nonce` from any response. The
@@ -51,7 +52,7 @@ class DPoP:
     def __init__(self, key: SigningKey | None = None, *, alg: str = "ES256") -> None:
         self.key = key if key is not None else SigningKey.generate(alg)
         self._jwk = self.key.public_jwk
-        self._nonces: dict[str, str] = {}
+        self._nonces: dict[tuple[str, bool], str] = {}
 
     @property
     def alg(self) -> str:
@@ -61,17 +62,21 @@ class DPoP:
         """`jkt`: what a DPoP-bound token's `cnf` names, and `dpop_jkt` (§10)."""
         return self.key.thumbprint()
 
-    def nonce(self, url: str) -> str | None:
-        return self._nonces.get(_origin(url))
+    def nonce(self, url: str, *, resource: bool = False) -> str | None:
+        """The last nonce `url`'s origin sent, as a resource server or as an AS."""
+        return self._nonces.get((_origin(url), resource))
 
-    def observe(self, url: str, headers: Mapping[str, str]) -> bool:
-        """Remember the `DPoP-Nonce` a response from `url` carries; True when it is new."""
+    def observe(self, url: str, headers: Mapping[str, str], *, resource: bool = False) -> bool:
+        """Remember the `DPoP-Nonce` a response from `url` carries (`resource`: the
+        response to a resource request); True when it is new."""
         nonce = headers.get("dpop-nonce")
+        if nonce is None:  # a plain dict rather than case-insensitive httpx.Headers
+            nonce = next((v for k, v in headers.items() if k.lower() == "dpop-nonce"), None)
         if not nonce:
             return False
-        origin = _origin(url)
-        changed = self._nonces.get(origin) != nonce
-        self._nonces[origin] = nonce
+        key = (_origin(url), resource)
+        changed = self._nonces.get(key) != nonce
+        self._nonces[key] = nonce
         return changed
 
     def proof(
@@ -79,12 +84,13 @@ class DPoP:
         nonce: str | None = None,
     ) -> str:
         """A fresh proof for one request (new `jti`, `iat` now). `nonce` defaults to the
-        last one `url`'s origin sent."""
+        last one `url`'s origin sent for this kind of request (with `access_token`: a
+        resource request)."""
         claims: dict[str, object] = {
             "jti": secrets.token_urlsafe(24), "htm": method.upper(), "htu": htu(url),
             "iat": int(time.time()),
         }
-        nonce = nonce if nonce is not None else self.nonce(url)
+        nonce = nonce if nonce is not None else self.nonce(url, resource=access_token is not None)
         if nonce is not None:
             claims["nonce"] = nonce
         if access_token is not None:

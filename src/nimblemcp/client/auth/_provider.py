@@ -139,7 +139,7 @@ class OAuth(httpx.Auth):
         while True:
             self._present(request, sent)
             response = yield request
-            fresh_nonce = self.dpop is not None and self.dpop.observe(url, response.headers)
+            fresh_nonce = self.dpop is not None and self.dpop.observe(url, response.headers, resource=True)
             if response.status_code not in (401, 403):
                 return
             challenge = bearer_challenge(response)
@@ -212,9 +212,10 @@ class OAuth(httpx.Auth):
 
     async def _registration(self, binding: _Binding) -> ClientRegistration | None:
         """Who the client is at the binding's authorization server. An assertion grant
-        that needs no client identity uses only pre-registered credentials."""
+        uses only pre-registered credentials (an ID-JAG names the client the IdP knows;
+        a workload needs none), never a registration made on the fly."""
         assert binding.issuer is not None
-        if self.grant is not None and not self.grant.needs_client:
+        if self.grant is not None:
             return pre_registered_client(self.config, binding.issuer, binding.metadata)
         return await obtain_client(self._client(), self.config, self.store,
                                    binding.issuer, binding.metadata)
