@@ -263,12 +263,12 @@ class JwtWorld:
     def token(self, form: dict[str, str], headers: dict[str, str]) -> dict[str, Any]:
         self.token_log.append({"form": form, "dpop": headers.get("dpop"),
                                "authorization": headers.get("authorization")})
+        client = self.client_of(form, headers)  # first: a client assertion's jti is spent
         jkt = None
         if "dpop" in headers:
             claims, jkt = self.check_proof(headers["dpop"], "POST", f"{self.issuer}/token")
             if self.as_nonce is not None and claims.get("nonce") != self.as_nonce:
                 raise Refused(400, "use_dpop_nonce", {"DPoP-Nonce": self.as_nonce})
-        client = self.client_of(form, headers)
         grant = form.get("grant_type")
         if grant == "authorization_code":
             verifier = form.get("code_verifier", "")

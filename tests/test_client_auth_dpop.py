@@ -108,6 +108,20 @@ async def test_the_same_key_proves_refresh_and_client_credentials_too() -> None:
         assert all(str(e["authorization"]).startswith("DPoP ") for e in authorized(w))
 
 
+async def test_the_nonce_retry_of_a_token_request_signs_a_new_client_assertion() -> None:
+    async with jwt_world() as w:
+        w.dpop_algs, w.as_nonce = ["ES256"], "as-n"
+        key = SigningKey.generate("ES256")
+        w.client_keys["agent"] = public_key_of(key.public_jwk)
+        auth = OAuth(grant_type="client_credentials", dpop=True,
+                     pre_registered=PreRegistered("agent", signing_key=key))
+        await call(w, auth, "modern")
+        assert w.errors == []
+        first, second = (r["form"]["client_assertion"] for r in w.token_log)
+        assert parts(first)[1]["jti"] != parts(second)[1]["jti"]
+        assert parts(str(w.token_log[1]["dpop"]))[1]["nonce"] == "as-n"
+
+
 async def test_an_unbound_bearer_answer_is_used_as_bearer() -> None:
     """RFC 9449 §5: an AS that ignores the proof issues a Bearer token."""
     async with jwt_world() as w:
