@@ -4,8 +4,8 @@
 JWS algorithm it signs with (RFC 7518 / RFC 8037); it exports its public JWK, the
 RFC 7638 thumbprint of that JWK, and signs compact JWTs (`sign_jwt`). Client
 assertions (RFC 7523) and DPoP proofs (RFC 9449) are built on it. Only signing lives
-here: the client never verifies tokens. Imports only `cryptography` (lazily per key
-type is not worth it: the whole module loads only when an application asks for it).
+here: the client never verifies tokens. Imports `nimblemcp.errors` and, at the first
+use of a key rather than at import (~30 ms), `cryptography`.
 """
 
 from __future__ import annotations
@@ -14,28 +14,38 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
-
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+from typing import TYPE_CHECKING, Any
 
 from nimblemcp.errors import AuthError
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    _PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
+
 __all__ = ["SigningKey", "b64url", "jwk_thumbprint"]
 
-_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
-    "256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512,
-}
-_CURVES: dict[str, tuple[type[ec.EllipticCurve], str, int]] = {
-    "ES256": (ec.SECP256R1, "P-256", 32),
-    "ES384": (ec.SECP384R1, "P-384", 48),
-    "ES512": (ec.SECP521R1, "P-521", 66),
-}
+#: JWS alg -> (curve name, coordinate size in bytes)
+_CURVES: dict[str, tuple[str, int]] = {"ES256": ("P-256", 32), "ES384": ("P-384", 48), "ES512": ("P-521", 66)}
 _RSA = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
 ALGORITHMS = (*_CURVES, *_RSA, "EdDSA")
 
-_PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
+
+def _curve(alg: str) -> ec.EllipticCurve:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    curves: dict[str, ec.EllipticCurve] = {
+        "ES256": ec.SECP256R1(), "ES384": ec.SECP384R1(), "ES512": ec.SECP521R1()}
+    return curves[alg]
+
+
+def _hash(alg: str) -> hashes.HashAlgorithm:
+    from cryptography.hazmat.primitives import hashes
+
+    digests: dict[str, hashes.HashAlgorithm] = {
+        "256": hashes.SHA256(), "384": hashes.SHA384(), "512": hashes.SHA512()}
+    return digests[alg[-3:]]
 
 
 def b64url(data: bytes) -> str:
@@ -63,9 +73,11 @@ def jwk_thumbprint(jwk: dict[str, Any]) -> str:
 
 
 def _default_alg(key: _PrivateKey) -> str:
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
     if isinstance(key, ec.EllipticCurvePrivateKey):
-        for alg, (curve, _, _) in _CURVES.items():
-            if isinstance(key.curve, curve):
+        for alg in _CURVES:
+            if key.curve.name == _curve(alg).name:
                 return alg
         raise AuthError(f"unsupported EC curve {key.curve.name}")
     if isinstance(key, rsa.RSAPrivateKey):
@@ -87,10 +99,12 @@ class SigningKey:
     kid: str | None = None
 
     def __post_init__(self) -> None:
+        from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
         if self.alg not in ALGORITHMS:
             raise AuthError(f"unsupported JWS algorithm {self.alg!r} (one of {', '.join(ALGORITHMS)})")
         ok = (isinstance(self.key, ec.EllipticCurvePrivateKey) and self.alg in _CURVES
-              and isinstance(self.key.curve, _CURVES[self.alg][0])) \
+              and self.key.curve.name == _curve(self.alg).name) \
             or (isinstance(self.key, rsa.RSAPrivateKey) and self.alg in _RSA) \
             or (isinstance(self.key, ed25519.Ed25519PrivateKey) and self.alg == "EdDSA")
         if not ok:
@@ -98,8 +112,10 @@ class SigningKey:
 
     @classmethod
     def generate(cls, alg: str = "ES256") -> SigningKey:
+        from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
         if alg in _CURVES:
-            return cls(ec.generate_private_key(_CURVES[alg][0]()), alg)
+            return cls(ec.generate_private_key(_curve(alg)), alg)
         if alg in _RSA:
             return cls(rsa.generate_private_key(public_exponent=65537, key_size=2048), alg)
         if alg == "EdDSA":
@@ -111,6 +127,9 @@ class SigningKey:
         cls, pem: str | bytes, alg: str | None = None, *, password: bytes | None = None,
         kid: str | None = None,
     ) -> SigningKey:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
         data = pem.encode("ascii") if isinstance(pem, str) else pem
         try:
             key = serialization.load_pem_private_key(data, password=password)
@@ -124,10 +143,13 @@ class SigningKey:
     @property
     def public_jwk(self) -> dict[str, Any]:
         """The public half as a JWK (no private members, no `kid` unless set)."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
         jwk: dict[str, Any]
         if isinstance(self.key, ec.EllipticCurvePrivateKey):
             numbers = self.key.public_key().public_numbers()
-            _, crv, size = _CURVES[self.alg]
+            crv, size = _CURVES[self.alg]
             jwk = {"kty": "EC", "crv": crv, "x": _uint(numbers.x, size), "y": _uint(numbers.y, size)}
         elif isinstance(self.key, rsa.RSAPrivateKey):
             pub = self.key.public_key().public_numbers()
@@ -146,13 +168,16 @@ class SigningKey:
 
     def sign(self, data: bytes) -> bytes:
         """The JWS signature of `data` (ECDSA as raw r||s, RFC 7518 §3.4)."""
+        from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+        from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
         key = self.key
         if isinstance(key, ec.EllipticCurvePrivateKey):
-            r, s = decode_dss_signature(key.sign(data, ec.ECDSA(_HASHES[self.alg[2:]]())))
-            size = _CURVES[self.alg][2]
+            r, s = decode_dss_signature(key.sign(data, ec.ECDSA(_hash(self.alg))))
+            size = _CURVES[self.alg][1]
             return r.to_bytes(size, "big") + s.to_bytes(size, "big")
         if isinstance(key, rsa.RSAPrivateKey):
-            digest = _HASHES[self.alg[2:]]()
+            digest = _hash(self.alg)
             pad: padding.AsymmetricPadding = padding.PKCS1v15() if self.alg.startswith("RS") \
                 else padding.PSS(padding.MGF1(digest), digest.digest_size)
             return key.sign(data, pad, digest)
