@@ -127,6 +127,8 @@ class JwtWorld:
     rs_nonce: str | None = None
     rotate_rs_nonce: str | None = None  # sent on the next successful MCP response
     unbound: bool = False  # answer DPoP token requests with Bearer tokens
+    expires_in: int = 3600
+    refresh_tokens: dict[str, str | None] = field(default_factory=dict)  # refresh token -> bound jkt
     challenge_scheme: str = "Bearer"
     auth_methods: list[str] = field(default_factory=lambda: ["private_key_jwt", "client_secret_basic", "none"])
     client_keys: dict[str, Any] = field(default_factory=dict)  # client_id -> public key
@@ -282,6 +284,12 @@ class JwtWorld:
                 raise Refused(401, "invalid_client")
         elif grant == JWT_BEARER:
             self.check_grant(form, client)
+        elif grant == "refresh_token":
+            # RFC 9449 §5: a public client's refresh token is bound to the proof key
+            if form.get("refresh_token") not in self.refresh_tokens \
+                    or self.refresh_tokens[form["refresh_token"]] != jkt:
+                self.errors.append("refresh token unknown or presented with another key")
+                raise Refused(400, "invalid_grant")
         else:
             raise Refused(400, "unsupported_grant_type")
         if form.get("resource") != self.url:
@@ -290,7 +298,10 @@ class JwtWorld:
         token = f"at-{uuid.uuid4().hex}"
         bound = jkt if jkt is not None and not self.unbound else None
         self.tokens[token] = bound
-        return {"access_token": token, "token_type": "DPoP" if bound else "Bearer", "expires_in": 3600}
+        refresh = f"rt-{uuid.uuid4().hex}"
+        self.refresh_tokens[refresh] = bound
+        return {"access_token": token, "token_type": "DPoP" if bound else "Bearer",
+                "expires_in": self.expires_in, "refresh_token": refresh}
 
     def exchange(self, form: dict[str, str], headers: dict[str, str]) -> dict[str, Any]:
         self.idp_log.append(form)

@@ -93,7 +93,22 @@ async def test_a_nonce_rotated_on_a_success_response_is_used_next() -> None:
         assert len(after) == 1 and after[0]["proof"]["nonce"] == "n2"  # type: ignore[index]
 
 
-async def test_the_same_key_proves_refresh_and_client_credentials_too() -> None:
+async def test_an_expired_dpop_token_is_refreshed_with_a_proof_from_the_same_key() -> None:
+    async with jwt_world() as w:
+        w.dpop_algs, w.auth_methods, w.as_nonce = ["ES256"], ["none"], "as-n"
+        w.expires_in = 5  # inside the client's 30 s leeway: every request refreshes first
+        await call(w, OAuth(on_authorize=follow_redirect, dpop=True), "modern", times=2)
+        assert w.errors == []
+        grants = [r["form"]["grant_type"] for r in w.token_log]
+        assert grants[:2] == ["authorization_code"] * 2 and "refresh_token" in grants[2:]
+        assert len(w.authorize_log) == 1
+        keys = {thumbprint(parts(str(r["dpop"]))[0]["jwk"]) for r in w.token_log}
+        assert len(keys) == 1  # the authorization code, the refreshes: one proof key
+        refreshes = [r for r in w.token_log if r["form"]["grant_type"] == "refresh_token"]
+        assert all(parts(str(r["dpop"]))[1]["nonce"] == "as-n" for r in refreshes)
+
+
+async def test_client_credentials_with_an_application_eddsa_dpop_key() -> None:
     async with jwt_world() as w:
         w.dpop_algs = ["ES256", "EdDSA"]
         key = SigningKey.generate("EdDSA")
