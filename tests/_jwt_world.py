@@ -130,6 +130,7 @@ class JwtWorld:
     expires_in: int = 3600
     refresh_tokens: dict[str, str | None] = field(default_factory=dict)  # refresh token -> bound jkt
     challenge_scheme: str = "Bearer"
+    prm_extra: dict[str, Any] = field(default_factory=dict)
     auth_methods: list[str] = field(default_factory=lambda: ["private_key_jwt", "client_secret_basic", "none"])
     client_keys: dict[str, Any] = field(default_factory=dict)  # client_id -> public key
     secrets: dict[str, str] = field(default_factory=dict)
@@ -387,7 +388,7 @@ async def jwt_world() -> AsyncIterator[JwtWorld]:
         query = {k: v[0] for k, v in parse_qs(scope["query_string"].decode()).items()}
         try:
             if path == "/.well-known/oauth-protected-resource/mcp":
-                return await _send(send, 200, {"resource": w.url, "authorization_servers": [w.issuer]})
+                return await _send(send, 200, {"resource": w.url, "authorization_servers": [w.issuer], **w.prm_extra})
             if path == "/.well-known/oauth-authorization-server/as":
                 return await _send(send, 200, w.metadata())
             if path == "/idp/.well-known/openid-configuration":

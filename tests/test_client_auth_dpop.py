@@ -165,6 +165,17 @@ async def test_an_authorization_server_without_our_algorithm_is_refused() -> Non
         assert w.token_log == [] and w.authorize_log == []
 
 
+async def test_a_resource_that_requires_dpop_is_not_sent_bearer_tokens() -> None:
+    async with jwt_world() as w:
+        w.dpop_algs, w.auth_methods = ["ES256"], ["none"]
+        w.prm_extra = {"dpop_bound_access_tokens_required": True}
+        with pytest.raises(AuthError, match="dpop=True"):
+            await call(w, OAuth(on_authorize=follow_redirect), "modern")
+        assert w.token_log == [] and w.authorize_log == []
+        await call(w, OAuth(on_authorize=follow_redirect, dpop=True), "modern")
+        assert w.errors == [] and w.token_log[0]["dpop"] is not None
+
+
 async def test_a_dpop_challenge_is_understood_for_discovery() -> None:
     async with jwt_world() as w:
         w.dpop_algs, w.auth_methods, w.challenge_scheme = ["ES256"], ["none"], "DPoP"

@@ -297,6 +297,9 @@ class OAuth(httpx.Auth):
         self, binding: _Binding, challenged: Sequence[str], previous: Sequence[str]
     ) -> None:
         assert binding.resource is not None and binding.issuer is not None
+        if self.dpop is None and binding.resource.document.get("dpop_bound_access_tokens_required") is True:
+            raise AuthError(f"{binding.resource.resource} accepts only DPoP-bound tokens"
+                            " (RFC 9728 dpop_bound_access_tokens_required); pass dpop=True")
         http = self._client()
         dpop = self._dpop_for(binding.metadata)
         client = await self._registration(binding)
