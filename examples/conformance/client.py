@@ -11,7 +11,11 @@ auth/* scenarios run `nimblemcp.client.auth.OAuth` with a non-interactive
 `on_authorize`: it GETs the authorization URL and returns the redirect's `Location`
 (the suite's mock authorization server approves at once), uses the context's
 pre-registered credentials when given, and offers the suite's Client ID Metadata
-Document URL. Scenarios that expect a refusal end with exit status 1.
+Document URL. The extension scenarios pick the matching `OAuth` option: a
+`private_key_jwt` signing key (client-credentials-jwt), `JwtBearer` with the
+context's workload token (wif-jwt-bearer), `EnterpriseManaged` with the context's ID
+token and IdP (enterprise-managed-authorization), `dpop=True` (dpop, dpop-nonce).
+Scenarios that expect a refusal end with exit status 1.
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ from typing import Any
 import httpx
 
 from nimblemcp.client import Client
-from nimblemcp.client.auth import OAuth, PreRegistered
+from nimblemcp.client.auth import (
+    EnterpriseManaged,
+    Grant,
+    JwtBearer,
+    OAuth,
+    PreRegistered,
+    SigningKey,
+)
 from nimblemcp.errors import McpError
 
 log = logging.getLogger("conformance-client")
@@ -139,6 +150,18 @@ def _sample_value(prop: dict[str, Any]) -> Any:
         kind if isinstance(kind, str) else "string", "x")
 
 
+SCHEMA_TOOL = "json_schema_2020_12_tool"
+ECHO_TOOL = "json_schema_echo"
+
+
+async def schema_preservation(url: str, context: dict[str, Any]) -> None:
+    """Echo the focal tool's inputSchema back exactly as the Client received it."""
+    async with make_client(url) as client:
+        tools = {t["name"]: t for t in await client.list_tools()}
+        if SCHEMA_TOOL in tools and ECHO_TOOL in tools:
+            await client.call_tool(ECHO_TOOL, {"schema": tools[SCHEMA_TOOL]["inputSchema"]})
+
+
 async def ref_no_deref(url: str, context: dict[str, Any]) -> None:
     async with make_client(url) as client:
         tools = await client.list_tools()
@@ -160,14 +183,26 @@ async def follow_redirect(url: str) -> str:
 
 async def oauth_flow(url: str, context: dict[str, Any]) -> None:
     """auth/*: authorize on the first 401, then list and call every tool."""
-    pre = ()
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    pre: tuple[PreRegistered, ...] = ()
     if isinstance(context.get("client_id"), str):
+        key = SigningKey.from_pem(context["private_key_pem"], context.get("signing_algorithm")) \
+            if isinstance(context.get("private_key_pem"), str) else None
         pre = (PreRegistered(context["client_id"], context.get("client_secret"),
-                             context.get("issuer")),)
-    grant = "client_credentials" if "client-credentials" in os.environ.get(
-        "MCP_CONFORMANCE_SCENARIO", "") else "authorization_code"
+                             context.get("issuer"), signing_key=key),)
+    grant: Grant | None = None
+    if scenario == "auth/wif-jwt-bearer":
+        grant = JwtBearer(lambda: str(context["valid_jwt"]))
+    elif scenario == "auth/enterprise-managed-authorization":
+        grant = EnterpriseManaged(
+            id_token=lambda: str(context["idp_id_token"]),
+            idp_client_id=context["idp_client_id"],
+            idp_token_endpoint=context.get("idp_token_endpoint"),
+            idp_issuer=context.get("idp_issuer"))
+    grant_type = "client_credentials" if "client-credentials" in scenario else "authorization_code"
     auth = OAuth(on_authorize=follow_redirect, client_name="nimblemcp-conformance-client",
-                 client_metadata_url=CIMD_URL, pre_registered=pre, grant_type=grant)
+                 client_metadata_url=CIMD_URL, pre_registered=pre, grant_type=grant_type,
+                 grant=grant, dpop=scenario.startswith("auth/dpop"))
     async with Client(url, client_info=CLIENT_INFO, timeout=20.0, auth=auth) as client:
         for tool in await client.list_tools():
             result = await client.call_tool(tool["name"], {})
@@ -185,6 +220,7 @@ SCENARIOS: dict[str, Callable[[str, dict[str, Any]], Coroutine[Any, Any, None]]]
     "http-custom-headers": custom_headers,
     "http-invalid-tool-headers": invalid_tool_headers,
     "json-schema-ref-no-deref": ref_no_deref,
+    "json-schema-2020-12-preservation": schema_preservation,
 }
 
 

@@ -1,7 +1,7 @@
 """Finding the authorization server: challenges, RFC 9728 and RFC 8414 / OIDC metadata.
 
-- `parse_challenges` reads `WWW-Authenticate` (AUTH-C-01): the Bearer challenge's
-  `resource_metadata`, `scope` and `error`.
+- `parse_challenges` reads `WWW-Authenticate` (AUTH-C-01): the Bearer (or DPoP)
+  challenge's `resource_metadata`, `scope` and `error`.
 - `discover_resource` fetches the Protected Resource Metadata: the challenge's
   `resource_metadata` URL if any, else the path-inserted well-known URI, then the root
   one; its `resource` must name the MCP server (same origin, a path prefix), else the
@@ -86,11 +86,15 @@ def parse_challenges(header: str) -> dict[str, dict[str, str]]:
 
 
 def bearer_challenge(response: httpx.Response) -> Challenge:
-    params: dict[str, str] = {}
+    """The response's Bearer challenge, or its DPoP one (RFC 9449 §7.1) when there is
+    no Bearer challenge or the DPoP one asks for a nonce."""
+    bearer: dict[str, str] = {}
+    dpop: dict[str, str] = {}
     for header in response.headers.get_list("www-authenticate"):
-        params = parse_challenges(header).get("bearer", {})
-        if params:
-            break
+        found = parse_challenges(header)
+        bearer = bearer or found.get("bearer", {})
+        dpop = dpop or found.get("dpop", {})
+    params = dpop if dpop and (not bearer or dpop.get("error") == "use_dpop_nonce") else bearer
     return Challenge(params.get("error"), params.get("scope"), params.get("resource_metadata"))
 
 

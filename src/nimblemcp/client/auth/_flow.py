@@ -5,8 +5,11 @@ callback, pre-registered credentials, a Client ID Metadata Document URL). The st
 `obtain_client` (pre-registered → CIMD → DCR, AUTH-C-05..08), `choose_scopes`
 (AUTH-C-12/15), `authorize` (PKCE S256 only and only when advertised, `resource`,
 `state`, the RFC 9207 `iss` checks before the code is used, AUTH-C-09..11) and the
-token endpoint calls `exchange_code` / `refresh` with `client_secret_basic`,
-`client_secret_post` or `none` (AUTH-C-15).
+token endpoint calls `exchange_code` / `refresh` / `client_credentials` with
+`client_secret_basic`, `client_secret_post`, `private_key_jwt` (RFC 7523 §2.2) or
+`none` (AUTH-C-15). Every token request goes through `token_request`, which adds the
+client authentication and, when a `DPoP` key is in use, a proof for the token
+endpoint, retried once with the server's nonce on `use_dpop_nonce` (RFC 9449 §5, §8).
 """
 
 from __future__ import annotations
@@ -17,14 +20,18 @@ import inspect
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import httpx
 
 from nimblemcp.errors import AuthError, AuthorizationDenied
 
+from ._assertion import CLIENT_ASSERTION_TYPE, client_assertion
 from ._store import ClientRegistration, PreRegistered, TokenSet, TokenStore
+
+if TYPE_CHECKING:
+    from ._dpop import DPoP
 
 __all__ = [
     "AuthorizationDenied",
@@ -35,7 +42,9 @@ __all__ = [
     "client_credentials",
     "exchange_code",
     "obtain_client",
+    "pre_registered_client",
     "refresh",
+    "token_request",
 ]
 
 #: Receives the authorization URL; returns the URL the authorization server redirected
@@ -73,7 +82,9 @@ def _secret_methods(metadata: dict[str, Any]) -> list[str]:
     return [m for m in ("client_secret_basic", "client_secret_post") if m in supported]
 
 
-def _pick_method(metadata: dict[str, Any], secret: str | None) -> str:
+def _pick_method(metadata: dict[str, Any], secret: str | None, keyed: bool = False) -> str:
+    if keyed:
+        return "private_key_jwt"
     if secret is None:
         return "none"
     methods = _secret_methods(metadata)
@@ -86,11 +97,9 @@ async def obtain_client(
 ) -> ClientRegistration:
     """AUTH-C-05: pre-registered for this issuer → one registered here before → CIMD
     when the server supports it → Dynamic Client Registration."""
-    for pre in config.pre_registered:
-        if pre.issuer is None or pre.issuer == issuer:
-            return ClientRegistration(
-                pre.client_id, pre.client_secret,
-                pre.auth_method or _pick_method(metadata, pre.client_secret), "pre-registered")
+    pre = pre_registered_client(config, issuer, metadata)
+    if pre is not None:
+        return pre
     stored = await store.get_client(issuer)
     if stored is not None:
         return stored
@@ -128,6 +137,19 @@ async def obtain_client(
     return client
 
 
+def pre_registered_client(
+    config: OAuthConfig, issuer: str, metadata: dict[str, Any]
+) -> ClientRegistration | None:
+    """The application's credentials for `issuer`, if it gave any (AUTH-C-08)."""
+    for pre in config.pre_registered:
+        if pre.issuer is None or pre.issuer == issuer:
+            method = pre.auth_method or _pick_method(
+                metadata, pre.client_secret, pre.signing_key is not None)
+            return ClientRegistration(pre.client_id, pre.client_secret, method,
+                                      "pre-registered", signing_key=pre.signing_key)
+    return None
+
+
 def choose_scopes(
     challenged: Sequence[str], resource_scopes: Sequence[str] | None,
     metadata: dict[str, Any], *, previous: Sequence[str] = (), offline_access: bool = True,
@@ -160,7 +182,7 @@ class Grant:
 
 async def authorize(
     config: OAuthConfig, issuer: str, metadata: dict[str, Any], client: ClientRegistration,
-    resource: str, scopes: Sequence[str],
+    resource: str, scopes: Sequence[str], dpop: DPoP | None = None,
 ) -> Grant:
     """Send the user to the authorization endpoint and validate where they came back."""
     methods = metadata.get("code_challenge_methods_supported")
@@ -178,6 +200,8 @@ async def authorize(
     }
     if scopes:
         query["scope"] = " ".join(scopes)
+    if dpop is not None:
+        query["dpop_jkt"] = dpop.thumbprint()  # RFC 9449 §10: bind the code to the key
     endpoint = metadata["authorization_endpoint"]
     url = endpoint + ("&" if urlsplit(endpoint).query else "?") + urlencode(query)
     landed = config.on_authorize(url)
@@ -208,72 +232,111 @@ def _json(response: httpx.Response) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-async def _token_request(
-    http: httpx.AsyncClient, metadata: dict[str, Any], client: ClientRegistration,
-    form: dict[str, str],
-) -> dict[str, Any]:
-    headers = {"Accept": "application/json"}
-    form = dict(form)
+def _authenticate(
+    client: ClientRegistration | None, audience: str, form: dict[str, str],
+    headers: dict[str, str],
+) -> None:
+    """Add the client authentication of `client` to a token request."""
+    if client is None:
+        return  # a grant that authenticates by its assertion alone (RFC 7523 §3.1)
     if client.auth_method == "client_secret_basic" and client.client_secret is not None:
         pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
         headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
-    else:
-        form["client_id"] = client.client_id
-        if client.auth_method == "client_secret_post" and client.client_secret is not None:
-            form["client_secret"] = client.client_secret
-    endpoint = metadata["token_endpoint"]
+        return
+    form["client_id"] = client.client_id
+    if client.auth_method == "private_key_jwt":
+        if client.signing_key is None:
+            raise AuthError(f"client {client.client_id!r} uses private_key_jwt but has no signing key")
+        form["client_assertion_type"] = CLIENT_ASSERTION_TYPE
+        form["client_assertion"] = client_assertion(client.signing_key, client.client_id, audience)
+    elif client.auth_method == "client_secret_post" and client.client_secret is not None:
+        form["client_secret"] = client.client_secret
+
+
+async def token_request(
+    http: httpx.AsyncClient, endpoint: str, client: ClientRegistration | None,
+    form: dict[str, str], *, audience: str, dpop: DPoP | None = None,
+) -> dict[str, Any]:
+    """POST one token request (RFC 6749 §3.2) and return the JSON answer of a 200.
+
+    `audience` is what a `private_key_jwt` assertion is addressed to (the issuer);
+    with `dpop`, the request carries a proof and a `use_dpop_nonce` refusal is retried
+    once with the nonce the server sent (RFC 9449 §8). Any refusal is an `AuthError`."""
+    headers = {"Accept": "application/json"}
+    form = dict(form)
+    _authenticate(client, audience, form, headers)
+    for attempt in range(2):
+        if dpop is not None:
+            headers["DPoP"] = dpop.proof("POST", endpoint)
+        try:
+            response = await http.post(endpoint, data=form, headers=headers)
+        except httpx.HTTPError as exc:
+            raise AuthError(f"the token request to {endpoint} failed: {exc!r}") from exc
+        body = _json(response)
+        fresh = dpop is not None and dpop.observe(endpoint, response.headers)
+        if response.status_code == 200:
+            return body
+        if attempt == 0 and fresh and body.get("error") == "use_dpop_nonce":
+            if client is not None and client.auth_method == "private_key_jwt":
+                _authenticate(client, audience, form, headers)  # a new assertion (new jti)
+            continue
+        break
+    raise AuthError(f"the token endpoint refused (HTTP {response.status_code}):"
+                    f" {body.get('error')} {body.get('error_description') or ''}".strip())
+
+
+async def _token_request(
+    http: httpx.AsyncClient, metadata: dict[str, Any], client: ClientRegistration | None,
+    form: dict[str, str], dpop: DPoP | None = None,
+) -> dict[str, Any]:
+    return await token_request(http, metadata["token_endpoint"], client, form,
+                               audience=str(metadata.get("issuer", "")), dpop=dpop)
+
+
+def tokens_from(
+    body: dict[str, Any], scopes: Sequence[str], previous: TokenSet | None = None,
+    dpop: DPoP | None = None,
+) -> TokenSet:
     try:
-        response = await http.post(endpoint, data=form, headers=headers)
-    except httpx.HTTPError as exc:
-        raise AuthError(f"the token request to {endpoint} failed: {exc!r}") from exc
-    body = _json(response)
-    if response.status_code != 200:
-        raise AuthError(f"the token endpoint refused (HTTP {response.status_code}):"
-                        f" {body.get('error')} {body.get('error_description') or ''}".strip())
-    return body
+        return TokenSet.from_response(body, tuple(scopes), previous, dpop=dpop is not None)
+    except ValueError as exc:
+        raise AuthError(str(exc)) from exc
 
 
 async def exchange_code(
     http: httpx.AsyncClient, config: OAuthConfig, metadata: dict[str, Any],
     client: ClientRegistration, grant: Grant, resource: str, scopes: Sequence[str],
+    dpop: DPoP | None = None,
 ) -> TokenSet:
     body = await _token_request(http, metadata, client, {
         "grant_type": "authorization_code", "code": grant.code,
         "redirect_uri": config.redirect_uri, "code_verifier": grant.verifier,
         "resource": resource,
-    })
-    try:
-        return TokenSet.from_response(body, tuple(scopes))
-    except ValueError as exc:
-        raise AuthError(str(exc)) from exc
+    }, dpop)
+    return tokens_from(body, scopes, dpop=dpop)
 
 
 async def refresh(
-    http: httpx.AsyncClient, metadata: dict[str, Any], client: ClientRegistration,
-    tokens: TokenSet, resource: str,
+    http: httpx.AsyncClient, metadata: dict[str, Any], client: ClientRegistration | None,
+    tokens: TokenSet, resource: str, dpop: DPoP | None = None,
 ) -> TokenSet:
-    """RFC 6749 §6 with `resource`; keeps the old refresh token if none is returned."""
+    """RFC 6749 §6 with `resource`; keeps the old refresh token if none is returned.
+    A refresh token issued with DPoP is bound to the key: the proof goes along."""
     assert tokens.refresh_token is not None
     body = await _token_request(http, metadata, client, {
         "grant_type": "refresh_token", "refresh_token": tokens.refresh_token,
         "resource": resource,
-    })
-    try:
-        return TokenSet.from_response(body, tokens.requested_scopes, tokens)
-    except ValueError as exc:
-        raise AuthError(str(exc)) from exc
+    }, dpop)
+    return tokens_from(body, tokens.requested_scopes, tokens, dpop)
 
 
 async def client_credentials(
     http: httpx.AsyncClient, metadata: dict[str, Any], client: ClientRegistration,
-    resource: str, scopes: Sequence[str],
+    resource: str, scopes: Sequence[str], dpop: DPoP | None = None,
 ) -> TokenSet:
     """The machine-to-machine grant (RFC 6749 §4.4): no user, no redirect."""
     form = {"grant_type": "client_credentials", "resource": resource}
     if scopes:
         form["scope"] = " ".join(scopes)
-    body = await _token_request(http, metadata, client, form)
-    try:
-        return TokenSet.from_response(body, tuple(scopes))
-    except ValueError as exc:
-        raise AuthError(str(exc)) from exc
+    body = await _token_request(http, metadata, client, form, dpop)
+    return tokens_from(body, scopes, dpop=dpop)

@@ -11,6 +11,13 @@ serialised by a lock, and a request that raced a completed flow just retries wit
 the new token. Discovery is redone on every 401, so a resource that moved to another
 authorization server is followed (and registered with) instead of being sent tokens
 or client ids of the old one (AUTH-C-02/08).
+
+`grant=` replaces the authorization-code flow with an assertion grant (`_grants`:
+workload identity, enterprise-managed). `dpop=` (True, or a `DPoP` holding the
+application's key) asks for DPoP-bound tokens (RFC 9449): proofs at the token
+endpoint, then `Authorization: DPoP` plus a fresh proof (with `ath`) on every request;
+a resource server's `use_dpop_nonce` 401 is answered by one retry with its nonce, and
+a `DPoP-Nonce` on any response is used from then on.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from ._discovery import (
     discover_issuer,
     discover_resource,
 )
+from ._dpop import DPoP
 from ._flow import (
     AuthorizeCallback,
     OAuthConfig,
@@ -41,9 +49,11 @@ from ._flow import (
     exchange_code,
     no_browser,
     obtain_client,
+    pre_registered_client,
     refresh,
 )
-from ._store import MemoryTokenStore, PreRegistered, TokenSet, TokenStore
+from ._grants import Grant, TokenEndpoint
+from ._store import ClientRegistration, MemoryTokenStore, PreRegistered, TokenSet, TokenStore
 
 __all__ = ["OAuth"]
 
@@ -70,7 +80,12 @@ class OAuth(httpx.Auth):
     then `client_metadata_url` (a Client ID Metadata Document the application hosts)
     where the server supports it, then Dynamic Client Registration. `store` keeps
     tokens and registrations (in memory by default). `grant_type="client_credentials"`
-    authenticates the client itself (pre-registered credentials), with no user.
+    authenticates the client itself (pre-registered credentials, a secret or a
+    `signing_key` for `private_key_jwt`), with no user. `grant` runs an assertion
+    grant instead (`JwtBearer`, `EnterpriseManaged`). `dpop=True` (a fresh ES256 key)
+    or `dpop=DPoP(key)` requests DPoP-bound tokens and proves possession on each
+    request; an authorization server that advertises `dpop_signing_alg_values_supported`
+    without the key's algorithm is refused.
     """
 
     requires_request_body = True
@@ -87,6 +102,8 @@ class OAuth(httpx.Auth):
         offline_access: bool = True,
         application_type: str = "native",
         grant_type: str = "authorization_code",
+        grant: Grant | None = None,
+        dpop: DPoP | bool = False,
         max_step_ups: int = 2,
         http: httpx.AsyncClient | None = None,
     ) -> None:
@@ -99,6 +116,8 @@ class OAuth(httpx.Auth):
             grant_type=grant_type,
         )
         self.store: TokenStore = store if store is not None else MemoryTokenStore()
+        self.grant = grant
+        self.dpop: DPoP | None = DPoP() if dpop is True else dpop or None
         self.max_step_ups = max_step_ups
         self._http = http  # discovery and token requests; else one client per flow
         self._session: httpx.AsyncClient | None = None
@@ -116,23 +135,45 @@ class OAuth(httpx.Auth):
         url = str(request.url.copy_with(query=None, fragment=None))
         binding = self._bindings.setdefault(url, _Binding())
         sent = await self._current(binding)
-        if sent is not None:
-            request.headers["Authorization"] = f"Bearer {sent.access_token}"
-        response = yield request
-        if response.status_code == 401:
-            await self._unauthorized(url, binding, bearer_challenge(response), sent)
-        elif response.status_code == 403:
+        flowed = nonce_retried = False
+        while True:
+            self._present(request, sent)
+            response = yield request
+            fresh_nonce = self.dpop is not None and self.dpop.observe(url, response.headers, resource=True)
+            if response.status_code not in (401, 403):
+                return
             challenge = bearer_challenge(response)
-            if challenge.error != "insufficient_scope":
-                return
-            method = request.headers.get("mcp-method", request.method)
-            if not await self._step_up(url, binding, challenge, sent, method):
-                return
-        else:
+            if challenge.error == "use_dpop_nonce":
+                # RFC 9449 §9: not a token problem; retry once with the nonce just sent.
+                if sent is None or not sent.dpop_bound or nonce_retried or not fresh_nonce:
+                    return
+                nonce_retried = True
+                continue
+            if flowed:
+                return  # a second refusal reaches the caller
+            flowed = True
+            if response.status_code == 401:
+                await self._unauthorized(url, binding, challenge, sent)
+            else:
+                if challenge.error != "insufficient_scope":
+                    return
+                method = request.headers.get("mcp-method", request.method)
+                if not await self._step_up(url, binding, challenge, sent, method):
+                    return
+            assert binding.tokens is not None
+            sent = binding.tokens
+
+    def _present(self, request: httpx.Request, tokens: TokenSet | None) -> None:
+        """Put the token on the request: Bearer, or DPoP with a proof for this request."""
+        if tokens is None:
             return
-        assert binding.tokens is not None
-        request.headers["Authorization"] = f"Bearer {binding.tokens.access_token}"
-        yield request
+        if tokens.dpop_bound and self.dpop is not None:
+            request.headers["Authorization"] = f"DPoP {tokens.access_token}"
+            request.headers["DPoP"] = self.dpop.proof(
+                request.method, str(request.url), access_token=tokens.access_token)
+        else:
+            request.headers["Authorization"] = f"Bearer {tokens.access_token}"
+            request.headers.pop("DPoP", None)
 
     # -- the flows -------------------------------------------------------------------------
 
@@ -169,13 +210,31 @@ class OAuth(httpx.Auth):
                 return binding.tokens
             return tokens  # the server decides; a 401 starts a new flow
 
+    async def _registration(self, binding: _Binding) -> ClientRegistration | None:
+        """Who the client is at the binding's authorization server. An assertion grant
+        uses only pre-registered credentials (an ID-JAG names the client the IdP knows;
+        a workload needs none), never a registration made on the fly."""
+        assert binding.issuer is not None
+        if self.grant is not None:
+            return pre_registered_client(self.config, binding.issuer, binding.metadata)
+        return await obtain_client(self._client(), self.config, self.store,
+                                   binding.issuer, binding.metadata)
+
+    def _dpop_for(self, metadata: dict[str, Any]) -> DPoP | None:
+        if self.dpop is None:
+            return None
+        algs = metadata.get("dpop_signing_alg_values_supported")
+        if isinstance(algs, list) and self.dpop.alg not in algs:
+            raise AuthError(f"the authorization server accepts DPoP proofs signed with {algs},"
+                            f" not {self.dpop.alg}")
+        return self.dpop
+
     async def _refresh(self, binding: _Binding) -> bool:
         assert binding.tokens is not None and binding.issuer and binding.resource
-        client = await obtain_client(self._client(), self.config, self.store,
-                                     binding.issuer, binding.metadata)
+        client = await self._registration(binding)
         try:
             tokens = await refresh(self._client(), binding.metadata, client, binding.tokens,
-                                   binding.resource.resource)
+                                   binding.resource.resource, self._dpop_for(binding.metadata))
         except AuthError as exc:
             logger.info("refresh failed, authorizing again: %s", exc)
             return False
@@ -238,19 +297,30 @@ class OAuth(httpx.Auth):
         self, binding: _Binding, challenged: Sequence[str], previous: Sequence[str]
     ) -> None:
         assert binding.resource is not None and binding.issuer is not None
+        if self.dpop is None and binding.resource.document.get("dpop_bound_access_tokens_required") is True:
+            raise AuthError(f"{binding.resource.resource} accepts only DPoP-bound tokens"
+                            " (RFC 9728 dpop_bound_access_tokens_required); pass dpop=True")
         http = self._client()
-        client = await obtain_client(http, self.config, self.store, binding.issuer,
-                                     binding.metadata)
+        dpop = self._dpop_for(binding.metadata)
+        client = await self._registration(binding)
         scopes = choose_scopes(
             challenged, binding.resource.scopes_supported, binding.metadata,
             previous=previous, offline_access=self.config.offline_access)
         resource = binding.resource.resource
+        if self.grant is not None:
+            if client is None and self.grant.needs_client:
+                raise AuthError(f"{type(self.grant).__name__} needs client credentials for"
+                                f" {binding.issuer}; pass pre_registered=...")
+            await self._save(binding, await self.grant.obtain(TokenEndpoint(
+                http, binding.issuer, binding.metadata, client, resource, scopes, dpop)))
+            return
+        assert client is not None
         if self.config.grant_type == "client_credentials":
             await self._save(binding, await client_credentials(
-                http, binding.metadata, client, resource, scopes))
+                http, binding.metadata, client, resource, scopes, dpop))
             return
         grant = await authorize(self.config, binding.issuer, binding.metadata, client,
-                                resource, scopes)
+                                resource, scopes, dpop)
         tokens = await exchange_code(http, self.config, binding.metadata, client, grant,
-                                     resource, scopes)
+                                     resource, scopes, dpop)
         await self._save(binding, tokens)

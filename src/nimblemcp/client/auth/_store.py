@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ._jose import SigningKey
 
 __all__ = [
     "ClientRegistration",
@@ -28,8 +31,8 @@ class ClientRegistration:
     """A client identity at one authorization server.
 
     `auth_method` is the token endpoint authentication method (`client_secret_basic`,
-    `client_secret_post` or `none`); `source` says where it came from
-    (`pre-registered`, `cimd` or `dcr`).
+    `client_secret_post`, `private_key_jwt` with `signing_key`, or `none`); `source`
+    says where it came from (`pre-registered`, `cimd` or `dcr`).
     """
 
     client_id: str
@@ -37,18 +40,22 @@ class ClientRegistration:
     auth_method: str = "none"
     source: str = "dcr"
     redirect_uris: tuple[str, ...] = ()
+    signing_key: SigningKey | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class PreRegistered:
     """Credentials issued out of band. With `issuer` set they are only used with that
     authorization server (AUTH-C-08); `auth_method` None means "pick from the
-    authorization server's advertised methods"."""
+    authorization server's advertised methods". A `signing_key` (the client's
+    registered private key) authenticates with `private_key_jwt` (RFC 7523 §2.2)
+    instead of a secret."""
 
     client_id: str
     client_secret: str | None = None
     issuer: str | None = None
     auth_method: str | None = None
+    signing_key: SigningKey | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,16 +73,19 @@ class TokenSet:
     @classmethod
     def from_response(
         cls, body: dict[str, Any], requested: tuple[str, ...],
-        previous: TokenSet | None = None,
+        previous: TokenSet | None = None, *, dpop: bool = False,
     ) -> TokenSet:
         """Build from a token endpoint JSON body; a refresh response that carries no
-        new refresh token keeps the previous one (RFC 6749 §6)."""
+        new refresh token keeps the previous one (RFC 6749 §6). A `DPoP` token type
+        is accepted only when the request carried a DPoP proof (`dpop`, RFC 9449 §5);
+        a Bearer answer to a DPoP request is an unbound token, used as Bearer."""
         token = body.get("access_token")
         if not isinstance(token, str) or not token:
             raise ValueError("the token response has no access_token")
         kind = body.get("token_type")
-        if not isinstance(kind, str) or kind.lower() != "bearer":
-            raise ValueError(f"unsupported token_type {kind!r} (only Bearer)")
+        allowed = {"bearer": "Bearer", "dpop": "DPoP"} if dpop else {"bearer": "Bearer"}
+        if not isinstance(kind, str) or kind.lower() not in allowed:
+            raise ValueError(f"unsupported token_type {kind!r} (expected {' or '.join(allowed.values())})")
         expires = body.get("expires_in")
         refresh = body.get("refresh_token")
         if not isinstance(refresh, str):
@@ -84,6 +94,7 @@ class TokenSet:
         known = {"access_token", "token_type", "refresh_token", "expires_in", "scope"}
         return cls(
             access_token=token,
+            token_type=allowed[kind.lower()],
             refresh_token=refresh,
             expires_at=time.time() + float(expires)
             if isinstance(expires, int | float) and not isinstance(expires, bool) else None,
@@ -91,6 +102,11 @@ class TokenSet:
             requested_scopes=requested,
             extra={k: v for k, v in body.items() if k not in known},
         )
+
+    @property
+    def dpop_bound(self) -> bool:
+        """True for a DPoP-bound token: sent as `Authorization: DPoP` with a proof."""
+        return self.token_type.lower() == "dpop"
 
     def expired(self, leeway: float = 30.0) -> bool:
         return self.expires_at is not None and time.time() + leeway >= self.expires_at
