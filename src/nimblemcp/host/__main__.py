@@ -1,0 +1,7 @@
+"""`python -m nimblemcp.host tools|call|listen --config mcp.json ...` (see `_cli`)."""
+
+import sys
+
+from nimblemcp.host._cli import main
+
+raise SystemExit(main(sys.argv[1:]))
