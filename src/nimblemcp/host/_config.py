@@ -168,6 +168,8 @@ def _server(
         "oauth": dict(oauth) if isinstance(oauth, Mapping) else None,
     }
     if kind == "stdio":
+        if not entry.get("command"):
+            raise ConfigError(f"server {name!r}: a stdio server needs a `command`")
         args = entry.get("args") or []
         if not isinstance(args, list):
             raise ConfigError(f"server {name!r}: `args` must be a list")
