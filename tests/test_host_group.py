@@ -76,6 +76,14 @@ async def work(steps: int, ctx: m.Context) -> str:
     return "done"
 
 
+@server.tool(annotations=SAFE)
+async def consult(ctx: m.Context) -> str:
+    """Ask the host for its roots and its model's opinion."""
+    roots = await ctx.roots()
+    reply = await ctx.sample("opinion", ["Say hi"], 20)
+    return f"{roots[0]['uri']} / {reply['content']['text']}"
+
+
 @server.resource("notes://first", mime_type="text/plain")
 def first() -> str:
     return NOTES.get("first", "")
@@ -196,9 +204,15 @@ async def test_group_serves_five_real_servers_from_one_config(
         elicited.append((server, params))
         return {"action": "accept", "content": {"publish": False}}
 
+    def roots(server: str, params: dict[str, Any]) -> list[dict[str, str]]:
+        return [{"uri": f"file:///work/{server}", "name": "work"}]
+
+    def sample(server: str, params: dict[str, Any]) -> str:
+        return f"hi from the host to {server}"
+
     started = time.monotonic()
     group = ClientGroup.from_config(
-        config, confirm=confirm, on_elicit=elicit, on_log=lambda s, p: logs.append((s, p["data"])),
+        config, confirm=confirm, on_elicit=elicit, on_roots=roots, on_sample=sample, on_log=lambda s, p: logs.append((s, p["data"])),
         backoff=0.1, max_backoff=0.5, client_options={"log_level": "info"},
     )
     async with group.events() as events, group:
@@ -257,6 +271,10 @@ async def test_group_serves_five_real_servers_from_one_config(
         assert "Not published" in finished["content"][0]["text"]
         assert [s for s, _ in elicited] == ["docs"] and "Publish" in elicited[0][1]["message"]
         assert {c.tool for c in asked} >= {"start_review", "add_comment", "finish_review"}
+
+        # roots and sampling callbacks hear which server asks
+        consulted = await group.call_tool("notes__consult")
+        assert consulted["content"][0]["text"] == "file:///work/notes / hi from the host to notes"
 
         # progress and logs, tagged by server
         assert (await group.call_tool("notes__work", {"steps": 2}))["content"][0]["text"] == "done"
@@ -369,3 +387,52 @@ async def test_disabled_and_sse_servers_are_listed_with_their_state(tmp_path: Pa
         assert group.states["old"].status == "failed"
         assert "HTTP+SSE" in (group.states["old"].error or "")
         assert len(group.catalog) == 0
+
+
+async def test_remote_headers_and_the_auth_factory_reach_a_protected_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import httpx
+    from _serving import serving
+
+    import nimblemcp as m
+    from nimblemcp.transports.http_auth import AccessToken, BearerAuth, StaticTokens
+
+    server = m.Server("protected")
+
+    @server.tool(annotations={"readOnlyHint": True, "openWorldHint": False})
+    def secret() -> str:
+        return "42"
+
+    app = BearerAuth(server.asgi_app(), verifier=StaticTokens({"t1": AccessToken("alice")}),
+                     resource="http://127.0.0.1/mcp", authorization_servers=["https://auth.example"])
+
+    class Token(httpx.Auth):
+        def auth_flow(self, request: httpx.Request) -> Any:
+            request.headers["Authorization"] = "Bearer t1"
+            yield request
+
+    asked: list[str] = []
+
+    def auth(config: ServerConfig) -> httpx.Auth | None:
+        asked.append(config.name)
+        return Token() if config.oauth is not None else None
+
+    async with serving(app) as base:
+        config = {"mcpServers": {
+            "headed": {"type": "http", "url": f"{base}/mcp",
+                       "headers": {"Authorization": "Bearer ${TOKEN}"}},
+            "oauth": {"type": "http", "url": f"{base}/mcp", "oauth": {"clientId": "host"}},
+            "anonymous": {"type": "http", "url": f"{base}/mcp"},
+        }}
+        monkeypatch.setenv("TOKEN", "t1")
+        group = ClientGroup.from_config(config, auth=auth, reconnect=False)
+        async with group:
+            states = group.states
+            assert states["headed"].status == "connected"
+            assert states["oauth"].status == "connected"
+            assert states["anonymous"].status == "failed" and "401" in (states["anonymous"].error or "")
+            assert sorted(asked) == ["anonymous", "headed", "oauth"]
+            for name in ("headed", "oauth"):
+                result = await group.call_tool(f"{name}__secret")
+                assert result["content"][0]["text"] == "42"
