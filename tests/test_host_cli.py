@@ -92,3 +92,18 @@ def test_listen_prints_merged_events(tmp_path: Path) -> None:
         proc.wait(timeout=20)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_the_nimblemcp_cli_hands_config_commands_to_the_host(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"servers": {"docs": {  # VS Code shape, with a variable
+        "type": "stdio", "command": "${python}", "args": ["-m", "nimblemcp", "run", str(DOCS_SERVER)]}}}))
+    done = subprocess.run(
+        [sys.executable, "-m", "nimblemcp", "call", "--config", str(path), "--var",
+         f"python={sys.executable}", "docs.search_docs", "--arg", "query=Dana"],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "brief.md:" in done.stdout and "Dana" in done.stdout
+    missing = subprocess.run([sys.executable, "-m", "nimblemcp", "tools", "--config", str(path)],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "${python} is not set" in missing.stderr

@@ -2,7 +2,7 @@
 
     python -m nimblemcp.host tools --config mcp.json
     python -m nimblemcp.host call --config mcp.json docs.read_doc --arg name=brief.md
-    python -m nimblemcp.host listen --config mcp.json
+    python -m nimblemcp.host listen --config mcp.json --var workspaceFolder=$PWD
 
 `main(argv)` takes the same words `nimblemcp tools|call|listen --config FILE ...` would
 get, so the `nimblemcp` CLI can hand any command carrying `--config` to it. The work
@@ -32,13 +32,18 @@ from ._policy import ToolCall, allow_all
 __all__ = ["call_one", "list_all", "listen_all", "main"]
 
 
-def _group(config: str, timeout: float, **options: Any) -> ClientGroup:
-    return ClientGroup.from_config(config, connect_timeout=timeout, reconnect=False, **options)
+def _group(config: str, timeout: float, variables: Mapping[str, str] | None,
+           **options: Any) -> ClientGroup:
+    return ClientGroup.from_config(config, variables=variables, connect_timeout=timeout,
+                                   reconnect=False, **options)
 
 
-async def list_all(config: str, *, timeout: float = 30.0, as_json: bool = False) -> tuple[str, int]:
+async def list_all(
+    config: str, *, timeout: float = 30.0, as_json: bool = False,
+    variables: Mapping[str, str] | None = None,
+) -> tuple[str, int]:
     """Every server's status and tools; the exit code is 1 when a server failed."""
-    async with _group(config, timeout, listen=False) as group:
+    async with _group(config, timeout, variables, listen=False) as group:
         states = group.states
         catalog = group.catalog
         if as_json:
@@ -67,10 +72,11 @@ async def call_one(
     config: str, name: str, arguments: Mapping[str, Any], *, timeout: float = 30.0,
     confirm: Callable[[ToolCall], bool] | None = None, assume_yes: bool = False,
     elicit: Callable[[str, dict[str, Any]], Any] | None = None,
+    variables: Mapping[str, str] | None = None,
 ) -> tuple[str, int]:
     """Call `SERVER.TOOL` (or a catalog name); the result's text and an exit code."""
     server = name.partition(".")[0]
-    async with _group(config, timeout, listen=False, confirm=confirm, on_elicit=elicit,
+    async with _group(config, timeout, variables, listen=False, confirm=confirm, on_elicit=elicit,
                       policy=allow_all if assume_yes else None) as group:
         state = group.states.get(server)
         if state is not None and state.status != "connected":
@@ -99,9 +105,10 @@ def render(event: HostEvent) -> str:
 async def listen_all(
     config: str, emit: Callable[[str], None], *, timeout: float = 30.0,
     resources: Sequence[str] = (), seconds: float | None = None,
+    variables: Mapping[str, str] | None = None,
 ) -> int:
     """Print every server's events (status, list changes, logs) until `seconds` or Ctrl-C."""
-    group = ClientGroup.from_config(config, connect_timeout=timeout)
+    group = ClientGroup.from_config(config, variables=variables, connect_timeout=timeout)
     async with group.events() as events:
         await group.start()
         try:
@@ -125,6 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--config", required=True, metavar="FILE",
                         help="an mcp.json (mcpServers, or VS Code servers)")
     common.add_argument("--timeout", type=float, default=30.0, help="per-server connect timeout (s)")
+    common.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                        help="a value for ${NAME} in the configuration (repeatable)")
     common.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("tools", parents=[common], help="every server's status and tools")
@@ -158,6 +167,13 @@ def _arguments(pairs: Sequence[str], raw: str | None) -> dict[str, Any]:
     return out
 
 
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--var wants NAME=VALUE, got {text!r}")
+    return key, value
+
+
 def _ask(call: ToolCall) -> bool:
     shown = json.dumps(dict(call.arguments), ensure_ascii=False)
     print(f"{call.server} wants to run {call.tool}({shown}). Allow? [y/N] ", end="",
@@ -188,17 +204,20 @@ def main(argv: Sequence[str]) -> int:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(levelname)s %(name)s: %(message)s")
     try:
+        variables = dict(_pair(v) for v in args.var)
         if args.command == "tools":
-            text, code = asyncio.run(list_all(args.config, timeout=args.timeout, as_json=args.json))
+            text, code = asyncio.run(list_all(args.config, timeout=args.timeout, as_json=args.json,
+                                              variables=variables))
         elif args.command == "call":
             arguments = _arguments(args.arg, args.args_json)
             text, code = asyncio.run(call_one(args.config, args.name, arguments,
                                               timeout=args.timeout, confirm=_ask,
-                                              assume_yes=args.yes, elicit=_elicit))
+                                              assume_yes=args.yes, elicit=_elicit,
+                                              variables=variables))
         else:
             return asyncio.run(listen_all(args.config, lambda line: print(line, flush=True),
                                           timeout=args.timeout, resources=args.resource,
-                                          seconds=args.seconds))
+                                          seconds=args.seconds, variables=variables))
     except (ConfigError, ValueError) as exc:
         print(f"nimblemcp: {exc}", file=sys.stderr)
         return 2
