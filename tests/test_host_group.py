@@ -223,6 +223,8 @@ async def test_group_serves_five_real_servers_from_one_config(
         }, states
         assert "cannot start" in (states["broken"].error or "")
         assert states["everything"].era == "legacy" and states["docs"].era == "modern"
+        assert (states["docs"].server_info or {}).get("name") == "project-docs"
+        assert "everything" in str((states["everything"].server_info or {}).get("name"))
         assert time.monotonic() - started < 60
 
         # one catalog, collision-free names valid for model APIs, routed back by name

@@ -270,7 +270,8 @@ class ClientGroup:
             client = member.client
             assert client is not None
             self._set(member, status="connected", error=None, attempts=0, retry_in=None,
-                      era=client.era, server_info=client.server_info)
+                      era=client.era,
+                      server_info=client.server_info or (client.initialized or {}).get("serverInfo"))
             self._rebuild()
             member.settled.set()
             reason = await self._watch(member)
@@ -308,7 +309,7 @@ class ClientGroup:
         return Client(
             target, on_elicit=hook(self.on_elicit), on_sample=hook(self.on_sample),
             on_roots=hook(self.on_roots), on_log=functools.partial(self._log, name),
-            **self.client_options,
+            on_notification=functools.partial(self._stray, name), **self.client_options,
         )
 
     async def _connect(self, member: _Member) -> None:
@@ -456,6 +457,13 @@ class ClientGroup:
             member.lost.set()
 
     # -- hooks -------------------------------------------------------------------------
+
+    def _stray(self, server: str, note: dict[str, Any]) -> Any:
+        """A notification outside any request (a 2025-11-25 session's log messages)."""
+        params = note.get("params")
+        if note.get("method") == "notifications/message" and isinstance(params, dict):
+            return self._log(server, params)
+        return None
 
     async def _log(self, server: str, params: dict[str, Any]) -> None:
         self._emit(HostEvent(server, "log", raw=params))
