@@ -79,8 +79,7 @@ def test_listen_prints_merged_events(tmp_path: Path) -> None:
         while time.monotonic() < deadline:
             line = proc.stdout.readline().rstrip("\n")
             seen.append(line)
-            if line == "docs  status connected":
-                time.sleep(1.0)  # the subscription is acknowledged
+            if line == "docs  subscribed docs://brief.md":  # acknowledged by the server
                 with open(docs_dir / "brief.md", "a", encoding="utf-8") as fh:
                     fh.write("\nedited\n")
             if line == "docs  resource_updated docs://brief.md":

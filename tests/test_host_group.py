@@ -298,8 +298,7 @@ async def test_group_serves_five_real_servers_from_one_config(
         assert "official__extra" in [t.name for t in group.catalog.tools]
 
         # a subscribed resource edited on disk: resource_updated from docs
-        await group.subscribe("docs://risks.md", server="docs")
-        await asyncio.sleep(0.5)  # the re-listen is acknowledged
+        await group.subscribe("docs://risks.md", server="docs")  # returns once acknowledged
         with open(docs_dir / "risks.md", "a", encoding="utf-8") as fh:
             fh.write("\n- a new risk\n")
         updated = await _next(events, ("resource_updated",), "docs")

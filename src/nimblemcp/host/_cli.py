@@ -116,6 +116,7 @@ async def listen_all(
                 emit(f"{name}  status {state.status}" + (f": {state.error}" if state.error else ""))
             for uri in resources:
                 await group.subscribe(uri)
+                emit(f"{group.server_for_uri(uri)}  subscribed {uri}")
             async with asyncio.timeout(seconds):
                 async for event in events:
                     emit(render(event))

@@ -71,6 +71,10 @@ class _Member:
         self.lost = asyncio.Event()
         self.lost_reason = ""
         self.relisten = asyncio.Event()
+        #: bumped by every (un)subscribe; a listen records the one it was acknowledged for
+        self.generation = 0
+        self.acked_generation = -1
+        self.acked = asyncio.Condition()
 
 
 class ClientGroup:
@@ -412,9 +416,13 @@ class ClientGroup:
         client = member.client
         assert client is not None
         name = member.config.name
+        generation = member.generation
         try:
             async with client.listen(resources=sorted(member.subscriptions), reconnect=False,
                                      **wanted) as events:
+                async with member.acked:
+                    member.acked_generation = generation
+                    member.acked.notify_all()
                 async for event in events:
                     if event.kind == "closed":
                         return "the server closed its listen stream (shutting down)"
@@ -545,19 +553,31 @@ class ClientGroup:
             raise
 
     async def subscribe(self, uri: str, *, server: str | None = None) -> None:
-        """Hear `resource_updated` events for `uri` (kept across reconnections)."""
+        """Hear `resource_updated` events for `uri` (kept across reconnections). When the
+        server is connected, waits (up to `connect_timeout`) until it acknowledged."""
         member = self._members.get(server or self.server_for_uri(uri))
         if member is None:
             raise UnknownName(f"no server named {server!r}")
         if uri not in member.subscriptions:
             member.subscriptions.add(uri)
-            member.relisten.set()
+            await self._relisten(member)
 
     async def unsubscribe(self, uri: str) -> None:
-        for member in self._members.values():
+        """Stop hearing about `uri` (from every server it was subscribed on)."""
+        for member in list(self._members.values()):
             if uri in member.subscriptions:
                 member.subscriptions.discard(uri)
-                member.relisten.set()
+                await self._relisten(member)
+
+    async def _relisten(self, member: _Member) -> None:
+        member.generation += 1
+        generation = member.generation
+        member.relisten.set()
+        if member.state.status != "connected" or not self.listen:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.connect_timeout), member.acked:
+                await member.acked.wait_for(lambda: member.acked_generation >= generation)
 
 
 async def _empty() -> list[dict[str, Any]]:
