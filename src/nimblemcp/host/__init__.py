@@ -18,6 +18,7 @@
 Built on the public `nimblemcp.client.Client` only; must not import the server.
 """
 
+from nimblemcp.errors import ConfigError, ServerUnavailable, ToolCallDenied, UnknownName
 from nimblemcp.host._adapters import (
     ModelToolCall,
     anthropic_tool_result,
@@ -27,8 +28,7 @@ from nimblemcp.host._adapters import (
     parse_tool_call,
 )
 from nimblemcp.host._catalog import Catalog, CatalogItem, NameScheme, ServerLists, match_template
-from nimblemcp.host._config import ConfigError, ServerConfig, load_config, parse_config
-from nimblemcp.host._errors import ServerUnavailable, ToolCallDenied, UnknownName
+from nimblemcp.host._config import ServerConfig, load_config, parse_config
 from nimblemcp.host._events import EventStream, HostEvent, ServerState
 from nimblemcp.host._group import ClientGroup
 from nimblemcp.host._policy import AnnotationPolicy, Decision, ToolCall, allow_all, is_risky

@@ -4,4 +4,5 @@ import sys
 
 from nimblemcp.host._cli import main
 
-raise SystemExit(main(sys.argv[1:]))
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

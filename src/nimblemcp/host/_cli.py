@@ -22,9 +22,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nimblemcp.errors import McpError
+from nimblemcp.errors import ConfigError, McpError
 
-from ._config import ConfigError
 from ._events import HostEvent
 from ._group import ClientGroup
 from ._policy import ToolCall, allow_all

@@ -16,7 +16,7 @@ server's `type` is `stdio`, `http` (aliases `streamable-http`, `streamableHttp`)
 `sse` (the 2024-11-05 HTTP+SSE transport, which nimblemcp does not speak: it is kept
 so the server shows up, and fails to connect with a clear error). Without a `type`,
 `command` means stdio and `url` (or `serverUrl`, `httpUrl`) means HTTP.
-Pure data: imports nothing from nimblemcp but the standard library.
+Pure data: imports only `nimblemcp.errors`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from nimblemcp.errors import ConfigError
+
 __all__ = ["ConfigError", "ServerConfig", "TransportKind", "load_config", "parse_config"]
 
 TransportKind = Literal["stdio", "http", "sse"]
@@ -38,10 +40,6 @@ _TYPES: dict[str, TransportKind] = {
 }
 _URL_KEYS = ("url", "serverUrl", "httpUrl")
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
-
-
-class ConfigError(ValueError):
-    """The configuration cannot be read: bad JSON, a wrong shape, an unknown variable."""
 
 
 @dataclass(frozen=True, slots=True)

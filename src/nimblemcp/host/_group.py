@@ -36,11 +36,17 @@ from types import TracebackType
 from typing import Any
 
 from nimblemcp.client import Client
-from nimblemcp.errors import HttpStatusError, McpError, ProtocolError, TransportError
+from nimblemcp.errors import (
+    HttpStatusError,
+    McpError,
+    ProtocolError,
+    ServerUnavailable,
+    TransportError,
+    UnknownName,
+)
 
 from ._catalog import Catalog, CatalogItem, NameScheme, ServerLists
 from ._config import ServerConfig, load_config
-from ._errors import ServerUnavailable, UnknownName
 from ._events import EventStream, HostEvent, ServerState
 from ._policy import AnnotationPolicy, Confirm, ToolCall, ToolPolicy, decide
 

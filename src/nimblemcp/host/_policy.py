@@ -12,7 +12,7 @@ an unannotated tool is *not* read-only, *is* destructive and *is* open-world, so
 asks. Read-only tools that declare `openWorldHint: false` run without asking; so do
 tools of servers (or qualified tool names) in `trusted`, and `deny` always refuses.
 Annotations are hints from the server, not guarantees: trust only servers you trust.
-Imports only the host's errors.
+Imports only `nimblemcp.errors`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._errors import ToolCallDenied
+from nimblemcp.errors import ToolCallDenied
 
 __all__ = [
     "AnnotationPolicy",
