@@ -8,18 +8,26 @@ Two kinds of start-up:
 - `io`: server i waits `0.1 * (i + 1)` s before serving (what a real server spends on
   I/O at start: a package download, a database, a token), so the slowest needs ~1.0 s;
 - `cpu`: no wait; start-up is interpreter start + imports, bound by the CPU cores.
-For each, three timings (median of the rounds): every server one after the other
-(`sequential`, the sum), the slowest server alone, and the whole group at once.
+For each, four timings (median of the rounds): every server one after the other
+(`sequential`, the sum), the slowest server alone, the machine's floor for starting all
+ten processes at once without MCP (`bare parallel`: each process waits and imports
+nimblemcp, then exits), and the whole `ClientGroup` at once (`group`).
 
-Measured 2026-11-30 on the shared 2-core box (other jobs running), 10 servers, 3 rounds:
+Measured 2026-11-30 19:21 UTC on the shared 2-core box while other test suites ran
+(load average 1.5 at the start, 12.5 at the end), 10 servers, 3 rounds:
 
-    kind   sequential   slowest alone   group (parallel)
-    io        7.21 s         1.29 s          1.48 s
-    cpu       2.74 s         0.28 s          1.74 s
+    kind    sequential  slowest alone  bare parallel    group
+    io           8.01s          1.32s          2.83s    2.16s
+    cpu          2.75s          0.28s          3.34s    3.21s
 
-With I/O-bound start-up the group takes about as long as the slowest server (1.48 s
-against 1.29 s alone, and 7.2 s for the sum). With CPU-bound start-up ten interpreters
-share two cores, so the group takes about (sum / cores), still well under the sum.
+I/O-bound start-up (the usual case: downloads, databases, tokens): the group needs
+2.2 s where one after the other needs 8.0 s; the slowest alone needs 1.3 s and the
+rest is CPU contention, which the bare processes pay too (2.8 s). CPU-bound start-up:
+ten interpreters importing at once on two busy cores cost 3.3 s with or without MCP,
+so the group adds nothing measurable over spawning them, but here it was no faster than
+one after another (3.2 s against 2.75 s: the load rose while the rounds ran, and two
+cores cannot start ten interpreters faster than serially). With more free cores it
+approaches the slowest server. The group itself never serialises start-up.
 """
 
 from __future__ import annotations
