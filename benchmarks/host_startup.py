@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nimblemcp.host import ClientGroup, ServerConfig
+from nimblemcp.host import ClientGroup, ServerConfig, Supervision
 
 SERVER = """
 import os
@@ -77,7 +77,8 @@ def configs(folder: Path, count: int, kind: str) -> list[ServerConfig]:
 async def connect(servers: list[ServerConfig]) -> float:
     """Seconds until a group of these servers has every one connected."""
     started = time.perf_counter()
-    group = ClientGroup({s.name: s for s in servers}, reconnect=False, listen=False)
+    group = ClientGroup({s.name: s for s in servers},
+                        supervision=Supervision(reconnect=False, listen=False))
     await group.start()
     elapsed = time.perf_counter() - started
     bad = {n: s.error for n, s in group.states.items() if s.status != "connected"}

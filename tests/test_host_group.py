@@ -31,6 +31,7 @@ from nimblemcp.host import (
     NameScheme,
     ServerConfig,
     ServerUnavailable,
+    Supervision,
     ToolCall,
     ToolCallDenied,
     UnknownName,
@@ -213,7 +214,7 @@ async def test_group_serves_five_real_servers_from_one_config(
     started = time.monotonic()
     group = ClientGroup.from_config(
         config, confirm=confirm, on_elicit=elicit, on_roots=roots, on_sample=sample, on_log=lambda s, p: logs.append((s, p["data"])),
-        backoff=0.1, max_backoff=0.5, client_options={"log_level": "info"},
+        supervision=Supervision(backoff=0.1, max_backoff=0.5), client_options={"log_level": "info"},
     )
     async with group.events() as events, group:
         states = group.states
@@ -311,7 +312,7 @@ async def test_group_reconnects_the_http_server_after_it_restarts(notes: HttpSer
         "notes": ServerConfig.http("notes", notes.url),
         "docs": ServerConfig.stdio("docs", [sys.executable, *_docs_entry()["args"]]),
     }
-    async with ClientGroup(servers, backoff=0.1, max_backoff=0.3) as group, \
+    async with ClientGroup(servers, supervision=Supervision(backoff=0.1, max_backoff=0.3)) as group, \
             group.events() as events:
         assert group.states["notes"].status == "connected"
         assert (await group.call_tool("notes__list_notes"))["structuredContent"] == {"result": ["first"]}
@@ -348,8 +349,8 @@ async def test_servers_added_and_removed_while_running_and_a_dead_process_restar
     )
     hang = [sys.executable, "-c", "import time; time.sleep(60)"]
     group = ClientGroup({"hang": ServerConfig.stdio("hang", hang, timeout=1.0)},
-                        scheme=NameScheme(always=False), backoff=0.1, max_backoff=0.2,
-                        max_attempts=1, policy=lambda call: "allow")
+                        scheme=NameScheme(always=False), policy=lambda call: "allow",
+                        supervision=Supervision(backoff=0.1, max_backoff=0.2, max_attempts=1))
     async with group, group.events() as events:
         assert group.states["hang"].status == "failed"
         assert group.states["hang"].error == "did not connect within 1 s"
@@ -383,7 +384,7 @@ async def test_disabled_and_sse_servers_are_listed_with_their_state(tmp_path: Pa
         "off": {"type": "stdio", "command": "nothing", "disabled": True},
         "old": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
     }}
-    async with ClientGroup.from_config(config, reconnect=False) as group:
+    async with ClientGroup.from_config(config, supervision=Supervision(reconnect=False)) as group:
         assert group.states["off"].status == "disabled"
         assert group.states["old"].status == "failed"
         assert "HTTP+SSE" in (group.states["old"].error or "")
@@ -427,7 +428,7 @@ async def test_remote_headers_and_the_auth_factory_reach_a_protected_server(
             "anonymous": {"type": "http", "url": f"{base}/mcp"},
         }}
         monkeypatch.setenv("TOKEN", "t1")
-        group = ClientGroup.from_config(config, auth=auth, reconnect=False)
+        group = ClientGroup.from_config(config, auth=auth, supervision=Supervision(reconnect=False))
         async with group:
             states = group.states
             assert states["headed"].status == "connected"

@@ -181,6 +181,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ServerLists",
         "ServerState",
         "ServerUnavailable",
+        "Supervision",
         "ToolCall",
         "ToolCallDenied",
         "UnknownName",

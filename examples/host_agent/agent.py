@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 
 from nimblemcp.host import (
     ClientGroup,
+    Supervision,
     ToolCall,
     ToolCallDenied,
     anthropic_tool_result,
@@ -134,7 +135,8 @@ async def turn(group: ClientGroup, model: Model, messages: list[dict[str, Any]])
 async def run_agent(model: Model, config: Path, notes_url: str) -> None:
     variables = {"python": sys.executable, "here": str(HERE), "notes_url": notes_url}
     async with ClientGroup.from_config(config, variables=variables, confirm=confirm,
-                                       backoff=0.5, max_backoff=5.0) as group:
+                                       supervision=Supervision(backoff=0.5, max_backoff=5.0),
+                                       ) as group:
         for name, state in group.states.items():
             print(f"[{name}] {state.status}" + (f": {state.error}" if state.error else ""))
         print(f"{len(group.catalog.tools)} tools: " + ", ".join(t.name for t in group.catalog.tools))

@@ -9,7 +9,8 @@
 - `load_config` / `ServerConfig`: the `mcpServers` (Claude Desktop, Claude Code,
   Cursor) and VS Code `servers` shapes, or servers built in code;
 - `ClientGroup`: one supervised `Client` per server (status, error, reconnection with
-  backoff, add/remove while running), routing by catalog name, merged `events()`;
+  backoff as `Supervision` says, add/remove while running), routing by catalog name,
+  merged `events()`;
 - `Catalog` / `NameScheme`: collision-free qualified names;
 - `AnnotationPolicy`, `ToolCall`, `ToolCallDenied`: the consent hook before tool calls;
 - `openai_tools`, `anthropic_tools`, `parse_tool_call`, `openai_tool_output`,
@@ -32,6 +33,7 @@ from nimblemcp.host._config import ServerConfig, load_config, parse_config
 from nimblemcp.host._events import EventStream, HostEvent, ServerState
 from nimblemcp.host._group import ClientGroup
 from nimblemcp.host._policy import AnnotationPolicy, Decision, ToolCall, allow_all, is_risky
+from nimblemcp.host._supervisor import Supervision
 
 __all__ = [
     "AnnotationPolicy",
@@ -48,6 +50,7 @@ __all__ = [
     "ServerLists",
     "ServerState",
     "ServerUnavailable",
+    "Supervision",
     "ToolCall",
     "ToolCallDenied",
     "UnknownName",

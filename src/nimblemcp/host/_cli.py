@@ -27,14 +27,16 @@ from nimblemcp.errors import ConfigError, McpError
 from ._events import HostEvent
 from ._group import ClientGroup
 from ._policy import ToolCall, allow_all
+from ._supervisor import Supervision
 
 __all__ = ["call_one", "list_all", "listen_all", "main"]
 
 
 def _group(config: str, timeout: float, variables: Mapping[str, str] | None,
            **options: Any) -> ClientGroup:
-    return ClientGroup.from_config(config, variables=variables, connect_timeout=timeout,
-                                   reconnect=False, **options)
+    supervision = Supervision(connect_timeout=timeout, reconnect=False, listen=False)
+    return ClientGroup.from_config(config, variables=variables, supervision=supervision,
+                                   **options)
 
 
 async def list_all(
@@ -42,7 +44,7 @@ async def list_all(
     variables: Mapping[str, str] | None = None,
 ) -> tuple[str, int]:
     """Every server's status and tools; the exit code is 1 when a server failed."""
-    async with _group(config, timeout, variables, listen=False) as group:
+    async with _group(config, timeout, variables) as group:
         states = group.states
         catalog = group.catalog
         if as_json:
@@ -75,7 +77,7 @@ async def call_one(
 ) -> tuple[str, int]:
     """Call `SERVER.TOOL` (or a catalog name); the result's text and an exit code."""
     server = name.partition(".")[0]
-    async with _group(config, timeout, variables, listen=False, confirm=confirm, on_elicit=elicit,
+    async with _group(config, timeout, variables, confirm=confirm, on_elicit=elicit,
                       policy=allow_all if assume_yes else None) as group:
         state = group.states.get(server)
         if state is not None and state.status != "connected":
@@ -107,7 +109,8 @@ async def listen_all(
     variables: Mapping[str, str] | None = None,
 ) -> int:
     """Print every server's events (status, list changes, logs) until `seconds` or Ctrl-C."""
-    group = ClientGroup.from_config(config, variables=variables, connect_timeout=timeout)
+    group = ClientGroup.from_config(config, variables=variables,
+                                    supervision=Supervision(connect_timeout=timeout))
     async with group.events() as events:
         await group.start()
         try:
