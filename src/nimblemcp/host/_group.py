@@ -17,8 +17,15 @@ The host's hooks: `on_elicit`, `on_sample`, `on_roots` receive `(server, params)
 consent UI can say who asks; every tool call first passes `policy` (and `confirm` when
 the policy says "ask", see `_policy`); logs and progress are delivered as events and to
 `on_log(server, params)` / `on_progress(server, tool, progress, total, message)`.
-`auth(config)` may return an `httpx.Auth` (e.g. `nimblemcp.client.auth.OAuth`) for a
-remote server; `client_options` are passed to every `Client`.
+`auth(config)` may return an `httpx.Auth` for a remote server. The OAuth flow runs only
+when a server answers 401, so giving every remote server one is safe:
+
+    def auth(config):                    # config.oauth is the entry's `oauth` object
+        ids = config.oauth or {}
+        return OAuth(on_authorize=open_browser, pre_registered=[PreRegistered(ids["clientId"])]
+                     if "clientId" in ids else ())
+
+`client_options` are passed to every `Client` (`log_level`, `timeout`, `tasks`, ...).
 Uses only the public Client API; transports are imported when a server is built.
 """
 
