@@ -5,29 +5,28 @@
 Each server is a small nimblemcp stdio server; "connected" means spawned, era settled
 (`server/discover`) and its tools listed, which is what `ClientGroup.start()` waits for.
 Two kinds of start-up:
-- `io`: server i waits `0.1 * (i + 1)` s before serving (what a real server spends on
-  I/O at start: a package download, a database, a token), so the slowest needs ~1.0 s;
+- `io`: server i waits `0.2 * (i + 1)` s before serving (what a real server spends on
+  I/O at start: a package download, a database, a token), so the slowest needs ~2.0 s;
 - `cpu`: no wait; start-up is interpreter start + imports, bound by the CPU cores.
 For each, four timings (median of the rounds): every server one after the other
 (`sequential`, the sum), the slowest server alone, the machine's floor for starting all
 ten processes at once without MCP (`bare parallel`: each process waits and imports
 nimblemcp, then exits), and the whole `ClientGroup` at once (`group`).
 
-Measured 2026-11-30 19:21 UTC on the shared 2-core box while other test suites ran
-(load average 1.5 at the start, 12.5 at the end), 10 servers, 3 rounds:
+Measured 2026-11-30 19:29 UTC on the shared 2-core box while other helpers' test suites
+ran (load average 4.5-5.3), 10 servers, 3 rounds:
 
     kind    sequential  slowest alone  bare parallel    group
-    io           8.01s          1.32s          2.83s    2.16s
-    cpu          2.75s          0.28s          3.34s    3.21s
+    io          14.77s          2.19s          3.18s    3.01s
+    cpu          2.19s          0.15s          1.73s    1.43s
 
-I/O-bound start-up (the usual case: downloads, databases, tokens): the group needs
-2.2 s where one after the other needs 8.0 s; the slowest alone needs 1.3 s and the
-rest is CPU contention, which the bare processes pay too (2.8 s). CPU-bound start-up:
-ten interpreters importing at once on two busy cores cost 3.3 s with or without MCP,
-so the group adds nothing measurable over spawning them, but here it was no faster than
-one after another (3.2 s against 2.75 s: the load rose while the rounds ran, and two
-cores cannot start ten interpreters faster than serially). With more free cores it
-approaches the slowest server. The group itself never serialises start-up.
+I/O-bound start-up (the usual case): the group needs 3.0 s where one after the other
+needs 14.8 s, i.e. the slowest server (2.2 s) plus CPU contention that the bare
+processes pay as well (3.2 s without any MCP). CPU-bound start-up: ten interpreters on
+two busy cores cannot start much faster than serially, and the group (1.4 s) stays at
+the bare floor (1.7 s, same noise) against 2.2 s in sequence. The group itself adds
+nothing measurable over spawning the processes, and never serialises start-up; on an
+idle machine with more cores the io row approaches the slowest server.
 """
 
 from __future__ import annotations
@@ -68,7 +67,7 @@ def configs(folder: Path, count: int, kind: str) -> list[ServerConfig]:
     for index in range(count):
         script = folder / f"server_{index}.py"
         script.write_text(SERVER.replace("{index}", str(index)))
-        delay = 0.1 * (index + 1) if kind == "io" else 0.0
+        delay = 0.2 * (index + 1) if kind == "io" else 0.0
         found.append(ServerConfig.stdio(f"s{index}", [sys.executable, str(script)],
                                         env={"STARTUP_DELAY": str(delay)}))
     return found
