@@ -438,3 +438,18 @@ async def test_remote_headers_and_the_auth_factory_reach_a_protected_server(
             for name in ("headed", "oauth"):
                 result = await group.call_tool(f"{name}__secret")
                 assert result["content"][0]["text"] == "42"
+
+
+async def test_servers_start_in_parallel_not_one_after_another(tmp_path: Path) -> None:
+    """Four servers that each need 2 s to start are all up in about 2 s, not 8."""
+    script = tmp_path / "slow_server.py"
+    script.write_text("import time\ntime.sleep(2.0)\nimport nimblemcp as m\n"
+                      "server = m.Server('slow')\n@server.tool\ndef ok() -> str:\n    return 'ok'\n"
+                      "server.run()\n")
+    servers = {f"s{i}": ServerConfig.stdio(f"s{i}", [sys.executable, str(script)]) for i in range(4)}
+    started = time.monotonic()
+    async with ClientGroup(servers, supervision=Supervision(reconnect=False, listen=False)) as group:
+        elapsed = time.monotonic() - started
+        assert all(s.status == "connected" for s in group.states.values()), group.states
+        assert [t.name for t in group.catalog.tools] == ["s0__ok", "s1__ok", "s2__ok", "s3__ok"]
+    assert 2.0 <= elapsed < 6.0, elapsed  # sequential would be over 8 s
