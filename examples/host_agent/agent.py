@@ -93,7 +93,7 @@ class RuleBasedStandIn:
 
 async def ask(prompt: str) -> str:
     print(prompt, end="", flush=True)
-    line = await asyncio.to_thread(sys.stdin.readline)
+    line: str = await asyncio.to_thread(sys.stdin.readline)
     if not line:
         raise EOFError
     return line.strip()
