@@ -16,6 +16,7 @@
     ├── StateError                a `requestState` refused: tampered, expired, replayed, unbound
     ├── BackendError              a shared-state backend (Redis) failed; the cause is chained
     ├── SlowListener              a bus subscription fell too far behind and was ended
+    ├── ConfigError               (also a ValueError) an `mcp.json` host configuration cannot be read
     └── ClientError               failures on our side of a client (never from the peer)
         ├── TransportError        the connection or stream broke; `retryable`, `session_expired`
         │   ├── StreamBroken               broke before the final response (retryable)
@@ -27,8 +28,11 @@
         ├── TaskCancelled         the awaited task ended `cancelled`; `task_id`
         ├── TasksNotDeclared      a task method without the tasks extension declared
         ├── ListenNotSupported    kept for compatibility; no longer raised
-        └── AuthError             the OAuth flow could not produce a token
-            └── AuthorizationDenied        the authorization server said no; `error`, `description`
+        ├── AuthError             the OAuth flow could not produce a token
+        │   └── AuthorizationDenied        the authorization server said no; `error`, `description`
+        ├── ToolCallDenied        a host's policy or its user refused a tool call; `call`, `reason`
+        ├── UnknownName           no tool, prompt, resource or server by that name in a host's catalog
+        └── ServerUnavailable     a host's server is not connected now; `server`, `state`
 
 Every public exception of the package is defined here; modules that raise them
 re-export them under their old names. Lower-layer errors (Redis, ...) are translated
@@ -45,6 +49,7 @@ __all__ = [
     "AuthorizationDenied",
     "BackendError",
     "ClientError",
+    "ConfigError",
     "HeaderMismatch",
     "HttpStatusError",
     "InputRequestRefused",
@@ -61,14 +66,17 @@ __all__ = [
     "ProtocolError",
     "RequestTimeout",
     "ResourceNotFound",
+    "ServerUnavailable",
     "SessionExpired",
     "SlowListener",
     "StateError",
     "StreamBroken",
     "TaskCancelled",
     "TasksNotDeclared",
+    "ToolCallDenied",
     "ToolError",
     "TransportError",
+    "UnknownName",
     "UnsupportedProtocolVersion",
     "error_from_wire",
 ]
@@ -258,6 +266,37 @@ class AuthorizationDenied(AuthError):
         super().__init__(f"authorization denied: {error}" + (f" ({description})" if description else ""))
         self.error = error
         self.description = description
+
+
+class ToolCallDenied(ClientError):
+    """A host's policy (or its user) refused a tool call; it was never sent (`call` is
+    the `nimblemcp.host.ToolCall`, `reason` says who said no)."""
+
+    def __init__(self, call: Any, reason: str) -> None:
+        super().__init__(f"tool call {getattr(call, 'name', call)!r} refused: {reason}")
+        self.call = call
+        self.reason = reason
+
+
+class UnknownName(ClientError, LookupError):
+    """No tool, prompt, resource or server of that name in a host's catalog (or more than
+    one server could serve a URI: then name the server)."""
+
+
+class ServerUnavailable(ClientError):
+    """The host's server that owns a name is not connected now (`state` says why)."""
+
+    def __init__(self, server: str, state: Any) -> None:
+        error = getattr(state, "error", None)
+        status = getattr(state, "status", "unknown")
+        super().__init__(f"server {server!r} is {status}" + (f": {error}" if error else ""))
+        self.server = server
+        self.state = state
+
+
+class ConfigError(McpError, ValueError):
+    """A host configuration (`mcp.json`) cannot be read: bad JSON, a wrong shape, an
+    unset `${VARIABLE}`."""
 
 
 _BY_CODE: dict[int, type[ProtocolError]] = {

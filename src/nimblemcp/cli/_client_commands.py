@@ -213,6 +213,10 @@ async def _listen(client: Any, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str]) -> int:
     argv = list(argv)
+    if any(a == "--config" or a.startswith("--config=") for a in argv[1:]):  # issue 16: mcp.json
+        from nimblemcp.host._cli import main as host_main
+
+        return host_main(argv)
     command_line: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
