@@ -20,6 +20,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "Callbacks",
         "Client",
         "ClientError",
+        "ClientGroup",
         "ContentBlock",
         "Context",
         "ElicitResult",

@@ -56,6 +56,7 @@ from nimblemcp.types import LATEST_VERSION, SUPPORTED_VERSIONS
 
 if TYPE_CHECKING:
     from nimblemcp.client import Callbacks, Client, RetryPolicy
+    from nimblemcp.host import ClientGroup
     from nimblemcp.server._mrtr import ElicitResult
     from nimblemcp.server._sealing import new_key as new_state_key
     from nimblemcp.transports.http_security import HttpSecurity
@@ -69,6 +70,7 @@ _LAZY = {
     "ElicitResult": ("nimblemcp.server._mrtr", "ElicitResult"),
     "new_state_key": ("nimblemcp.server._sealing", "new_key"),
     "Callbacks": ("nimblemcp.client", "Callbacks"),
+    "ClientGroup": ("nimblemcp.host", "ClientGroup"),
     "RetryPolicy": ("nimblemcp.client", "RetryPolicy"),
     "HttpSecurity": ("nimblemcp.transports.http_security", "HttpSecurity"),
 }
@@ -92,6 +94,7 @@ __all__ = [
     "Callbacks",
     "Client",
     "ClientError",
+    "ClientGroup",
     "ContentBlock",
     "Context",
     "ElicitResult",
