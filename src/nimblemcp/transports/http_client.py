@@ -141,7 +141,13 @@ class HttpTransport:
         #: Runs every request (e.g. `nimblemcp.client.auth.OAuth`: Bearer tokens, 401/403).
         self.auth = auth
         self._auth: dict[str, Any] = {"auth": auth} if auth is not None else {}
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+            httpx.URL(url)
+        except (ValueError, httpx.InvalidURL) as exc:
+            raise ClientError(f"invalid URL {url!r}: {exc}") from None
+        if not parts.hostname:
+            raise ClientError(f"invalid URL {url!r}: no host")
         self.peer = f"{parts.scheme}://{parts.netloc}"
         self.extra_headers = dict(headers or {})
         self._http = http
