@@ -96,16 +96,29 @@ class StdioTransport:
     async def _read_stdout(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         reason = "the server closed its stdout"
+        oversized = False
         try:
             while line := await self.process.stdout.readline():
                 if line.strip():
                     self._route(line)
         except (ValueError, asyncio.LimitOverrunError):
+            oversized = True
             reason = (f"the server sent a line larger than {self.max_message_bytes} bytes "
                       "(the client's max_message_bytes); the connection is closed")
         self._lost = reason
         for queue in self._pending.values():
             queue.put_nowait(None)
+        if oversized:
+            await self._discard_rest()
+
+    async def _discard_rest(self) -> None:
+        """After an oversized line: read stdout to its end unparsed, so the server never
+        blocks on a full pipe and the pipe closes when the process ends."""
+        assert self.process is not None and self.process.stdout is not None
+        stdout = self.process.stdout  # `close()` forgets the process while this runs
+        with contextlib.suppress(Exception):
+            while await stdout.read(65536):
+                pass
 
     def _route(self, line: bytes) -> None:
         try:
