@@ -560,3 +560,29 @@ def test_httpx_is_not_asked_to_follow_redirects_itself() -> None:
             await http.aclose()
 
     asyncio.run(go())
+
+
+async def test_a_listen_relistens_after_the_retry_after_of_a_busy_server(served: Any) -> None:
+    ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+           "params": {"notifications": {"toolsListChanged": True}}}
+    listens: list[float] = []
+
+    def script(seen: Seen) -> Reply | None:
+        message = seen.message
+        if message.get("method") != "subscriptions/listen":
+            return None
+        listens.append(time.monotonic())
+        if len(listens) == 2:  # the re-listen after the drop: busy for a second
+            return Reply(503, [("retry-after", "1")])
+        tagged = {**ack, "params": {**ack["params"], "_meta": {
+            "io.modelcontextprotocol/subscriptionId": message["id"]}}}
+        return sse(tagged)  # the stream ends without the closing result: a drop
+
+    base = await served(RawPeer(script))
+    async with Client(f"{base}/mcp", mode="modern") as client, \
+            client.listen(tools=True, backoff=0.01, max_backoff=0.05) as events:
+        assert (await asyncio.wait_for(events.next(), 5)).kind == "acknowledged"
+        missed = await asyncio.wait_for(events.next(), 10)
+        assert missed.kind == "missed"
+    assert len(listens) >= 3
+    assert listens[2] - listens[1] >= 0.9  # waited for Retry-After, not the 0.02 s backoff
