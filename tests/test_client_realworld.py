@@ -586,3 +586,36 @@ async def test_a_listen_relistens_after_the_retry_after_of_a_busy_server(served:
         assert missed.kind == "missed"
     assert len(listens) >= 3
     assert listens[2] - listens[1] >= 0.9  # waited for Retry-After, not the 0.02 s backoff
+
+
+# -- the capped SSE line reader, against a reference split ------------------------------
+
+
+async def _lines_of(parts: list[bytes], limit: int) -> list[str]:
+    from nimblemcp.transports._http_answers import bounded_lines
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for part in parts:
+            yield part
+
+    return [line async for line in bounded_lines(chunks(), limit)]
+
+
+async def test_the_capped_line_reader_splits_like_the_event_stream_rules() -> None:
+    import random
+    import re
+
+    rnd = random.Random(17)
+    for _ in range(2000):
+        data = bytes(rnd.choice(b"ab\r\n:") for _ in range(rnd.randint(0, 30)))
+        cuts = sorted(rnd.randint(0, len(data)) for _ in range(rnd.randint(0, 5)))
+        parts = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+        expected = re.split(rb"\r\n|\r|\n", data)
+        if expected and expected[-1] == b"":
+            expected.pop()
+        assert await _lines_of(parts, 10**6) == [e.decode() for e in expected], (data, cuts)
+    with pytest.raises(MessageTooLarge):  # an event over the cap, its line still unfinished
+        await _lines_of([b"data: " + b"x" * 40, b"x" * 40, b"\n\n"], 50)
+    with pytest.raises(MessageTooLarge):  # an event of many short lines
+        await _lines_of([b"data: xxxxxxxxxx\n" * 10 + b"\n"], 50)
+    assert len(await _lines_of([b"data: xxxxxxxxxx\n\n" * 100], 50)) == 200  # many small events

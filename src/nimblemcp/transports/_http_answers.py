@@ -116,36 +116,44 @@ async def read_capped(chunks: AsyncIterable[bytes], limit: int, declared: str | 
 
 async def bounded_lines(chunks: AsyncIterable[bytes], limit: int) -> AsyncIterator[str]:
     """The text lines of an event stream (CR, LF or CRLF endings), refusing an event
-    (the lines up to a blank one) whose bytes pass `limit` before it is complete."""
-    buffer = b""
+    (the lines up to a blank one) whose bytes pass `limit` before it is complete.
+    Linear in the bytes read: a long line's pieces are joined once."""
+    parts: list[bytes] = []  # the line being read, when it spans chunks
+    partial = 0
     event = 0  # bytes of the event being read, its complete lines so far
-    pending_cr = False
+    skip_lf = False  # the last chunk ended in CR: a leading LF is its CRLF's end
     async for chunk in chunks:
-        if pending_cr and chunk.startswith(b"\n"):
-            chunk = chunk[1:]
-        pending_cr = False
-        buffer += chunk
-        while True:
-            cut = _line_end(buffer)
-            if cut < 0:
-                break
-            line, ending = buffer[:cut], buffer[cut:cut + 1]
-            skip = 2 if ending == b"\r" and buffer[cut + 1:cut + 2] == b"\n" else 1
-            if ending == b"\r" and cut + 1 == len(buffer):
-                pending_cr = True  # a CRLF may be split between chunks
-            buffer = buffer[cut + skip:]
-            event = 0 if not line else event + len(line)
+        if not chunk:
+            continue
+        pos = 1 if skip_lf and chunk[:1] == b"\n" else 0
+        skip_lf = False
+        size = len(chunk)
+        lf = chunk.find(b"\n", pos)
+        cr = chunk.find(b"\r", pos)
+        while lf >= 0 or cr >= 0:
+            cut = lf if cr < 0 or 0 <= lf < cr else cr
+            piece = chunk[pos:cut]
+            line = b"".join([*parts, piece]) if parts else piece
+            parts.clear()
+            partial = 0
+            pos = cut + 1
+            if cut == cr:
+                if pos == size:
+                    skip_lf = True
+                elif chunk[pos] == 0x0A:
+                    pos += 1
+            event = event + len(line) if line else 0
             if event > limit:
                 raise too_large(limit, "an SSE event")
             yield line.decode("utf-8", "replace")
-        if event + len(buffer) > limit:
-            raise too_large(limit, "an SSE event")
-    if buffer:
-        yield buffer.decode("utf-8", "replace")
-
-
-def _line_end(data: bytes) -> int:
-    lf, cr = data.find(b"\n"), data.find(b"\r")
-    if lf < 0:
-        return cr
-    return lf if cr < 0 else min(lf, cr)
+            if lf >= 0 and lf < pos:
+                lf = chunk.find(b"\n", pos)
+            if cr >= 0 and cr < pos:
+                cr = chunk.find(b"\r", pos)
+        if pos < size:
+            parts.append(chunk[pos:])
+            partial += size - pos
+            if event + partial > limit:
+                raise too_large(limit, "an SSE event")
+    if parts:
+        yield b"".join(parts).decode("utf-8", "replace")
