@@ -190,11 +190,13 @@ class HttpTransport:
     async def _standalone(self, connected: asyncio.Event) -> None:
         """LEGC-05: the session's GET stream; 405 (or any error) means there is none."""
         state = _Resume()
-        with contextlib.suppress(ClientError):  # a TransportError, or an auth failure
+        try:
             async with contextlib.aclosing(self._resume(state, connected)) as stream:
                 async for message in stream:
                     if "method" in message and self.on_notification is not None:
                         self.on_notification(message)
+        except ClientError as exc:  # a TransportError, or an auth failure: no GET stream
+            logger.warning("the session's GET stream ended: %s", exc)
 
     def reset_session(self) -> None:
         self.session_id = self.session_version = self._pending_id = None
