@@ -114,7 +114,7 @@ class CachePolicy:
     auth_context: Hashable = None
 
 
-_G = TypeVar("_G", Callbacks, RetryPolicy, TaskPolicy, CachePolicy, Limits)
+_G = TypeVar("_G", Callbacks, RetryPolicy, TaskPolicy, CachePolicy)
 
 
 def resolve(group: _G | None, default: _G, flat: Mapping[str, Any]) -> _G:
