@@ -20,8 +20,12 @@
     └── ClientError               failures on our side of a client (never from the peer)
         ├── TransportError        the connection or stream broke; `retryable`, `session_expired`
         │   ├── StreamBroken               broke before the final response (retryable)
+        │   ├── MessageTooLarge            a response or event over `max_message_bytes`; `limit`
         │   └── HttpStatusError            an HTTP error status; `status`, `error`
-        │       └── SessionExpired         404 for a 2025-11-25 session (session_expired)
+        │       ├── SessionExpired         404 for a 2025-11-25 session (session_expired)
+        │       ├── ServerBusy             429/503 (retryable); `retry_after` seconds or None
+        │       ├── AuthorizationRequired  401 with no `auth=`; `scheme`, `resource_metadata`, `scope`
+        │       └── RedirectNotFollowed    a redirect the client will not follow; `location`
         ├── RequestTimeout        no final response in time
         ├── InputRequestRefused   the server asked for input this client will not give
         ├── OutputValidationError `structuredContent` does not match `outputSchema`
@@ -47,6 +51,7 @@ from typing import Any
 __all__ = [
     "AuthError",
     "AuthorizationDenied",
+    "AuthorizationRequired",
     "BackendError",
     "ClientError",
     "ConfigError",
@@ -59,13 +64,16 @@ __all__ = [
     "InvalidToolHeaders",
     "ListenNotSupported",
     "McpError",
+    "MessageTooLarge",
     "MethodNotFound",
     "MissingClientCapability",
     "OutputValidationError",
     "ParseError",
     "ProtocolError",
+    "RedirectNotFollowed",
     "RequestTimeout",
     "ResourceNotFound",
+    "ServerBusy",
     "ServerUnavailable",
     "SessionExpired",
     "SlowListener",
@@ -222,6 +230,51 @@ class SessionExpired(HttpStatusError):
     """HTTP 404 for a message that carried `Mcp-Session-Id`: start a new session (LEGC-02)."""
 
     session_expired = True
+
+
+class MessageTooLarge(TransportError):
+    """The peer sent a message (a JSON body, an SSE event, a stdio line) larger than
+    `limit` bytes, the client's `max_message_bytes`; the rest of it was not read."""
+
+    def __init__(self, limit: int, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class ServerBusy(HttpStatusError):
+    """HTTP 429 or 503: `retry_after` is the delay the server asked for (seconds, from
+    `Retry-After`), None when it named none. The Client re-sends idempotent requests
+    after that delay when it is within `RetryPolicy.max_retry_after`."""
+
+    retryable = True
+
+    def __init__(self, status: int, message: str, error: dict[str, Any] | None = None,
+                 *, retry_after: float | None = None) -> None:
+        super().__init__(status, message, error)
+        self.retry_after = retry_after
+
+
+class AuthorizationRequired(HttpStatusError):
+    """HTTP 401 and no `auth=` was configured: the challenge's `scheme` (e.g.
+    "Bearer"), `resource_metadata` (the protected-resource metadata URL) and `scope`,
+    each None when the server did not send it."""
+
+    def __init__(self, status: int, message: str, error: dict[str, Any] | None = None, *,
+                 scheme: str | None = None, resource_metadata: str | None = None,
+                 scope: str | None = None) -> None:
+        super().__init__(status, message, error)
+        self.scheme = scheme
+        self.resource_metadata = resource_metadata
+        self.scope = scope
+
+
+class RedirectNotFollowed(HttpStatusError):
+    """A 3xx the client does not follow (another origin, a method-changing status, too
+    many hops): `location` is where it pointed (absolute), None when it named nowhere."""
+
+    def __init__(self, status: int, message: str, *, location: str | None) -> None:
+        super().__init__(status, message)
+        self.location = location
 
 
 class RequestTimeout(ClientError):

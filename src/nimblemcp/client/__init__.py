@@ -20,7 +20,7 @@ from nimblemcp.client._era import ListenNotSupported
 from nimblemcp.client._headers import InvalidToolHeaders, header_rules, param_headers
 from nimblemcp.client._listen import Listener, ListenEvent
 from nimblemcp.client._mrtr import InputRequestRefused, fill_defaults
-from nimblemcp.client._options import CachePolicy, Callbacks, RetryPolicy, TaskPolicy
+from nimblemcp.client._options import CachePolicy, Callbacks, Limits, RetryPolicy, TaskPolicy
 from nimblemcp.client._tasks import TASKS_EXTENSION, TaskCancelled, TasksNotDeclared
 from nimblemcp.client._tools import OutputValidationError
 from nimblemcp.client._transport import (
@@ -31,10 +31,20 @@ from nimblemcp.client._transport import (
     StrayNotifications,
     Transport,
 )
-from nimblemcp.errors import ClientError, ProtocolError, RequestTimeout, TransportError
+from nimblemcp.errors import (
+    AuthorizationRequired,
+    ClientError,
+    MessageTooLarge,
+    ProtocolError,
+    RedirectNotFollowed,
+    RequestTimeout,
+    ServerBusy,
+    TransportError,
+)
 
 __all__ = [
     "TASKS_EXTENSION",
+    "AuthorizationRequired",
     "CachePolicy",
     "CacheStore",
     "Callbacks",
@@ -43,19 +53,23 @@ __all__ = [
     "InputRequestRefused",
     "InvalidToolHeaders",
     "LegacySessions",
+    "Limits",
     "ListenEvent",
     "ListenNotSupported",
     "Listener",
     "MemoryCacheStore",
+    "MessageTooLarge",
     "OutputValidationError",
     "PeerRequests",
     "ProgressCallback",
     "ProtocolError",
     "QuietAbandon",
+    "RedirectNotFollowed",
     "RemotePeer",
     "RequestTimeout",
     "ResultCache",
     "RetryPolicy",
+    "ServerBusy",
     "StrayNotifications",
     "TaskCancelled",
     "TaskPolicy",

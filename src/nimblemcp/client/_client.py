@@ -27,6 +27,7 @@ from ._mrtr import Callback, capabilities_for
 from ._options import (
     CachePolicy,
     Callbacks,
+    Limits,
     NotificationCallback,
     RetryPolicy,
     TaskPolicy,
@@ -55,7 +56,9 @@ class Client:
 
     The options also come in groups: `callbacks=Callbacks(...)`,
     `retry_policy=RetryPolicy(...)`, `task_policy=TaskPolicy(...)`,
-    `cache_policy=CachePolicy(...)`; a group replaces its flat keywords."""
+    `cache_policy=CachePolicy(...)`; a group replaces its flat keywords. `limits=Limits(...)`
+    bounds what the transports built from a URL or command line accept (message size,
+    redirects)."""
 
     def __init__(
         self,
@@ -90,6 +93,7 @@ class Client:
         retry_policy: RetryPolicy | None = None,
         task_policy: TaskPolicy | None = None,
         cache_policy: CachePolicy | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
@@ -108,8 +112,10 @@ class Client:
         self.cache_policy = resolve(cache_policy, _DEFAULT_CACHE, {
             "enabled": cache, "store": cache_store, "auth_context": auth_context,
         })
+        self.limits = limits if limits is not None else _DEFAULT_LIMITS
         found = self.callbacks
-        transport = transport_for(target, auth)
+        transport = transport_for(target, auth, max_message_bytes=self.limits.max_message_bytes,
+                                  max_redirects=self.limits.max_redirects)
         self._pipe = pipe = Pipeline(
             transport,
             modern=MODERN,
@@ -232,9 +238,14 @@ class Client:
     def _on_stray(self, note: dict[str, Any]) -> None:
         self._pipe.evict_for(note)
         self._legacy.deliver(note)  # legacy listens (LEGC-05)
-        on_notification = self.callbacks.on_notification
-        if on_notification is not None:
-            result = on_notification(note)
+        hear = self.callbacks.on_notification
+        if note.get("method") == "notifications/message" and self.callbacks.on_log is not None:
+            # A log outside any request (a 2025-11-25 session), or one that stdio cannot
+            # tie to a request while several are pending: on_log, without a requestId.
+            params = note.get("params")
+            note, hear = (dict(params) if isinstance(params, dict) else {}), self.callbacks.on_log
+        if hear is not None:
+            result = hear(note)
             if asyncio.iscoroutine(result):
                 asyncio.ensure_future(result)  # noqa: RUF006
 
@@ -443,3 +454,4 @@ class Client:
 
 _DEFAULT_TASKS = TaskPolicy()
 _DEFAULT_CACHE = CachePolicy()
+_DEFAULT_LIMITS = Limits()

@@ -32,6 +32,7 @@ from nimblemcp.errors import (
     HeaderMismatch,
     HttpStatusError,
     ListenNotSupported,
+    MethodNotFound,
     MissingClientCapability,
     ProtocolError,
     RequestTimeout,
@@ -49,7 +50,7 @@ from ._transport import LegacySessions, RemotePeer
 
 __all__ = [
     "MODERN", "EraName", "LegacyEra", "ListenNotSupported", "ModernEra", "legacy_capabilities",
-    "not_found", "probe", "settler",
+    "no_common", "not_found", "probe", "settler",
 ]
 
 logger = logging.getLogger("nimblemcp.client")
@@ -251,7 +252,7 @@ async def probe(pipe: Pipeline, legacy: LegacyEra, *, again: bool = True) -> Non
                 return await probe(pipe, legacy, again=False)
             if any(v in LEGACY_VERSIONS for v in error.supported):
                 return await legacy.initialize(reprobe=again)
-            raise error
+            raise no_common(pipe, error.supported, error.requested) from error
         if isinstance(error, HeaderMismatch | MissingClientCapability):
             pipe.adopt(MODERN)  # a modern server; the request itself needs fixing
             return None
@@ -261,11 +262,25 @@ async def probe(pipe: Pipeline, legacy: LegacyEra, *, again: bool = True) -> Non
     mutual = [v for v in pipe.versions if isinstance(supported, list) and v in supported]
     if not mutual:
         logger.info("the server advertises no modern version we speak: legacy server")
-        return await legacy.initialize(reprobe=again)
+        try:
+            return await legacy.initialize(reprobe=again)
+        except MethodNotFound as exc:  # no `initialize` either: nothing in common
+            versions = [v for v in supported if isinstance(v, str)] if isinstance(supported, list) else []
+            raise no_common(pipe, versions, pipe.version) from exc
     pipe.version = mutual[0]
     pipe.discovered = result
     pipe.adopt(MODERN)
     return None
+
+
+def no_common(pipe: Pipeline, supported: list[str], requested: Any) -> UnsupportedProtocolVersion:
+    """The error for a server that shares no protocol version with this client."""
+    ours = [*pipe.versions, *LEGACY_VERSIONS]
+    return UnsupportedProtocolVersion(
+        requested, supported,
+        f"no protocol version in common: the server supports {supported or 'none it named'}, "
+        f"this client {ours}",
+    )
 
 
 def legacy_capabilities(callbacks: Mapping[str, Callback | None],

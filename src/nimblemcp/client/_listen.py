@@ -10,7 +10,8 @@ it agreed to honour, `events.declined` what it left out: SUB-04). Every notifica
 carries the listen id as its subscription id; on stdio the transport routes by it, so
 several listens share one connection (SUB-06). List changes and resource updates
 evict the client cache (CACHE-08). A stream that ends without the closing result is a
-drop (SUB-10): the listen is re-sent with backoff and a `missed` event says events may
+drop (SUB-10): the listen is re-sent with backoff (at least an HTTP 429/503's
+`Retry-After`, up to `RetryPolicy.max_retry_after`) and a `missed` event says events may
 have been lost. The closing result yields `closed` and ends iteration. Leaving the
 block cancels the listen (the transport closes the stream or sends
 `notifications/cancelled`, SUB-08). The listen is exempt from request timeouts
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
-from nimblemcp.errors import ClientError, McpError, TransportError
+from nimblemcp.errors import ClientError, McpError, ServerBusy, TransportError
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 from ._era import LegacyEra
@@ -201,12 +202,15 @@ class Listener:
                     failures, delay = 0, self.backoff
                 else:
                     failures += 1
-                if not self.reconnect or not self._acked.is_set() or failures > self.max_reconnects:
+                asked = exc.retry_after if isinstance(exc, ServerBusy) else None
+                if (not self.reconnect or not self._acked.is_set() or failures > self.max_reconnects
+                        or (asked is not None and asked > self.pipeline.retry.max_retry_after)):
                     self._queue.put_nowait(exc if isinstance(exc, McpError)
                                            else TransportError(str(exc)))
                     return
-                logger.info("listen stream dropped (%s); re-listening in %.2f s", exc, delay)
-                await asyncio.sleep(delay)
+                wait = max(delay, asked or 0.0)  # a 429/503's Retry-After, when it named one
+                logger.info("listen stream dropped (%s); re-listening in %.2f s", exc, wait)
+                await asyncio.sleep(wait)
                 delay = min(delay * 2, self.max_backoff)
             except Exception as exc:
                 self._queue.put_nowait(exc)

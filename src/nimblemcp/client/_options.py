@@ -6,7 +6,8 @@
 `timeout=`, `tasks=`...); `resolve()` folds those into the groups. A group given as an
 object is the whole group: passing it together with one of its flat keywords set to a
 non-default value is a TypeError, so no option has two sources. Built once per Client,
-read-only afterwards. Imports only `_mrtr` (the callback type) and `_cache`.
+read-only afterwards. Imports only `_mrtr` (the callback type), `_cache` and the
+transports' limit constants (`nimblemcp.transports._limits`, pure).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
+from nimblemcp.transports._limits import MAX_MESSAGE_BYTES, MAX_REDIRECTS
+
 from ._cache import CacheStore
 from ._mrtr import Callback
 
@@ -22,6 +25,7 @@ __all__ = [
     "TASKS_EXTENSION",
     "CachePolicy",
     "Callbacks",
+    "Limits",
     "NotificationCallback",
     "RetryPolicy",
     "TaskPolicy",
@@ -36,8 +40,10 @@ NotificationCallback = Callable[[dict[str, Any]], Any]
 class Callbacks:
     """What answers the server. `on_elicit`/`on_sample`/`on_roots` answer input requests
     (MRTR rounds, task input, legacy server requests) and decide the capabilities
-    declared (ELIC-01, SAMP-01, ROOTS-01); `on_log` hears `notifications/message`,
-    `on_notification` every other notification outside a request's own progress."""
+    declared (ELIC-01, SAMP-01, ROOTS-01); `on_log` hears every `notifications/message`
+    in both eras (its `params`, plus `"requestId"` naming the request it came with
+    when it came with one), `on_notification` every other notification outside a
+    request's own progress (and the logs too when there is no `on_log`)."""
 
     on_elicit: Callback | None = None
     on_sample: Callback | None = None
@@ -56,14 +62,32 @@ class Callbacks:
 class RetryPolicy:
     """Time limits and repetition: `timeout` per request (None: none), at most
     `max_retries` re-sends of an idempotent request whose stream broke (backoff
-    `retry_backoff` seconds, doubling), at most `max_rounds` MRTR rounds, and how long
-    a stdio peer may stay silent before it counts as a 2025-11-25 server."""
+    `retry_backoff` seconds, doubling) or that got HTTP 429/503 (after the server's
+    `Retry-After` when it is at most `max_retry_after` seconds; a longer one is not
+    waited for: the `ServerBusy` error carries it), at most `max_rounds` MRTR rounds,
+    and how long a stdio peer may stay silent before it counts as a 2025-11-25 server."""
 
     timeout: float | None = 60.0
     max_retries: int = 3
     retry_backoff: float = 0.1
     max_rounds: int = 10
     probe_timeout: float = 5.0
+    max_retry_after: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the client transports it builds (URL, command line) accept from a server:
+    `max_message_bytes` per message (a JSON body, one SSE event, one stdio line; over
+    it the request fails with `MessageTooLarge`) and `max_redirects` same-origin
+    307/308 hops per HTTP request. A Transport handed in takes its own settings."""
+
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    max_redirects: int = MAX_REDIRECTS
+
+    def __post_init__(self) -> None:
+        if self.max_message_bytes <= 0 or self.max_redirects < 0:
+            raise ValueError("need max_message_bytes > 0 and max_redirects >= 0")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,12 @@ Per request: a fresh id for every attempt (BASE-02, MRTR-08); `_meta` built once
 attempt from the era strategy's envelope (META-01/03, VER-01; a 2025-11-25 session adds
 none, LEGC-01) plus progress token, trace context and the caller's extras; the cache
 looked up and filled (CACHE-03..09); the timeout around the whole stream; a broken
-stream of an idempotent request re-sent with backoff; -32022 answered by one version
+stream of an idempotent request re-sent with backoff, an HTTP 429/503 (`ServerBusy`)
+after the server's `Retry-After` when it is within `max_retry_after`; -32022 answered by one version
 renegotiation (VER-03); a legacy session that expired re-initialized (LEGC-02);
 `input_required` answered round after round with the callbacks (MRTR-06..09, 17).
+A `notifications/message` of the request's stream goes to `on_log` tagged with the
+request's id (`"requestId"`); logs outside any request reach it through `on_stray`.
 Peer errors are raised as `ProtocolError`s, SDK-local failures as `ClientError`s.
 
 The era is settled before the first request by a `settle` function the Client hands
@@ -31,6 +34,7 @@ from typing import Any, Literal, Protocol
 from nimblemcp.errors import (
     ClientError,
     RequestTimeout,
+    ServerBusy,
     TransportError,
     UnsupportedProtocolVersion,
     error_from_wire,
@@ -235,8 +239,11 @@ class Pipeline:
                     continue
                 if not (idempotent and exc.retryable) or retries >= policy.max_retries:
                     raise
+                asked = exc.retry_after if isinstance(exc, ServerBusy) else None
+                if asked is not None and asked > policy.max_retry_after:
+                    raise  # longer than we wait: the caller reads `retry_after`
                 retries += 1
-                delay = policy.retry_backoff * 2 ** (retries - 1)
+                delay = asked if asked is not None else policy.retry_backoff * 2 ** (retries - 1)
                 logger.info("%s: %s; re-sending (attempt %d) in %.2f s", method, exc, retries + 1, delay)
                 await asyncio.sleep(delay)
                 continue
@@ -316,7 +323,7 @@ class Pipeline:
                         if on_note is not None:
                             on_note(item, rid)
                         else:
-                            await self._on_request_notification(item, token, on_progress)
+                            await self._on_request_notification(item, rid, token, on_progress)
                         continue
                     if item.get("id") != rid:
                         continue
@@ -344,7 +351,8 @@ class Pipeline:
     # -- notifications -------------------------------------------------------------------
 
     async def _on_request_notification(
-        self, note: dict[str, Any], token: str | None, on_progress: ProgressCallback | None
+        self, note: dict[str, Any], rid: int, token: str | None,
+        on_progress: ProgressCallback | None,
     ) -> None:
         method = note["method"]
         params = note.get("params") or {}
@@ -355,7 +363,7 @@ class Pipeline:
             return
         on_log = self.callbacks.on_log
         if method == "notifications/message" and on_log is not None:
-            await _maybe_await(on_log(params))
+            await _maybe_await(on_log({**params, "requestId": rid}))
             return
         self.on_stray(note)
 

@@ -23,13 +23,16 @@ a transport without one gets the documented default:
 - `LegacySessions` (`reset_session`, `begin_session`): the transport carries a 2025-11-25
   session (HTTP: `Mcp-Session-Id`, the GET stream). Default: nothing to carry.
 
-Must not import `nimblemcp.client` or `server`.
+Must not import `nimblemcp.client` or `server`; of the transports only the pure limit
+constants at import time (the transports themselves lazily, in `transport_for`).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
+
+from nimblemcp.transports._limits import MAX_MESSAGE_BYTES, MAX_REDIRECTS
 
 __all__ = [
     "LegacySessions",
@@ -122,18 +125,23 @@ class LegacySessions(Protocol):
         ...
 
 
-def transport_for(target: Any, auth: Any = None) -> Transport:
-    """A URL, a command list, a Transport or an in-process Server, as a Transport."""
+def transport_for(
+    target: Any, auth: Any = None, *, max_message_bytes: int = MAX_MESSAGE_BYTES,
+    max_redirects: int = MAX_REDIRECTS,
+) -> Transport:
+    """A URL, a command list, a Transport or an in-process Server, as a Transport. The
+    limits apply to the transports built here."""
     if isinstance(target, str) and target.startswith(("http://", "https://")):
         from nimblemcp.transports.http_client import HttpTransport
 
-        return HttpTransport(target, auth=auth)
+        return HttpTransport(target, auth=auth, max_message_bytes=max_message_bytes,
+                             max_redirects=max_redirects)
     if auth is not None:  # another transport takes its auth itself
         raise TypeError("auth= needs an http(s):// URL target")
     if isinstance(target, list | tuple) and target and all(isinstance(a, str) for a in target):
         from nimblemcp.transports.stdio_client import StdioTransport
 
-        return StdioTransport(target[0], target[1:])
+        return StdioTransport(target[0], target[1:], max_message_bytes=max_message_bytes)
     if hasattr(target, "send") and hasattr(target, "close"):
         return target  # type: ignore[no-any-return]
     if hasattr(target, "handle"):  # an in-process server

@@ -7,5 +7,7 @@ Streamable HTTP ASGI app) with `_http_exchange` (one request in flight), `_http_
 (responses and the Accept parser) and `_sse` (framing). `_legacy` is the one 2025-11-25
 adapter (sessions, back channel, change forwarding) that `stdio` and `_http_legacy`
 (+ `_http_sessions`, the session table) put on their wires. Client side: `stdio_client`,
-`http_client` (+ `_sse_reader`, `_tls`) and `memory` (in-process, for tests).
+`http_client` (+ `_http_answers`: redirects, `Retry-After`, challenges and capped
+reads; `_tls`), `memory` (in-process, for tests), and `_limits` (their size and hop
+limits, defined once).
 """

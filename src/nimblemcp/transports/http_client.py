@@ -17,6 +17,16 @@ explicit `notifications/cancelled`; the session's standalone GET stream (LEGC-05
 `Last-Event-ID` after the server's `retry:` delay; `close()` DELETEs
 the session (405 tolerated). `auth` (an `httpx.Auth`, e.g. `nimblemcp.client.auth.OAuth`)
 runs every request: it adds the bearer token and answers 401/403 challenges.
+
+What real servers answer besides JSON-RPC (`_http_answers` reads it): same-origin
+307/308 redirects are followed with the method and body kept, at most
+`max_redirects` hops (a 308 moves `url` for good); any other redirect, or one to
+another origin (credentials never leave the origin), is `RedirectNotFollowed`
+naming the target. 429/503 are `ServerBusy` with the `Retry-After` delay (the Client
+decides whether to wait); a 401 with no `auth` is `AuthorizationRequired` quoting
+the challenge. Bodies and SSE events are read with a cap (`max_message_bytes`): over
+it the response is closed unread and the request fails with `MessageTooLarge`; the
+transport stays usable.
 It has the Client's optional transport capabilities `RemotePeer`, `StrayNotifications`,
 `PeerRequests` and `LegacySessions` (`nimblemcp.client._transport`), by shape.
 Must not import `nimblemcp.client` or `nimblemcp.server`.
@@ -42,8 +52,12 @@ from urllib.parse import urlsplit
 import httpx
 
 from nimblemcp.errors import (
+    AuthorizationRequired,
     ClientError,
     HttpStatusError,
+    MessageTooLarge,
+    RedirectNotFollowed,
+    ServerBusy,
     SessionExpired,
     StreamBroken,
     TransportError,
@@ -63,6 +77,15 @@ from nimblemcp.types._meta import PROTOCOL_VERSION
 from nimblemcp.types._tool_headers import encode_header_value
 from nimblemcp.types.methods import METHODS
 
+from ._http_answers import (
+    bounded_lines,
+    parse_challenge,
+    read_capped,
+    redirect_target,
+    retry_after,
+    same_origin,
+)
+from ._limits import MAX_MESSAGE_BYTES, MAX_REDIRECTS
 from ._sse import iter_sse
 from ._tls import verify_for
 
@@ -109,12 +132,22 @@ class HttpTransport:
         max_resumes: int = 5,
         listen_get: bool = True,
         auth: httpx.Auth | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        max_redirects: int = MAX_REDIRECTS,
     ) -> None:
         self.url = url
+        self.max_message_bytes = max_message_bytes
+        self.max_redirects = max_redirects
         #: Runs every request (e.g. `nimblemcp.client.auth.OAuth`: Bearer tokens, 401/403).
         self.auth = auth
         self._auth: dict[str, Any] = {"auth": auth} if auth is not None else {}
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+            httpx.URL(url)
+        except (ValueError, httpx.InvalidURL) as exc:
+            raise ClientError(f"invalid URL {url!r}: {exc}") from None
+        if not parts.hostname:
+            raise ClientError(f"invalid URL {url!r}: no host")
         self.peer = f"{parts.scheme}://{parts.netloc}"
         self.extra_headers = dict(headers or {})
         self._http = http
@@ -157,11 +190,13 @@ class HttpTransport:
     async def _standalone(self, connected: asyncio.Event) -> None:
         """LEGC-05: the session's GET stream; 405 (or any error) means there is none."""
         state = _Resume()
-        with contextlib.suppress(ClientError):  # a TransportError, or an auth failure
+        try:
             async with contextlib.aclosing(self._resume(state, connected)) as stream:
                 async for message in stream:
                     if "method" in message and self.on_notification is not None:
                         self.on_notification(message)
+        except ClientError as exc:  # a TransportError, or an auth failure: no GET stream
+            logger.warning("the session's GET stream ended: %s", exc)
 
     def reset_session(self) -> None:
         self.session_id = self.session_version = self._pending_id = None
@@ -238,54 +273,114 @@ class HttpTransport:
                         "params": {"requestId": rid, "reason": "the client abandoned the request"},
                     }))
 
+    @contextlib.asynccontextmanager
+    async def _exchange(
+        self, method: str, headers: Mapping[str, str], content: bytes | None = None
+    ) -> AsyncIterator[httpx.Response]:
+        """One HTTP exchange with the endpoint, following same-origin redirects that
+        keep the method (307/308; for GET any redirect) up to `max_redirects` hops."""
+        assert self._http is not None
+        url = self.url
+        for hop in range(self.max_redirects + 1):
+            async with self._http.stream(method, url, content=content, headers=headers,
+                                         follow_redirects=False, **self._auth) as response:
+                status = response.status_code
+                if not (300 <= status < 400 and status != 304):
+                    yield response
+                    return
+                target = redirect_target(url, response.headers.get("location"))
+                keeps = status in (307, 308) or method == "GET"
+                if target is None or not keeps or not same_origin(target, self.url):
+                    why = ("no Location" if target is None else
+                           "another origin (credentials never leave this one)"
+                           if not same_origin(target, self.url) else f"it would turn {method} into GET")
+                    raise RedirectNotFollowed(
+                        status, f"HTTP {status} redirect from {url} to {target}: not followed "
+                                f"({why}); connect to that URL directly if you trust it",
+                        location=target)
+                if hop == self.max_redirects:
+                    raise RedirectNotFollowed(
+                        status, f"more than {self.max_redirects} redirects (max_redirects); "
+                                f"the last one from {url} to {target}", location=target)
+            if status == 308 and url == self.url:
+                logger.info("%s moved permanently to %s", self.url, target)
+                self.url = target
+            url = target
+
     async def _post(
         self, request: dict[str, Any], param_headers: Mapping[str, Any] | None, state: _Resume
     ) -> AsyncGenerator[dict[str, Any], None]:
-        assert self._http is not None
         headers = self.build_headers(request, param_headers)
         rid = request.get("id")
         try:
-            async with self._http.stream(
-                "POST", self.url, content=encode(request), headers=headers, **self._auth
-            ) as response:
+            async with self._exchange("POST", headers, encode(request)) as response:
+                status = response.status_code
                 if request.get("method") == "initialize":
                     self._pending_id = response.headers.get(HEADER_SESSION_ID)
                 ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if ctype == SSE_TYPE and response.status_code < 400:
+                if ctype == SSE_TYPE and status < 400:
                     state.accepted = True
                     async for message in self._events(response, state):
                         yield message
                     return
-                body = await response.aread()
+                body = await read_capped(response.aiter_bytes(), self.max_message_bytes,
+                                         response.headers.get("content-length"))
                 answer = _decode(body) if ctype == JSON_TYPE and body else None
+                error = answer.get("error") if isinstance(answer, dict) else None
+                error = error if isinstance(error, dict) else None
+                if status == 404 and HEADER_SESSION_ID in headers:
+                    # LEGC-02: whatever the body says, the session is gone.
+                    raise SessionExpired(status, f"HTTP 404 for session {headers[HEADER_SESSION_ID]}: "
+                                                 "the session expired", error)
+                if status in (429, 503):
+                    raise self._busy(response, error)
+                if status == 401 and self.auth is None:
+                    raise self._unauthorized(response, error)
                 if (isinstance(answer, dict) and ("result" in answer or "error" in answer)
-                        and (response.status_code < 400 or answer.get("id") == rid)):
+                        and (status < 400 or answer.get("id") == rid)):
                     yield answer
                     return
-                error = answer.get("error") if isinstance(answer, dict) else None
-                cls = (SessionExpired if response.status_code == 404
-                       and HEADER_SESSION_ID in headers else HttpStatusError)
-                raise cls(
-                    response.status_code,
-                    f"HTTP {response.status_code} without a JSON-RPC response"
+                raise HttpStatusError(
+                    status,
+                    f"HTTP {status} without a JSON-RPC response"
                     f" ({ctype or 'no content type'}): {body[:200]!r}",
-                    error if isinstance(error, dict) else None,
+                    error,
                 )
         except httpx.TransportError as exc:  # connect, read, protocol: nothing final arrived
             raise StreamBroken(f"HTTP transport failed: {exc!r}") from exc
         except httpx.HTTPError as exc:
             raise TransportError(f"HTTP transport failed: {exc}") from exc
 
+    def _busy(self, response: httpx.Response, error: dict[str, Any] | None) -> ServerBusy:
+        status = response.status_code
+        header = response.headers.get("retry-after")
+        delay = retry_after(header)
+        what = "too many requests" if status == 429 else "the server is unavailable"
+        when = f"retry after {delay:g} s" if delay is not None else "no Retry-After given"
+        return ServerBusy(status, f"HTTP {status} from {self.url}: {what} ({when})", error,
+                          retry_after=delay)
+
+    def _unauthorized(self, response: httpx.Response, error: dict[str, Any] | None) -> AuthorizationRequired:
+        challenge = parse_challenge(response.headers.get("www-authenticate"))
+        quoted = (f"WWW-Authenticate: {challenge.raw}" if challenge.raw
+                  else "no WWW-Authenticate challenge")
+        return AuthorizationRequired(
+            401,
+            f"the server at {self.url} requires authorization ({quoted}); no auth is "
+            f"configured: pass auth= to Client (e.g. nimblemcp.client.auth.OAuth(...))",
+            error, scheme=challenge.scheme, resource_metadata=challenge.resource_metadata,
+            scope=challenge.scope,
+        )
+
     async def _resume(
         self, state: _Resume, connected: asyncio.Event | None = None
     ) -> AsyncGenerator[dict[str, Any], None]:
-        assert self._http is not None
         headers = {**self._session_headers(), "Accept": SSE_TYPE}
         if state.last_id is not None:
             headers["Last-Event-ID"] = state.last_id
         before = state.last_id
         try:
-            async with self._http.stream("GET", self.url, headers=headers, **self._auth) as response:
+            async with self._exchange("GET", headers) as response:
                 if connected is not None:
                     connected.set()
                 ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -304,7 +399,8 @@ class HttpTransport:
     async def _events(
         self, response: httpx.Response, state: _Resume
     ) -> AsyncIterator[dict[str, Any]]:
-        async for event in iter_sse(response.aiter_lines()):
+        lines = bounded_lines(response.aiter_bytes(), self.max_message_bytes)
+        async for event in iter_sse(lines):
             if event.id is not None:
                 state.last_id = event.id
             if event.retry is not None:
@@ -338,17 +434,16 @@ class HttpTransport:
         """Send a notification or a response (no JSON-RPC answer expected; 202)."""
         if self._http is None:
             await self.open()
-        assert self._http is not None
         try:
-            response = await self._http.post(
-                self.url, content=encode(message), headers=self.build_headers(message, None),
-                **self._auth,
-            )
+            async with self._exchange("POST", self.build_headers(message, None),
+                                      encode(message)) as response:
+                status = response.status_code
+                with contextlib.suppress(MessageTooLarge):  # nothing in it is for us
+                    await read_capped(response.aiter_bytes(), self.max_message_bytes, None)
         except httpx.HTTPError as exc:
             raise TransportError(f"HTTP transport failed: {exc}") from exc
-        if response.status_code >= 400:
-            logger.warning("%s refused: HTTP %s", message.get("method", "a response"),
-                           response.status_code)
+        if status >= 400:
+            logger.warning("%s refused: HTTP %s", message.get("method", "a response"), status)
 
     async def close(self) -> None:
         tasks = list(self._tasks)
@@ -358,7 +453,8 @@ class HttpTransport:
         if self._http is not None and self.session_id is not None:
             # LEGC-02: end the session; 405 means the server does not allow it.
             with contextlib.suppress(httpx.HTTPError, ClientError):
-                await self._http.delete(self.url, headers=self._session_headers(), **self._auth)
+                async with self._exchange("DELETE", self._session_headers()):
+                    pass
         self.reset_session()
         if self._http is not None and self._owns_http:
             await self._http.aclose()

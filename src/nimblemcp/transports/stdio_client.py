@@ -23,10 +23,12 @@ from nimblemcp.errors import TransportError
 from nimblemcp.jsonrpc import decode, encode, notification
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
+from ._limits import MAX_MESSAGE_BYTES
+
 __all__ = ["StdioTransport"]
 
 logger = logging.getLogger("nimblemcp.stdio_client")
-MAX_LINE = 16 * 1024 * 1024
+MAX_LINE = MAX_MESSAGE_BYTES
 
 
 class StdioTransport:
@@ -45,8 +47,11 @@ class StdioTransport:
         inherit_env: bool = True,
         shutdown_timeout: float = 2.0,
         on_notification: Callable[[dict[str, Any]], None] | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self.command = command
+        #: The longest line read from the server's stdout; a longer one ends the connection.
+        self.max_message_bytes = max_message_bytes
         self.args = list(args)
         self.env = dict(env or {})
         self.inherit_env = inherit_env
@@ -74,7 +79,7 @@ class StdioTransport:
             self.process = await asyncio.create_subprocess_exec(
                 self.command, *self.args,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env, cwd=self.cwd, limit=MAX_LINE,
+                stderr=asyncio.subprocess.PIPE, env=env, cwd=self.cwd, limit=self.max_message_bytes,
             )
         except OSError as exc:
             raise TransportError(f"cannot start {self.peer}: {exc}") from exc
@@ -91,15 +96,29 @@ class StdioTransport:
     async def _read_stdout(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         reason = "the server closed its stdout"
+        oversized = False
         try:
             while line := await self.process.stdout.readline():
                 if line.strip():
                     self._route(line)
         except (ValueError, asyncio.LimitOverrunError):
-            reason = "the server sent a line over the size limit"
+            oversized = True
+            reason = (f"the server sent a line larger than {self.max_message_bytes} bytes "
+                      "(the client's max_message_bytes); the connection is closed")
         self._lost = reason
         for queue in self._pending.values():
             queue.put_nowait(None)
+        if oversized:
+            await self._discard_rest()
+
+    async def _discard_rest(self) -> None:
+        """After an oversized line: read stdout to its end unparsed, so the server never
+        blocks on a full pipe and the pipe closes when the process ends."""
+        assert self.process is not None and self.process.stdout is not None
+        stdout = self.process.stdout  # `close()` forgets the process while this runs
+        with contextlib.suppress(Exception):
+            while await stdout.read(65536):
+                pass
 
     def _route(self, line: bytes) -> None:
         try:

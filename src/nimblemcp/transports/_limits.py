@@ -1,0 +1,16 @@
+"""The client transports' size and hop limits, defined once: the Client's `Limits`
+option group and the transports' own keyword defaults both read them here. Pure
+constants; imports nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["MAX_MESSAGE_BYTES", "MAX_REDIRECTS"]
+
+#: The largest message a client reads from a server: a JSON body, one SSE event, one
+#: stdio line. Above it the read stops with `MessageTooLarge`.
+MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
+#: Same-origin 307/308 redirects followed for one HTTP request.
+MAX_REDIRECTS: Final = 5
