@@ -33,7 +33,10 @@ class RedisStore:
 
     def __init__(self, url_or_client: str | Any, *, prefix: str = "nimblemcp:") -> None:
         if isinstance(url_or_client, str):
-            import redis.asyncio
+            from nimblemcp._extras import needs_extra
+
+            with needs_extra("redis", "The Redis store"):
+                import redis.asyncio
 
             self._client: Any = redis.asyncio.Redis.from_url(url_or_client)
             self._owned = True

@@ -117,7 +117,10 @@ def _transport(target: Any, headers: Sequence[str]) -> Any:
         from nimblemcp.transports.stdio_client import StdioTransport
 
         return StdioTransport(target[0], target[1:])
-    from nimblemcp.transports.http_client import HttpTransport
+    from nimblemcp._extras import needs_extra
+
+    with needs_extra("http", "An HTTP client connection"):
+        from nimblemcp.transports.http_client import HttpTransport
 
     extra = {}
     for header in headers:

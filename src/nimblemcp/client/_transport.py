@@ -49,7 +49,10 @@ class Transport(Protocol):
 def transport_for(target: Any, auth: Any = None) -> Transport:
     """A URL, a command list, a Transport or an in-process Server, as a Transport."""
     if isinstance(target, str) and target.startswith(("http://", "https://")):
-        from nimblemcp.transports.http_client import HttpTransport
+        from nimblemcp._extras import needs_extra
+
+        with needs_extra("http", "An HTTP client connection"):
+            from nimblemcp.transports.http_client import HttpTransport
 
         return HttpTransport(target, auth=auth)
     if auth is not None:  # another transport takes its auth itself
