@@ -98,6 +98,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _main(argv: list[str]) -> None:
+    head = argv[:argv.index("--")] if "--" in argv else argv
+    if head and head[0] not in (*_CLIENT_COMMANDS, *_OWN_PARSERS, "run", "-h", "--help"):
+        # Client options or the URL before the command word: `nimblemcp URL tools`.
+        for i, word in enumerate(head):
+            if word in _CLIENT_COMMANDS:
+                argv = [word, *argv[:i], *argv[i + 1:]]
+                break
     if argv and argv[0] in _CLIENT_COMMANDS:
         from nimblemcp.cli._client_commands import main as client_main
 
