@@ -315,7 +315,8 @@ def _inspect_stdio(args: argparse.Namespace, target: str) -> int:
         return 1
     script = Path(sys.executable).parent / "nimblemcp"
     dev = ([str(script)] if script.is_file() else [sys.executable, "--", "-m", "nimblemcp"])
-    dev += ["dev", target, *(arg for path in args.watch for arg in ("--watch", str(path)))]
+    dev += ["dev", target,
+            *(arg for path in args.watch for arg in ("--watch", str(path.resolve())))]
     command = [npx, "-y", "@modelcontextprotocol/inspector", *dev]
     _devlog.emit("starting the MCP Inspector: " + " ".join(command))
     with contextlib.suppress(KeyboardInterrupt):
