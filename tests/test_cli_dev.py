@@ -56,8 +56,10 @@ class Lines:
         self.thread.start()
 
     def close(self) -> None:
-        """After the process ended: the reader has seen EOF."""
+        """After the process ended: the reader has seen EOF, unless a process it left
+        behind still holds the pipe (closing it then would block on the reader)."""
         self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "a process left behind still writes to the pipe"
         self.pipe.close()
 
     @property
@@ -230,15 +232,9 @@ async def test_http_logs_requests_and_reloads(server_file: Path) -> None:
         err.wait_for(lambda text: 'tools/call "hello"' in text and "-> complete" in text)
         server_file.write_text(SERVER + ADDED)
         err.wait_for(lambda text: "reloading (demo.py changed)" in text)
-        deadline = time.monotonic() + 30
-        while True:  # the new generation binds the same port
-            try:
-                async with Client(url) as client:
-                    names = {tool["name"] for tool in await client.list_tools()}
-                break
-            except Exception:
-                assert time.monotonic() < deadline, err.text
-                time.sleep(0.1)
+        err.wait_for(lambda text: "reloaded (generation 2)" in text)  # and listening
+        async with Client(url) as client:
+            names = {tool["name"] for tool in await client.list_tools()}
         assert "added_later" in names
         err.wait_for(lambda text: "tools/list" in text and "-> complete" in text)
     finally:
@@ -288,3 +284,24 @@ def test_without_watchfiles_the_extra_is_named(server_file: Path) -> None:
     assert out.returncode == 1
     assert "needs the [dev-server] extra: pip install 'nimblemcp[dev-server]'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_stopping_during_a_reload_leaves_no_server_behind(server_file: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "nimblemcp", "dev", str(server_file),
+                             "--transport", "http", "--port", str(port)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = Lines(proc.stderr)
+    try:
+        _wait_port(port, proc)
+        server_file.write_text(SERVER + ADDED)
+        err.wait_for(lambda text: "reloading" in text)
+    finally:
+        proc.send_signal(signal.SIGINT)  # while the new generation is starting
+        status = proc.wait(timeout=30)
+    err.close()  # EOF: no child of it still holds its stderr
+    assert status == 0, err.text
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()

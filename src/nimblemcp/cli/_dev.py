@@ -95,6 +95,7 @@ class Supervisor:
         self.initialize: bytes | None = None
         self.initialized: bytes | None = None
         self.last_exit: int | None = None
+        self.closing = False  # set once: no child is started after it
         self.tasks: set[asyncio.Task[None]] = set()  # strong references until done
 
     def spawn(self, coro: Any) -> None:
@@ -110,6 +111,8 @@ class Supervisor:
         return [sys.executable, "-m", "nimblemcp", "run", self.target]
 
     async def start(self) -> None:
+        if self.closing:
+            return
         self.generation += 1
         stdio = self.args.transport == "stdio"
         process = await asyncio.create_subprocess_exec(
@@ -149,10 +152,37 @@ class Supervisor:
 
     async def reload(self, changed: Sequence[str]) -> None:
         async with self.lock:
+            if self.closing:
+                return
             names = ", ".join(sorted({os.path.basename(p) for p in changed}))
             _devlog.emit(f"reloading ({names} changed)")
             await self.stop()
             await self.start()
+            if await self.ready():
+                _devlog.emit(f"reloaded (generation {self.generation})")
+
+    async def ready(self, timeout: float = 15.0) -> bool:
+        """Whether the current child came up: over HTTP, once its port accepts."""
+        child = self.child
+        if child is None:
+            return False
+        if self.args.transport != "http":
+            return True
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(
+            self.args.host, self.args.host)
+        deadline = time.monotonic() + timeout
+        while child.process.returncode is None and time.monotonic() < deadline:
+            try:
+                _reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, self.args.port), 1.0)
+            except (OSError, TimeoutError):
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return True
+        return False
 
     async def _watch_exit(self, child: _Child) -> None:
         status = await child.process.wait()
@@ -261,6 +291,7 @@ async def _serve(args: argparse.Namespace, target: str, paths: list[Path]) -> in
     inspector: subprocess.Popen[bytes] | None = None
     if args.transport == "http":
         url = _url(args)
+        await supervisor.ready()
         _devlog.emit(f"serving {target} at {url}; watching {', '.join(map(str, paths))}")
         if args.inspector:
             inspector = _start_inspector(["--transport", "http", "--server-url", url])
@@ -275,19 +306,24 @@ async def _serve(args: argparse.Namespace, target: str, paths: list[Path]) -> in
             stop.set()
 
         supervisor.spawn(pump())
-    waiters = [loop.create_task(stop.wait()), watcher]
-    done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    stop.set()
-    for task in waiters:
-        if task in done and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
-    await supervisor.stop()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await asyncio.wait_for(watcher, STOP_GRACE)
-    if inspector is not None:
-        inspector.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            inspector.wait(STOP_GRACE)
+    stopped = loop.create_task(stop.wait())
+    try:
+        await asyncio.wait([stopped, watcher], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.set()
+        # No new generation after this; a reload in progress finishes first (it holds
+        # the lock), so the last stop below also ends the child it started.
+        supervisor.closing = True
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.wait_for(asyncio.shield(watcher), 3 * STOP_GRACE)
+        async with supervisor.lock:
+            await supervisor.stop()
+        if inspector is not None:
+            inspector.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                inspector.wait(STOP_GRACE)
+    if watcher.done() and not watcher.cancelled() and watcher.exception() is not None:
+        raise watcher.exception()  # type: ignore[misc]
     return 0
 
 
