@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from tests._serving import serving
 
+import nimblemcp as m
 from nimblemcp import Client
+from nimblemcp.cli._devlog import RequestLog
 
 SERVER = '''
 import nimblemcp as m
@@ -305,3 +308,29 @@ def test_stopping_during_a_reload_leaves_no_server_behind(server_file: Path) -> 
     assert status == 0, err.text
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+
+
+async def test_the_asgi_request_log_reads_json_and_sse_responses() -> None:
+    """`RequestLog` around the real endpoint under uvicorn: a plain JSON answer, an SSE
+    answer (the tool reports progress), an error, and a notification."""
+    server = m.Server("logged")
+
+    @server.tool
+    async def slow(ctx: m.Context) -> str:
+        await ctx.report_progress(1, 1, "done")
+        return "ok"
+
+    lines: list[str] = []
+    async with (serving(RequestLog(server.asgi_app(), log=lines.append)) as base,
+                Client(base + "/mcp") as client):
+        await client.list_tools()
+        progress: list[float] = []
+        result = await client.call_tool("slow", {}, on_progress=lambda p, t, msg: progress.append(p))
+        assert result["content"][0]["text"] == "ok" and progress == [1]
+        with pytest.raises(m.McpError):
+            await client.read_resource("nothing://here")
+    assert any(text.startswith("tools/list ") and text.endswith("-> complete") for text in lines), lines
+    assert any(text.startswith('tools/call "slow" ') and text.endswith("-> complete")
+               for text in lines), lines
+    assert any(text.startswith('resources/read "nothing://here" ') and "-> error -3" in text
+               for text in lines), lines

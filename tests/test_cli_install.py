@@ -154,3 +154,16 @@ async def test_the_written_command_starts_the_server_with_its_env(home: Path, se
         assert found["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "weather-station"
         result = await client.call_tool("setting", {"key": "API_KEY"})
         assert result["content"][0]["text"] == "s3cret"
+
+
+def test_linux_hosts_follow_xdg_config_home(home: Path, server_file: Path, tmp_path: Path) -> None:
+    xdg = tmp_path / "xdg"
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(xdg)}
+    for host, relative in (("claude-desktop", "Claude/claude_desktop_config.json"),
+                           ("vscode", "Code/User/mcp.json")):
+        out = subprocess.run([sys.executable, "-m", "nimblemcp", "install", host, str(server_file),
+                              "--platform", "linux", "--write"], env=env, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert (xdg / relative).is_file()
+    assert not (home / ".config").exists()
