@@ -1,4 +1,4 @@
-"""Shared fixtures: the spec directory, a schema.json validator, small servers."""
+"""Shared fixtures: the vendored spec schemas, a schema.json validator, small servers."""
 
 
 import json
@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-SPEC_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "spec"
+# A copy of what the tests need from the MCP spec (see fixtures/spec/README.md), so a fresh
+# clone needs nothing beside the repository.
+SPEC_DIR = Path(__file__).resolve().parent / "fixtures" / "spec"
 SCHEMA_DIR = SPEC_DIR / "schema" / "2026-07-28"
 EXAMPLES_DIR = SCHEMA_DIR / "examples"
 
@@ -16,7 +18,7 @@ def _require_spec() -> None:
     # Fail loudly: the conformance tests are the point, a skip would hide their loss.
     if not (SCHEMA_DIR / "schema.json").is_file():
         raise RuntimeError(
-            f"MCP spec not found at {SPEC_DIR}; clone it to ../shared/spec beside the repo"
+            f"MCP schema fixtures not found at {SPEC_DIR} (see tests/fixtures/spec/README.md)"
         )
 
 

@@ -102,7 +102,10 @@ def run_http(
     `legacy_sessions=False` turns the 2025-11-25 session leg off; `auth` makes the
     endpoint an OAuth resource server (see `http_auth.BearerAuth`).
     """
-    import uvicorn
+    from nimblemcp._extras import needs_extra
+
+    with needs_extra("http", "HTTP serving"):
+        import uvicorn
 
     if allowed_hosts is None and (security is None or security.allowed_hosts is None) and host not in _LOOPBACK:
         allowed_hosts = ["*"]

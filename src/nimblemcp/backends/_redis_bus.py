@@ -89,7 +89,10 @@ class RedisBus:
     """Publish/subscribe of change events across instances through one Redis channel."""
 
     def __init__(self, url: str, *, channel: str = "nimblemcp:events", ready_timeout: float = 5.0) -> None:
-        import redis.asyncio  # fail at construction, not in the thread, when missing
+        from nimblemcp._extras import needs_extra
+
+        with needs_extra("redis", "The Redis bus"):  # fail here, not in the thread
+            import redis.asyncio
 
         self._redis = redis.asyncio
         self.url = url

@@ -41,7 +41,10 @@ class RedisStore:
 
         self._errors: type[Exception] = redis.exceptions.RedisError
         if isinstance(url_or_client, str):
-            import redis.asyncio
+            from nimblemcp._extras import needs_extra
+
+            with needs_extra("redis", "The Redis store"):
+                import redis.asyncio
 
             self._client: Any = redis.asyncio.Redis.from_url(url_or_client)
             self._owned = True

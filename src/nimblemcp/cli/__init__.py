@@ -2,8 +2,10 @@
 
 argparse rather than click/typer on purpose: `nimblemcp run` is on the cold-start
 path of every stdio server a host spawns. The client commands (discover, tools, call,
-read, prompt, listen) live in `_client_commands`, imported only when one is asked for,
-so `run` never imports the client.
+read, prompt, listen) live in `_client_commands`, `dev` in `_dev`, `install` in
+`_install`: each is imported only when asked for, so `run` imports none of them (nor
+the client). A missing optional dependency ends the command with one line naming the
+extra to install, not a traceback.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nimblemcp._extras import MissingExtraError
 from nimblemcp.server._server import Server
 
-__all__ = ["load_server", "main"]
+__all__ = ["endpoint_url", "load_server", "main"]
 
 _CLIENT_COMMANDS = ("discover", "tools", "call", "read", "prompt", "listen")
+_OWN_PARSERS = {"dev": "nimblemcp.cli._dev", "install": "nimblemcp.cli._install"}
 
 
 def load_server(target: str) -> Server:
@@ -71,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
                        ("prompt", "get a prompt (or list them)"),
                        ("listen", "print list changes and resource updates")):
         sub.add_parser(name, help=text, add_help=False)
+    sub.add_parser("dev", help="run a server for development: reload on change, request log",
+                   add_help=False)
+    sub.add_parser("install", help="add a server to a host's config (Claude, Cursor, VS Code)",
+                   add_help=False)
     run = sub.add_parser("run", help="serve a nimblemcp Server over stdio or HTTP")
     run.add_argument("target", help="path/to/server.py[:object] or package.module[:object]")
     run.add_argument("--transport", choices=("stdio", "http"), default="stdio")
@@ -82,17 +90,46 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        _main(argv)
+    except MissingExtraError as exc:
+        print(f"nimblemcp: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _main(argv: list[str]) -> None:
+    head = argv[:argv.index("--")] if "--" in argv else argv
+    if head and head[0] not in (*_CLIENT_COMMANDS, *_OWN_PARSERS, "run", "-h", "--help"):
+        # Client options or the URL before the command word: `nimblemcp URL tools`.
+        for i, word in enumerate(head):
+            if word in _CLIENT_COMMANDS:
+                argv = [word, *argv[:i], *argv[i + 1:]]
+                break
     if argv and argv[0] in _CLIENT_COMMANDS:
         from nimblemcp.cli._client_commands import main as client_main
 
         raise SystemExit(client_main(argv))
+    if argv and argv[0] in _OWN_PARSERS:
+        command: Any = importlib.import_module(_OWN_PARSERS[argv[0]])
+        raise SystemExit(command.main(argv[1:]))
     args = _parser().parse_args(argv)
     if args.command == "run":
         server = load_server(args.target)
         if args.transport == "stdio":
             server.run("stdio")
         else:
+            print(f"nimblemcp: serving {server.name!r} over Streamable HTTP at "
+                  f"{endpoint_url(args.host, args.port, args.path)}", file=sys.stderr, flush=True)
             server.run("http", host=args.host, port=args.port, path=args.path)
+
+
+def endpoint_url(host: str, port: int, path: str) -> str:
+    """The URL a client uses for an endpoint bound to `host:port` at `path`."""
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"  # reachable from this machine; other machines use its address
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}{path if path.startswith('/') else '/' + path}"
 
 
 if __name__ == "__main__":

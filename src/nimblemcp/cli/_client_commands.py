@@ -1,17 +1,20 @@
 """`nimblemcp discover|tools|call|read|prompt|listen TARGET ...`: poke a server.
 
-TARGET is an `http(s)://` URL, or everything after `--` is a command line to spawn
-over stdio:
+TARGET is an `http(s)://` URL, anywhere among the words and options, or everything
+after `--` is a command line to spawn over stdio:
 
     nimblemcp tools http://127.0.0.1:8000/mcp
     nimblemcp call search_docs --arg query=risk -- python server.py
+    nimblemcp call search_docs http://127.0.0.1:8000/mcp --arg query=risk
     nimblemcp listen --tools --resource docs://brief.md -- python server.py
 
-Readable text by default, `--json` for scripts. `call` asks elicitation questions in
-the terminal and refuses sampling unless `--sample-reply` is given; `call --tasks` lets
-the tool run as a task and prints its status changes on stderr. Loaded only for
-these commands, so `nimblemcp run` never imports the client; must not import the
-server.
+Readable text by default, `--json` for scripts (stdout is the result; what happens on
+the way goes to stderr as JSON lines). While a request runs, the tool's progress
+(a bar on a terminal, lines otherwise) and the server's log messages (`--log-level`)
+show on stderr. `call` asks elicitation questions in the terminal and refuses sampling
+unless `--sample-reply` is given; `call --tasks` lets the tool run as a task and
+prints its status changes on stderr. Loaded only for these commands, so `nimblemcp
+run` never imports the client; must not import the server.
 """
 
 from __future__ import annotations
@@ -31,45 +34,48 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS = ("discover", "tools", "call", "read", "prompt", "listen")
 
 
-def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="print JSON for scripts")
-    common.add_argument("--timeout", type=float, default=60.0, help="per-request timeout (s)")
-    common.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
-                        help="extra HTTP header (repeatable)")
-    common.add_argument("-v", "--verbose", action="store_true",
-                        help="log to stderr (including a stdio server's stderr)")
-    parser = argparse.ArgumentParser(
-        prog="nimblemcp", description="Talk to an MCP server: TARGET is an http(s):// URL, "
-        "or put the server's command line after `--` to run it over stdio.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("discover", parents=[common], help="server/discover")
-    p.add_argument("target", nargs="?", help="http(s):// URL (or use -- command ...)")
-    p = sub.add_parser("tools", parents=[common], help="list the tools")
-    p.add_argument("target", nargs="?")
-    p = sub.add_parser("call", parents=[common], help="call a tool")
-    p.add_argument("words", nargs="+", metavar="[TARGET] NAME")
-    p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="an argument; VALUE is parsed as JSON when it parses, else a string")
-    p.add_argument("--args", dest="args_json", metavar="JSON", help="all arguments as a JSON object")
-    p.add_argument("--sample-reply", metavar="TEXT",
-                   help="answer sampling requests with this text (refused otherwise)")
-    p.add_argument("--tasks", action="store_true",
-                   help="declare the tasks extension: the tool may run as a task, which is "
-                   "polled to its end (status changes go to stderr)")
-    p = sub.add_parser("read", parents=[common], help="read a resource (no URI: list them)")
-    p.add_argument("words", nargs="*", metavar="[TARGET] [URI]")
-    p = sub.add_parser("prompt", parents=[common], help="get a prompt (no NAME: list them)")
-    p.add_argument("words", nargs="*", metavar="[TARGET] [NAME]")
-    p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE")
-    p = sub.add_parser("listen", parents=[common], help="print subscription events until Ctrl-C")
-    p.add_argument("target", nargs="?")
-    p.add_argument("--tools", action="store_true", help="tools/list_changed")
-    p.add_argument("--prompts", action="store_true", help="prompts/list_changed")
-    p.add_argument("--resources", action="store_true", help="resources/list_changed")
-    p.add_argument("--resource", action="append", default=[], metavar="URI",
-                   help="resources/updated for this URI (repeatable)")
-    return parser
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+HELP = {"discover": "server/discover", "tools": "list the tools", "call": "call a tool",
+        "read": "read a resource (no URI: list resources and templates)",
+        "prompt": "get a prompt (no NAME: list them)",
+        "listen": "print subscription events until Ctrl-C"}
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    """One command's parser; its words and options may come in any order."""
+    p = argparse.ArgumentParser(
+        prog=f"nimblemcp {command}", description=f"{HELP[command]}. TARGET is an http(s):// "
+        "URL anywhere on the line, or the server's command line after `--` (stdio).")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.add_argument("--timeout", type=float, default=60.0, help="per-request timeout (s)")
+    p.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
+                   help="extra HTTP header (repeatable)")
+    p.add_argument("--log-level", choices=(*LOG_LEVELS, "off"), default="info",
+                   help="the server's log messages to show on stderr (default info)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="log to stderr (including a stdio server's stderr)")
+    words = {"discover": "[TARGET]", "tools": "[TARGET]", "call": "[TARGET] NAME",
+             "read": "[TARGET] [URI]", "prompt": "[TARGET] [NAME]", "listen": "[TARGET]"}
+    p.add_argument("words", nargs="*", metavar=words[command])
+    if command == "call":
+        p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                       help="an argument; VALUE is parsed as JSON when it parses, else a string")
+        p.add_argument("--args", dest="args_json", metavar="JSON",
+                       help="all arguments as a JSON object")
+        p.add_argument("--sample-reply", metavar="TEXT",
+                       help="answer sampling requests with this text (refused otherwise)")
+        p.add_argument("--tasks", action="store_true",
+                       help="declare the tasks extension: the tool may run as a task, which is "
+                       "polled to its end (status changes go to stderr)")
+    elif command == "prompt":
+        p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE")
+    elif command == "listen":
+        p.add_argument("--tools", action="store_true", help="tools/list_changed")
+        p.add_argument("--prompts", action="store_true", help="prompts/list_changed")
+        p.add_argument("--resources", action="store_true", help="resources/list_changed")
+        p.add_argument("--resource", action="append", default=[], metavar="URI",
+                       help="resources/updated for this URI (repeatable)")
+    return p
 
 
 class UsageError(Exception):
@@ -79,15 +85,24 @@ class UsageError(Exception):
 def _split_target(
     args: argparse.Namespace, command_line: list[str]
 ) -> tuple[Any, list[str]]:
-    """The Client target and the remaining positional words."""
-    words: list[str] = list(getattr(args, "words", None) or [])
-    if getattr(args, "target", None) is not None:
-        words.insert(0, args.target)
+    """The Client target and the remaining positional words (the URL may be any word)."""
+    words: list[str] = list(args.words)
+    urls = [w for w in words if w.startswith(("http://", "https://"))]
     if command_line:
-        return command_line, words
-    if words and words[0].startswith(("http://", "https://")):
-        return words[0], words[1:]
-    raise UsageError("give an http(s):// URL, or the server's command line after `--`")
+        if urls:
+            raise UsageError("give either an http(s):// URL or a command line after `--`, not both")
+        target: Any = command_line
+    elif len(urls) == 1:
+        target = urls[0]
+        words.remove(target)
+    elif urls:
+        raise UsageError("more than one http(s):// URL given")
+    else:
+        raise UsageError("give an http(s):// URL, or the server's command line after `--`")
+    most = {"discover": 0, "tools": 0, "listen": 0, "call": 1, "read": 1, "prompt": 1}[args.command]
+    if len(words) > most:
+        raise UsageError(f"unexpected argument(s): {' '.join(words[most:])}")
+    return target, words
 
 
 def parse_arguments(pairs: Sequence[str], raw: str | None) -> dict[str, Any]:
@@ -117,7 +132,10 @@ def _transport(target: Any, headers: Sequence[str]) -> Any:
         from nimblemcp.transports.stdio_client import StdioTransport
 
         return StdioTransport(target[0], target[1:])
-    from nimblemcp.transports.http_client import HttpTransport
+    from nimblemcp._extras import needs_extra
+
+    with needs_extra("http", "An HTTP client connection"):
+        from nimblemcp.transports.http_client import HttpTransport
 
     extra = {}
     for header in headers:
@@ -132,6 +150,10 @@ async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
     from nimblemcp.client import Client
 
     callbacks: dict[str, Any] = {}
+    if args.log_level != "off":
+        callbacks["log_level"] = args.log_level
+        callbacks["on_log"] = (lambda params: r.dump_event({"log": params})) if args.json \
+            else r.show_log
     if args.command == "call":
         async def elicit(params: dict[str, Any]) -> dict[str, Any]:
             return await asyncio.to_thread(r.ask_form, params)
@@ -153,9 +175,11 @@ async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
         elif args.command == "read":
             if not words:
                 items = await client.list_resources()
-                rows = [[str(i.get("uri")), str(i.get("mimeType", "")), r.first_line(
-                    i.get("description") or i.get("name"))] for i in items]
-                r.dump_json(items) if args.json else r.table(rows, ["URI", "TYPE", "DESCRIPTION"])
+                templates = await _templates(client)
+                if args.json:
+                    r.dump_json({"resources": items, "resourceTemplates": templates})
+                else:
+                    r.table(r.resource_rows(items, templates), ["URI", "TYPE", "DESCRIPTION"])
             else:
                 result = await client.read_resource(words[0])
                 r.dump_json(result) if args.json else r.render_content(result.get("contents") or [])
@@ -177,7 +201,12 @@ async def _call(client: Any, args: argparse.Namespace, words: list[str]) -> int:
     if len(words) != 1:
         raise UsageError("call wants exactly one tool NAME")
     arguments = parse_arguments(args.arg, args.args_json)
-    result = await client.call_tool(words[0], arguments, on_task_status=_print_status)
+    progress = r.Progress(json_lines=args.json)
+    try:
+        result = await client.call_tool(words[0], arguments, on_task_status=_print_status,
+                                        on_progress=progress.update)
+    finally:
+        progress.finish()
     if args.json:
         r.dump_json(result)
     else:
@@ -188,6 +217,19 @@ async def _call(client: Any, args: argparse.Namespace, words: list[str]) -> int:
         else:
             r.render_content(content, out)
     return 1 if result.get("isError") else 0
+
+
+async def _templates(client: Any) -> list[dict[str, Any]]:
+    """The server's resource templates; none when it has no resources capability for them."""
+    from nimblemcp.errors import ProtocolError
+
+    try:
+        templates: list[dict[str, Any]] = await client.list_resource_templates()
+    except ProtocolError as exc:
+        if exc.code != -32601:  # method not found: a server without templates
+            raise
+        return []
+    return templates
 
 
 def _print_status(task: dict[str, Any]) -> None:
@@ -221,8 +263,10 @@ def main(argv: Sequence[str]) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, command_line = argv[:cut], argv[cut + 1:]
-    parser = _parser()
-    args = parser.parse_args(argv)
+    command, rest = argv[0], argv[1:]
+    parser = _parser(command)
+    args = parser.parse_intermixed_args(rest)
+    args.command = command
     if args.verbose:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(levelname)s %(name)s: %(message)s")
@@ -236,6 +280,6 @@ def main(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         return 130 if args.command != "listen" else 0
     except McpError as exc:
-        print(f"nimblemcp: {type(exc).__name__}: {exc}", file=sys.stderr)
+        r.show_error(exc, json_lines=args.json)
         return 1
     return 2  # parser.error exits; kept for the type checker

@@ -1,13 +1,17 @@
 """Plain-text output and terminal prompts for the client commands of the CLI.
 
-Tables for lists, readable content blocks for results, one line per listen event, and
-`ask_form`: an elicitation form answered with `input()` per schema field. Pure
-formatting and prompting: must not import the client, transports or the server.
+Tables for lists, readable content blocks for results, one line per listen event,
+what happens during a request on stderr (`Progress`: a bar on a terminal, lines
+otherwise; `show_log`: the server's log messages; `show_error`: an error with its
+details), and `ask_form`: an elicitation form answered with `input()` per schema
+field. Standard library only (no terminal library: the CLI stays quick to start).
+Pure formatting and prompting: must not import the client, transports or the server.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
@@ -15,20 +19,109 @@ from typing import Any, TextIO
 from nimblemcp.types._meta import SERVER_INFO
 
 __all__ = [
+    "Progress",
     "ask_form",
     "describe_rows",
+    "dump_event",
     "dump_json",
     "first_line",
     "render_content",
     "render_discover",
     "render_event",
     "render_messages",
+    "resource_rows",
+    "show_error",
+    "show_log",
     "table",
 ]
 
 
 def dump_json(value: Any, out: TextIO | None = None) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False), file=out or sys.stdout, flush=True)
+
+
+def dump_event(value: Any, out: TextIO | None = None) -> None:
+    """One compact JSON line on stderr (what `--json` shows of progress and logs)."""
+    print(json.dumps(value, ensure_ascii=False), file=out or sys.stderr, flush=True)
+
+
+class Progress:
+    """Shows `notifications/progress` of one request on stderr.
+
+    On a terminal one line is redrawn in place (`[#####.....]  50%  message`); into
+    a pipe or file each update is its own line (`progress 1/2 (50%) message`); with
+    `json_lines` each is a JSON object. `finish()` clears the terminal line.
+    """
+
+    def __init__(self, out: TextIO | None = None, *, json_lines: bool = False) -> None:
+        self.out = out or sys.stderr
+        self.json_lines = json_lines
+        self.live = not json_lines and self.out.isatty()
+        self.drawn = False
+
+    def update(self, progress: float, total: float | None, message: str | None) -> None:
+        if self.json_lines:
+            dump_event({"progress": progress, "total": total, "message": message}, self.out)
+            return
+        share = progress / total if total else None
+        number = f"{progress:g}" + (f"/{total:g}" if total else "")
+        percent = f" ({share:.0%})" if share is not None else ""
+        if not self.live:
+            text = f"progress {number}{percent}" + (f" {message}" if message else "")
+            print(text, file=self.out, flush=True)
+            return
+        width = max(10, min(40, shutil.get_terminal_size().columns - 40))
+        if share is not None:
+            filled = int(min(max(share, 0.0), 1.0) * width)
+            bar = "[" + "#" * filled + "." * (width - filled) + f"] {share:4.0%}"
+        else:
+            bar = f"[{number}]"
+        self.out.write("\r\x1b[2K" + bar + (f"  {message}" if message else ""))
+        self.out.flush()
+        self.drawn = True
+
+    def finish(self) -> None:
+        if self.drawn:
+            self.out.write("\r\x1b[2K")
+            self.out.flush()
+            self.drawn = False
+
+
+def show_log(params: Mapping[str, Any], out: TextIO | None = None) -> None:
+    """A `notifications/message` as one stderr line: `[server warning db] text`."""
+    data = params.get("data")
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    where = " ".join(str(part) for part in (params.get("level", "info"), params.get("logger"))
+                     if part)
+    print(f"[server {where}] {text}", file=out or sys.stderr, flush=True)
+
+
+def show_error(exc: BaseException, out: TextIO | None = None, *, json_lines: bool = False) -> None:
+    """An error with its code and data kept (a missing capability, a dead server's stderr)."""
+    code = getattr(exc, "code", None)
+    data = getattr(exc, "data", None)
+    if json_lines:
+        dump_event({"error": {"type": type(exc).__name__, "code": code, "message": str(exc),
+                              "data": data}}, out)
+        return
+    out = out or sys.stderr
+    head = f"nimblemcp: {type(exc).__name__}" + (f" ({code})" if code is not None else "")
+    print(f"{head}: {exc}", file=out)
+    if data is not None:
+        print("details: " + json.dumps(data, ensure_ascii=False, indent=2), file=out)
+    out.flush()
+
+
+def resource_rows(resources: Iterable[Mapping[str, Any]],
+                  templates: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+    """Rows for `read` without a URI: the resources, then the templates."""
+    rows = [[str(i.get("uri")), str(i.get("mimeType", "")),
+             first_line(i.get("description") or i.get("title") or i.get("name"))]
+            for i in resources]
+    rows += [[str(t.get("uriTemplate")), str(t.get("mimeType", "")),
+              "(template) " + first_line(t.get("description") or t.get("title") or t.get("name"))]
+             for t in templates]
+    return rows
 
 
 def first_line(text: Any) -> str:

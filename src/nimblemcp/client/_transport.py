@@ -132,7 +132,10 @@ def transport_for(
     """A URL, a command list, a Transport or an in-process Server, as a Transport. The
     limits apply to the transports built here."""
     if isinstance(target, str) and target.startswith(("http://", "https://")):
-        from nimblemcp.transports.http_client import HttpTransport
+        from nimblemcp._extras import needs_extra
+
+        with needs_extra("http", "An HTTP client connection"):
+            from nimblemcp.transports.http_client import HttpTransport
 
         return HttpTransport(target, auth=auth, max_message_bytes=max_message_bytes,
                              max_redirects=max_redirects)

@@ -33,7 +33,7 @@ from nimblemcp.server._context import Context
 from nimblemcp.server._logbridge import current
 from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
 from nimblemcp.server._subscriptions import listen
-from nimblemcp.types._meta import SERVER_INFO, RequestMeta, parse_request_meta
+from nimblemcp.types._meta import META_HINT, SERVER_INFO, RequestMeta, parse_request_meta
 from nimblemcp.types._versions import MODERN_VERSIONS
 from nimblemcp.types.methods import METHODS
 
@@ -136,7 +136,7 @@ class Dispatcher:
         params = message.get("params")
         if meta is None:
             if params is None:
-                raise InvalidParams("params with _meta is required")
+                raise InvalidParams("params with _meta is required" + META_HINT)
             meta = parse_request_meta(params)
             if meta.version not in self.supported_versions:
                 raise UnsupportedProtocolVersion(meta.version, self.supported_versions)

@@ -4,7 +4,8 @@ One reader task demultiplexes the child's stdout: responses by `id`, progress by
 `progressToken`, other request-scoped notifications to the single in-flight request
 (or to `on_notification` when it is ambiguous); server-to-client requests go to
 `on_request` (legacy sessions, LEGC-03) and its answer is written back. The child's stderr is forwarded to
-logging, never treated as an error signal (STDIO-02). Abandoning a stream sends
+logging, never treated as an error signal (STDIO-02); its last lines and the exit status
+go into the TransportError of a child that died. Abandoning a stream sends
 `notifications/cancelled` (STDIO-05). Shutdown closes stdin, waits, then SIGTERM,
 then SIGKILL (STDIO-06). Must not import `nimblemcp.client` or `nimblemcp.server`.
 """
@@ -16,6 +17,7 @@ import contextlib
 import logging
 import os
 import shlex
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +31,7 @@ __all__ = ["StdioTransport"]
 
 logger = logging.getLogger("nimblemcp.stdio_client")
 MAX_LINE = MAX_MESSAGE_BYTES
+STDERR_TAIL = 20  # lines of a dead child's stderr kept for the TransportError
 
 
 class StdioTransport:
@@ -70,6 +73,8 @@ class StdioTransport:
         self._tasks: list[asyncio.Task[None]] = []
         self._write_lock = asyncio.Lock()
         self._lost: str | None = None
+        self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
+        self._stderr_task: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         if self.process is not None:
@@ -84,14 +89,17 @@ class StdioTransport:
         except OSError as exc:
             raise TransportError(f"cannot start {self.peer}: {exc}") from exc
         self._lost = None
-        self._tasks = [asyncio.create_task(self._read_stdout()),
-                       asyncio.create_task(self._read_stderr())]
+        self._stderr_tail.clear()
+        self._stderr_task = asyncio.create_task(self._read_stderr())
+        self._tasks = [asyncio.create_task(self._read_stdout()), self._stderr_task]
 
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
         name = os.path.basename(self.command)
         while line := await self.process.stderr.readline():
-            logger.info("[%s] %s", name, line.decode("utf-8", "replace").rstrip())
+            text = line.decode("utf-8", "replace").rstrip()
+            self._stderr_tail.append(text)
+            logger.info("[%s] %s", name, text)
 
     async def _read_stdout(self) -> None:
         assert self.process is not None and self.process.stdout is not None
@@ -105,7 +113,7 @@ class StdioTransport:
             oversized = True
             reason = (f"the server sent a line larger than {self.max_message_bytes} bytes "
                       "(the client's max_message_bytes); the connection is closed")
-        self._lost = reason
+        self._lost = reason if oversized else await self._why_lost(reason)
         for queue in self._pending.values():
             queue.put_nowait(None)
         if oversized:
@@ -119,6 +127,23 @@ class StdioTransport:
         with contextlib.suppress(Exception):
             while await stdout.read(65536):
                 pass
+
+    async def _why_lost(self, reason: str) -> str:
+        """`reason`, plus the exit status and stderr tail of a child that died."""
+        process = self.process
+        if process is None:  # close() is stopping it: nothing to explain
+            return reason
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), 1.0)
+        if process.returncode is None:
+            return reason
+        if self._stderr_task is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
+        text = f"{reason}; it exited with status {process.returncode}"
+        if self._stderr_tail:
+            text += "; the end of its stderr:\n" + "\n".join(f"  {t}" for t in self._stderr_tail)
+        return text
 
     def _route(self, line: bytes) -> None:
         try:

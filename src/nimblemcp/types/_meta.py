@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from nimblemcp.errors import InvalidParams
+from nimblemcp.types._versions import LATEST_VERSION
 
 PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
@@ -29,6 +30,12 @@ LOG_LEVELS: tuple[str, ...] = (
 )
 _LOG_RANK = {name: i for i, name in enumerate(LOG_LEVELS)}
 
+# Appended to the `_meta` errors: someone typing JSON-RPC into a server by hand sees
+# what a request must carry.
+META_HINT = (f'; every request carries it, e.g. "params": {{"_meta": {{"{PROTOCOL_VERSION}": '
+             f'"{LATEST_VERSION}", "{CLIENT_CAPABILITIES}": {{}}}}}} '
+             "(a 2025-11-25 client sends initialize first instead)")
+
 _EMPTY: dict[str, Any] = {}
 _tuple_new = tuple.__new__
 
@@ -50,16 +57,16 @@ def parse_request_meta(params: Any) -> RequestMeta:
     The version is returned as sent; whether it is supported is the caller's call.
     """
     if not isinstance(params, dict):
-        raise InvalidParams("params must be an object carrying _meta")
+        raise InvalidParams("params must be an object carrying _meta" + META_HINT)
     meta = params.get("_meta")  # type: ignore[union-attr]
     if not isinstance(meta, dict):
-        raise InvalidParams("params._meta is required")
+        raise InvalidParams("params._meta is required" + META_HINT)
     version = meta.get(PROTOCOL_VERSION)  # type: ignore[union-attr]
     if not isinstance(version, str):
-        raise InvalidParams(f"params._meta is missing {PROTOCOL_VERSION}")
+        raise InvalidParams(f"params._meta is missing {PROTOCOL_VERSION}" + META_HINT)
     caps = meta.get(CLIENT_CAPABILITIES, None)  # type: ignore[union-attr]
     if not isinstance(caps, dict):
-        raise InvalidParams(f"params._meta is missing {CLIENT_CAPABILITIES}")
+        raise InvalidParams(f"params._meta is missing {CLIENT_CAPABILITIES}" + META_HINT)
     info = meta.get(CLIENT_INFO)  # type: ignore[union-attr]
     rank: int | None = None
     if LOG_LEVEL in meta:  # present but null is as unrecognized as a typo (LOG-05)
