@@ -25,6 +25,8 @@ OUTSIDE_THE_TREE = {
         "private: ends the body read in the size-limit middleware, answered with HTTP 413",
     "nimblemcp.client._listen._Dropped":
         "private: a listen stream ended early; the Listener reconnects or ends iteration",
+    "nimblemcp.cli._install._Refused":
+        "CLI-internal: `nimblemcp install` refusing to touch a config; printed, exit status 1",
     "nimblemcp.cli._client_commands.UsageError":
         "CLI-internal: printed as a usage message with exit status 2",
 }

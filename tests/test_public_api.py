@@ -76,6 +76,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "RedisStore",
     ],
     "nimblemcp.cli": [
+        "endpoint_url",
         "load_server",
         "main",
     ],
@@ -183,6 +184,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "MessageTooLarge",
         "MethodNotFound",
         "MissingClientCapability",
+        "MissingExtraError",
         "OutputValidationError",
         "ParseError",
         "ProtocolError",

@@ -9,7 +9,7 @@ watchfiles):
 A `ModuleNotFoundError` inside the block becomes `MissingExtraError` (still an
 `ImportError`, so existing `except ImportError` handlers keep working) saying
 "HTTP serving needs the [http] extra: pip install 'nimblemcp[http]'". The CLI prints
-that line without a traceback. Imports only the standard library.
+that line without a traceback. Imports only `nimblemcp.errors`, where the error lives.
 """
 
 from __future__ import annotations
@@ -17,20 +17,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from nimblemcp.errors import MissingExtraError
+
 __all__ = ["MissingExtraError", "needs_extra"]
-
-
-class MissingExtraError(ImportError):
-    """An optional dependency is not installed; `extra` names what to install."""
-
-    def __init__(self, extra: str, purpose: str, missing: str | None) -> None:
-        self.extra = extra
-        self.purpose = purpose
-        self.missing = missing
-        text = f"{purpose} needs the [{extra}] extra: pip install 'nimblemcp[{extra}]'"
-        if missing:
-            text += f" (module {missing!r} is missing)"
-        super().__init__(text, name=missing)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@
     ├── BackendError              a shared-state backend (Redis) failed; the cause is chained
     ├── SlowListener              a bus subscription fell too far behind and was ended
     ├── ConfigError               (also a ValueError) an `mcp.json` host configuration cannot be read
+    ├── MissingExtraError         (also an ImportError) an optional dependency is missing; `extra`
     └── ClientError               failures on our side of a client (never from the peer)
         ├── TransportError        the connection or stream broke; `retryable`, `session_expired`
         │   ├── StreamBroken               broke before the final response (retryable)
@@ -67,6 +68,7 @@ __all__ = [
     "MessageTooLarge",
     "MethodNotFound",
     "MissingClientCapability",
+    "MissingExtraError",
     "OutputValidationError",
     "ParseError",
     "ProtocolError",
@@ -386,3 +388,16 @@ def error_from_wire(error: dict[str, Any]) -> ProtocolError:
         exc.code = code if isinstance(code, int) else -32603
         return exc
     return cls(msg, data)
+
+
+class MissingExtraError(McpError, ImportError):
+    """An optional dependency is not installed; `extra` names what to install."""
+
+    def __init__(self, extra: str, purpose: str, missing: str | None) -> None:
+        self.extra = extra
+        self.purpose = purpose
+        self.missing = missing
+        text = f"{purpose} needs the [{extra}] extra: pip install 'nimblemcp[{extra}]'"
+        if missing:
+            text += f" (module {missing!r} is missing)"
+        super().__init__(text, name=missing)

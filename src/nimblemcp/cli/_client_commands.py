@@ -152,7 +152,7 @@ async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
     callbacks: dict[str, Any] = {}
     if args.log_level != "off":
         callbacks["log_level"] = args.log_level
-        callbacks["on_log"] = (lambda params: r.dump_event({"log": params})) if args.json \
+        callbacks["on_log"] = (lambda params: r.dump_event({"log": _untagged(params)})) if args.json \
             else r.show_log
     if args.command == "call":
         async def elicit(params: dict[str, Any]) -> dict[str, Any]:
@@ -283,3 +283,9 @@ def main(argv: Sequence[str]) -> int:
         r.show_error(exc, json_lines=args.json)
         return 1
     return 2  # parser.error exits; kept for the type checker
+
+
+def _untagged(params: dict[str, Any]) -> dict[str, Any]:
+    """A log notification as the server sent it: without the client's `requestId` tag
+    (one CLI command is one request)."""
+    return {k: v for k, v in params.items() if k != "requestId"}

@@ -366,7 +366,7 @@ class HttpTransport:
                   else "no WWW-Authenticate challenge")
         return AuthorizationRequired(
             401,
-            f"the server at {self.url} requires authorization ({quoted}); no auth is "
+            f"the server at {self.url} requires authorization (HTTP 401, {quoted}); no auth is "
             f"configured: pass auth= to Client (e.g. nimblemcp.client.auth.OAuth(...))",
             error, scheme=challenge.scheme, resource_metadata=challenge.resource_metadata,
             scope=challenge.scope,
