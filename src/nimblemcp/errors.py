@@ -8,10 +8,12 @@
     │   ├── InvalidParams                  -32602  bad params, `_meta`, cursor, name
     │   │   └── ResourceNotFound           -32602  with data {"uri": ...}
     │   ├── InternalError                  -32603  a server fault
+    │   │   └── StateTooLarge              -32603  a handler's MRTR state is over the seal limit
     │   ├── HeaderMismatch                 -32020  HTTP headers disagree with the body
     │   ├── MissingClientCapability        -32021  data {"requiredCapabilities": {...}}
     │   └── UnsupportedProtocolVersion     -32022  data {"supported": [...], "requested": ...}
     ├── ToolError                 raised inside a tool: becomes an `isError: true` result
+    │   └── HandleLimitExceeded            a state-handle quota or size limit was hit
     ├── InvalidToolHeaders        (also a ValueError) `x-mcp-header` annotations break TOOL-11
     ├── StateError                a `requestState` refused: tampered, expired, replayed, unbound
     ├── BackendError              a shared-state backend (Redis) failed; the cause is chained
@@ -45,6 +47,7 @@ __all__ = [
     "AuthorizationDenied",
     "BackendError",
     "ClientError",
+    "HandleLimitExceeded",
     "HeaderMismatch",
     "HttpStatusError",
     "InputRequestRefused",
@@ -64,6 +67,7 @@ __all__ = [
     "SessionExpired",
     "SlowListener",
     "StateError",
+    "StateTooLarge",
     "StreamBroken",
     "TaskCancelled",
     "TasksNotDeclared",
@@ -156,8 +160,23 @@ class UnsupportedProtocolVersion(ProtocolError):
         self.supported = list(supported)
 
 
+class StateTooLarge(InternalError):
+    """A handler's MRTR state (`ctx.state` plus earlier answers) would seal into a
+    `requestState` larger than the server accepts back: the round fails at seal time
+    (-32603) instead of issuing a token the retry would refuse. Keep `ctx.state`
+    small; put bulky data behind a state handle (`ctx.handles`)."""
+
+    default_message = "The handler's requestState is too large"
+
+
 class ToolError(McpError):
     """Raise inside a tool to report a failure the model can act on (`isError: true`)."""
+
+
+class HandleLimitExceeded(ToolError):
+    """A state handle would break a limit: too many handles or bytes for this caller,
+    or one handle too large. A tool error (`isError: true`), not -32602: the request
+    itself is well-formed, and the model can act on it (drop or reuse handles)."""
 
 
 class InvalidToolHeaders(McpError, ValueError):

@@ -25,6 +25,7 @@ from nimblemcp.errors import (
     MethodNotFound,
     ProtocolError,
     ResourceNotFound,
+    StateTooLarge,
     UnsupportedProtocolVersion,
 )
 from nimblemcp.jsonrpc import classify, error_response, request_id_of
@@ -188,7 +189,11 @@ class Dispatcher:
             if not req.spec.input_required:  # MRTR-01: never on other methods
                 logger.error("%s asked for client input, which only MRTR methods may", req.method)
                 return error_response(req.id, InternalError())
-            result = self._input_required(ctx, req, subject, asked)
+            try:
+                result = self._input_required(ctx, req, subject, asked)
+            except StateTooLarge as exc:  # the tool author's bug: say so in the log too
+                logger.error("%s %r: %s", req.method, req.params.get("name") or req.params.get("uri"), exc)
+                return error_response(req.id, exc)
         except ProtocolError as exc:
             return error_response(req.id, exc)
         except asyncio.CancelledError:

@@ -42,13 +42,24 @@ class StateOptions:
     `ttl`: seconds a requestState stays valid. `one_time`: every requestState of this
     server is single-use (needs a shared store across instances). `audience`: what the
     state is bound to (default: the server's name). `handle_ttl`: seconds a state
-    handle lives after its last write."""
+    handle lives after its last write.
+
+    Limits (see SECURITY.md): `max_state_size`: characters of one sealed requestState;
+    the server refuses to seal more (the tool author gets an error) and refuses to open
+    more. `handles_per_caller` / `handle_bytes_per_caller`: live handles and their
+    total JSON bytes per authenticated subject (all unauthenticated callers share one
+    quota); `max_handle_size`: JSON bytes of one handle's data. Exceeding a handle
+    limit is a `HandleLimitExceeded` tool error the model can read."""
 
     keys: tuple[str, ...] | None = None
     ttl: float = 600.0
     one_time: bool = False
     audience: str | None = None
     handle_ttl: float = 3600.0
+    max_state_size: int = 65_536
+    handles_per_caller: int = 1_000
+    handle_bytes_per_caller: int = 16 * 1024 * 1024
+    max_handle_size: int = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

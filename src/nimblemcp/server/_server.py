@@ -127,7 +127,7 @@ class Server:
         self._sealer: Sealer | None = None
         self._tasks: TaskManager | None = None
         self.store: KeyValueStore = backends.store if backends.store is not None else MemoryStore()
-        self.handles = HandleStore(self.store, ttl_s=state.handle_ttl)
+        self.handles = HandleStore(self.store, state)
         # subscriptions/listen: list changes and resource updates fan out via the bus.
         self.subscriptions = listen.enabled
         self.bus: NotificationBus = backends.bus if backends.bus is not None else InProcessBus()
@@ -156,7 +156,7 @@ class Server:
             store, bus = from_url(settings.redis_url)
             if self.backends.store is None:
                 self.store = store
-                self.handles = HandleStore(store, ttl_s=self.state_options.handle_ttl)
+                self.handles = HandleStore(store, self.state_options)
             if self.backends.bus is None:
                 self.bus = bus
             self.backends = Backends(self.store, self.bus)  # applied: a second call is a no-op
@@ -355,7 +355,8 @@ class Server:
         if self._sealer is None:
             from nimblemcp.server._sealing import Sealer
 
-            self._sealer = Sealer(self.audience, self._state_keys, self.state_ttl)
+            self._sealer = Sealer(self.audience, self._state_keys, self.state_ttl,
+                                  self.state_options.max_state_size)
         return self._sealer
 
     # -- what the server advertises ---------------------------------------------------
