@@ -83,10 +83,15 @@ class Backends:
 @dataclass(frozen=True, slots=True)
 class ListenOptions:
     """`subscriptions/listen` and list-change notifications (`enabled=False`: neither
-    is advertised); `queue`: events a listener may fall behind before it is dropped."""
+    is advertised); `queue`: events a listener may fall behind before it is dropped
+    (it then gets `notifications/cancelled`). `max_uris`: URIs one listen filter may
+    name, and `max_filter_chars`: their total length; a larger filter is refused with
+    -32602 (so the acknowledgement, which echoes the filter, always fits the stream)."""
 
     enabled: bool = True
     queue: int = 256
+    max_uris: int = 1_000
+    max_filter_chars: int = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
