@@ -15,6 +15,7 @@
     ├── ToolError                 raised inside a tool: becomes an `isError: true` result
     │   └── HandleLimitExceeded            a state-handle quota or size limit was hit
     ├── InvalidToolHeaders        (also a ValueError) `x-mcp-header` annotations break TOOL-11
+    ├── SchemaRefused             (also a ValueError) a schema with an unknown dialect or external `$ref`
     ├── StateError                a `requestState` refused: tampered, expired, replayed, unbound
     ├── BackendError              a shared-state backend (Redis) failed; the cause is chained
     ├── SlowListener              a bus subscription fell too far behind and was ended
@@ -64,6 +65,7 @@ __all__ = [
     "ProtocolError",
     "RequestTimeout",
     "ResourceNotFound",
+    "SchemaRefused",
     "SessionExpired",
     "SlowListener",
     "StateError",
@@ -182,6 +184,12 @@ class HandleLimitExceeded(ToolError):
 class InvalidToolHeaders(McpError, ValueError):
     """A tool definition whose `x-mcp-header` annotations break TOOL-11: the server
     refuses to register it, the client drops it from `tools/list` (TOOL-12)."""
+
+
+class SchemaRefused(McpError, ValueError):
+    """A hand-written JSON Schema the server refuses at registration: its `$schema`
+    names a dialect it does not support (SCHEMA-01), or a `$ref` points outside the
+    schema, which would mean fetching a URL (SCHEMA-02, never done)."""
 
 
 class StateError(McpError):

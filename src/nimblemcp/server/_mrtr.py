@@ -110,9 +110,9 @@ class ElicitAsk(Ask):
             except pydantic.ValidationError:
                 raise LookupError("content does not match the model") from None
             return ElicitResult("accept", content, data)  # type: ignore[arg-type]
-        import jsonschema
+        from nimblemcp.server._refs import confined_validator
 
-        if not jsonschema.Draft202012Validator(self.schema).is_valid(content):
+        if not confined_validator(self.schema, "elicitation schema").is_valid(content):
             raise LookupError("content does not match the schema")
         return ElicitResult("accept", content)  # type: ignore[arg-type]
 
@@ -181,6 +181,11 @@ def make_elicit(key: str, message: str, schema: Any, responses: dict[str, Any],
     if elic and "form" not in elic:  # {} means form-only; otherwise form must be listed
         raise MissingClientCapability({"elicitation": {"form": {}}})
     json_schema, model = elicit_schema(schema if schema is not None else {"type": "object", "properties": {}})
+    if model is None and json_schema is not None:
+        from nimblemcp.server._refs import check_refs, dialect_of
+
+        dialect_of(json_schema, "elicitation schema")  # SCHEMA-01: an unknown dialect is named
+        check_refs(json_schema, "elicitation schema")  # SCHEMA-02: nothing is ever fetched
     params = {"mode": "form", "message": message, "requestedSchema": json_schema}
     return ElicitAsk(key, {"method": "elicitation/create", "params": params}, responses, json_schema, model)
 

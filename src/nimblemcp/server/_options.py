@@ -5,6 +5,7 @@ is read.
   and the TTL of state handles.
 - `Backends`: the key-value store and the notification bus (in-memory by default).
 - `ListenOptions`: `subscriptions/listen` and change notifications.
+- `ToolOptions`: how tool failures and results are reported (masking, output checks).
 - `ServerSettings`: what the process environment says (`NIMBLEMCP_STATE_KEYS`,
   `NIMBLEMCP_REDIS_URL`). Read by `ServerSettings.from_env()` only, which the serving
   entry points (`Server.run()`, `Server.asgi_app()`, `nimblemcp run`) call; never by
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
     from nimblemcp.backends.bus import NotificationBus
     from nimblemcp.server._server import Server
 
-__all__ = ["ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "ListenOptions", "ServerSettings", "StateOptions"]
+__all__ = [
+    "ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "ListenOptions", "ServerSettings", "StateOptions", "ToolOptions",
+]
 
 ENV_STATE_KEYS = "NIMBLEMCP_STATE_KEYS"
 
@@ -92,6 +95,21 @@ class ListenOptions:
     queue: int = 256
     max_uris: int = 1_000
     max_filter_chars: int = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOptions:
+    """How tool failures and results reach the client.
+
+    `mask_errors`: an unexpected exception in a tool answers `isError` with a short
+    reference id only; its text and traceback go to the server log under that id
+    (`ToolError` messages always pass through). Set False in development to see
+    the exception's type and message in the result. `validate_output`: check
+    `structuredContent` against the tool's own `outputSchema` and answer `isError`
+    saying why when it does not fit."""
+
+    mask_errors: bool = True
+    validate_output: bool = True
 
 
 @dataclass(frozen=True, slots=True)

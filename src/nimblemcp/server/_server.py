@@ -17,7 +17,13 @@ from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
-from nimblemcp.server._options import Backends, ListenOptions, ServerSettings, StateOptions
+from nimblemcp.server._options import (
+    Backends,
+    ListenOptions,
+    ServerSettings,
+    StateOptions,
+    ToolOptions,
+)
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
@@ -29,7 +35,7 @@ if TYPE_CHECKING:
     from nimblemcp.types._tool_headers import HeaderRule
 
 F = Callable[..., Any]
-_O = TypeVar("_O", StateOptions, Backends, ListenOptions)
+_O = TypeVar("_O", StateOptions, Backends, ListenOptions, ToolOptions)
 
 
 def _override(options: _O, **given: Any) -> _O:
@@ -74,6 +80,7 @@ class Server:
         state: StateOptions | None = None,
         backends: Backends | None = None,
         listen: ListenOptions | None = None,
+        tool_options: ToolOptions | None = None,
         forward_logs: bool | str = False,
         max_inflight: int | None = None,
         # Flat spellings of the option groups above (each overrides its group's field).
@@ -86,6 +93,7 @@ class Server:
         bus: NotificationBus | None = None,
         subscriptions: bool | None = None,
         listen_queue: int | None = None,
+        mask_errors: bool | None = None,
     ) -> None:
         info: dict[str, Any] = {"name": name, "version": version}
         for key, value in (("title", title), ("description", description),
@@ -118,6 +126,7 @@ class Server:
         backends = _override(backends or Backends(), store=store, bus=bus)
         listen = _override(listen or ListenOptions(), enabled=subscriptions, queue=listen_queue)
         self.state_options, self.backends, self.listen_options = state, backends, listen
+        self.tool_options = _override(tool_options or ToolOptions(), mask_errors=mask_errors)
         # MRTR: requestState sealing, the optional single-use guard, and state handles,
         # all over one store.
         self.audience = state.audience or name
@@ -209,6 +218,7 @@ class Server:
 
     def add_tool(self, fn: F, **options: Any) -> ToolEntry:
         entry = ToolEntry(fn, **options)
+        entry.configure(self.tool_options)
         if entry.name in self.tools:
             raise ValueError(f"a tool named {entry.name!r} is already registered")
         if entry.task is not None:
