@@ -26,6 +26,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "HttpSecurity",
         "InvalidParams",
         "LATEST_VERSION",
+        "LegacyOptions",
         "ListenOptions",
         "McpError",
         "MissingClientCapability",
@@ -156,6 +157,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "HeaderMismatch",
         "HttpStatusError",
         "InputRequestRefused",
+        "InputTimeout",
         "InternalError",
         "InvalidParams",
         "InvalidRequest",
@@ -205,6 +207,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.server": [
         "Backends",
         "Context",
+        "LegacyOptions",
         "ListenOptions",
         "Server",
         "ServerSettings",

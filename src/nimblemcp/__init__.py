@@ -30,6 +30,7 @@ from nimblemcp.errors import (
 from nimblemcp.server import (
     Backends,
     Context,
+    LegacyOptions,
     ListenOptions,
     Server,
     ServerSettings,
@@ -86,6 +87,7 @@ __all__ = [
     "ElicitResult",
     "HttpSecurity",
     "InvalidParams",
+    "LegacyOptions",
     "ListenOptions",
     "McpError",
     "MissingClientCapability",

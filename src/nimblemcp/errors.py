@@ -8,7 +8,8 @@
     │   ├── InvalidParams                  -32602  bad params, `_meta`, cursor, name
     │   │   └── ResourceNotFound           -32602  with data {"uri": ...}
     │   ├── InternalError                  -32603  a server fault
-    │   │   └── StateTooLarge              -32603  a handler's MRTR state is over the seal limit
+    │   │   ├── StateTooLarge              -32603  a handler's MRTR state is over the seal limit
+    │   │   └── InputTimeout               -32603  a 2025-11-25 client left a server request unanswered
     │   ├── HeaderMismatch                 -32020  HTTP headers disagree with the body
     │   ├── MissingClientCapability        -32021  data {"requiredCapabilities": {...}}
     │   └── UnsupportedProtocolVersion     -32022  data {"supported": [...], "requested": ...}
@@ -52,6 +53,7 @@ __all__ = [
     "HeaderMismatch",
     "HttpStatusError",
     "InputRequestRefused",
+    "InputTimeout",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
@@ -169,6 +171,14 @@ class StateTooLarge(InternalError):
     small; put bulky data behind a state handle (`ctx.handles`)."""
 
     default_message = "The handler's requestState is too large"
+
+
+class InputTimeout(InternalError):
+    """A 2025-11-25 client did not answer a server-to-client request (elicitation,
+    sampling, roots) within `LegacyOptions.request_timeout`: the request that asked
+    fails with this error, and the client is sent `notifications/cancelled`."""
+
+    default_message = "The client did not answer the server's request in time"
 
 
 class ToolError(McpError):

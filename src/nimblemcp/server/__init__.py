@@ -7,6 +7,7 @@ imports a transport, and transports never import this. `nimblemcp.serving` joins
 from nimblemcp.server._context import Context
 from nimblemcp.server._options import (
     Backends,
+    LegacyOptions,
     ListenOptions,
     ServerSettings,
     StateOptions,
@@ -17,6 +18,6 @@ from nimblemcp.server._server import Server
 from nimblemcp.server._tools import ToolAnnotations, ToolResult
 
 __all__ = [
-    "Backends", "Context", "ListenOptions", "Server", "ServerSettings", "StateOptions", "ToolAnnotations",
+    "Backends", "Context", "LegacyOptions", "ListenOptions", "Server", "ServerSettings", "StateOptions", "ToolAnnotations",
     "ToolOptions", "ToolResult", "assistant", "message", "user",
 ]

@@ -5,13 +5,15 @@ is read.
   and the TTL of state handles.
 - `Backends`: the key-value store and the notification bus (in-memory by default).
 - `ListenOptions`: `subscriptions/listen` and change notifications.
+- `LegacyOptions` (defined with the port, which the transports read): 2025-11-25
+  sessions: server-to-client request timeout, idle expiry, session table size.
 - `ToolOptions`: how tool failures and results are reported (masking, output checks).
 - `ServerSettings`: what the process environment says (`NIMBLEMCP_STATE_KEYS`,
   `NIMBLEMCP_REDIS_URL`). Read by `ServerSettings.from_env()` only, which the serving
   entry points (`Server.run()`, `Server.asgi_app()`, `nimblemcp run`) call; never by
   `Server.__init__`. What the code passed explicitly always wins over the environment.
 
-`None` always means "not given: use the default". Imports only backends and stdlib.
+`None` always means "not given: use the default". Imports only the port, backends and stdlib.
 (`backends.from_env()` remains for code that builds its own backends by hand.)
 """
 
@@ -22,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nimblemcp._port import LegacyOptions as LegacyOptions  # an option group, defined with the port
 from nimblemcp.backends._select import ENV_URL as ENV_REDIS_URL
 
 if TYPE_CHECKING:
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
     from nimblemcp.server._server import Server
 
 __all__ = [
-    "ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "ListenOptions", "ServerSettings", "StateOptions", "ToolOptions",
+    "ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "LegacyOptions", "ListenOptions", "ServerSettings", "StateOptions", "ToolOptions",
 ]
 
 ENV_STATE_KEYS = "NIMBLEMCP_STATE_KEYS"

@@ -19,6 +19,7 @@ from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
 from nimblemcp.server._options import (
     Backends,
+    LegacyOptions,
     ListenOptions,
     ServerSettings,
     StateOptions,
@@ -81,6 +82,7 @@ class Server:
         backends: Backends | None = None,
         listen: ListenOptions | None = None,
         tool_options: ToolOptions | None = None,
+        legacy: LegacyOptions | None = None,
         forward_logs: bool | str = False,
         max_inflight: int | None = None,
         # Flat spellings of the option groups above (each overrides its group's field).
@@ -127,6 +129,7 @@ class Server:
         listen = _override(listen or ListenOptions(), enabled=subscriptions, queue=listen_queue)
         self.state_options, self.backends, self.listen_options = state, backends, listen
         self.tool_options = _override(tool_options or ToolOptions(), mask_errors=mask_errors)
+        self.legacy_options = legacy or LegacyOptions()  # read by the transports' legacy adapter
         # MRTR: requestState sealing, the optional single-use guard, and state handles,
         # all over one store.
         self.audience = state.audience or name
