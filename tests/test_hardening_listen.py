@@ -109,3 +109,41 @@ async def test_a_legacy_session_never_gets_a_task() -> None:
     response = await session.run(prepared, lambda m: None)
     assert response["result"]["content"][0]["text"] == "ran inline"
     assert "taskId" not in response["result"]
+
+
+async def test_a_listener_dropped_for_being_slow_is_told_so_over_real_http() -> None:
+    """SUB-09: the listen stream ends with notifications/cancelled naming the listen."""
+    import threading
+
+    import httpx
+    import orjson
+    from _serving import serving
+
+    from nimblemcp.backends.bus import Event
+    from nimblemcp.transports._sse import SSEParser
+    from nimblemcp.transports.http import asgi_app
+
+    server = Server("slow", listen=ListenOptions(queue=4))
+    server.tool(lambda: "x", name="t")
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+               "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen"}
+    body = {"jsonrpc": "2.0", "id": "slow-1", "method": "subscriptions/listen",
+            "params": {"_meta": META, "notifications": {"toolsListChanged": True}}}
+    seen: list[dict[str, Any]] = []
+    async with (serving(asgi_app(server)) as base, httpx.AsyncClient(timeout=10) as client,
+                client.stream("POST", base + "/mcp", json=body, headers=headers) as stream):
+        parser = SSEParser()
+        chunks = stream.aiter_bytes()
+        async with asyncio.timeout(10):
+            while not seen:
+                seen.extend(orjson.loads(e) for e in parser.feed(await chunks.__anext__()))
+            assert seen[0]["method"] == "notifications/subscriptions/acknowledged"
+            burst = threading.Thread(target=lambda: [server.bus.publish(Event("tools")) for _ in range(500)])
+            burst.start()
+            burst.join()
+            async for chunk in chunks:
+                seen.extend(orjson.loads(e) for e in parser.feed(chunk))
+    cancelled = [m for m in seen if m.get("method") == "notifications/cancelled"]
+    assert cancelled and cancelled[0]["params"]["requestId"] == "slow-1"
+    assert "too slow" in cancelled[0]["params"]["reason"]
+    assert seen[-1]["id"] == "slow-1"  # and the closing result
