@@ -178,3 +178,27 @@ async def test_stdio_and_in_process_sessions_time_out_too() -> None:
     assert "roots/list" in response["error"]["message"]
     assert [m.get("method") for m in out] == ["roots/list", "notifications/cancelled"]
     assert session.pending == {}
+
+
+async def test_the_handler_itself_hears_the_timeout_and_may_handle_it() -> None:
+    from nimblemcp.errors import InputTimeout
+
+    server = Server("s", legacy=LegacyOptions(request_timeout=0.2))
+
+    @server.tool
+    async def careful(ctx: Context) -> str:
+        try:
+            answer = await ctx.elicit("name", "Name?", {"type": "object", "properties": {}})
+        except InputTimeout as exc:
+            return f"gave up: {exc}"
+        return f"got {answer.action}"
+
+    session = LegacySession(server)
+    session.initialize({"protocolVersion": V, "capabilities": {"elicitation": {}},
+                        "clientInfo": {"name": "t", "version": "1"}})
+    out: list[dict[str, Any]] = []
+    prepared = session.prepare({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "careful"}})
+    assert not isinstance(prepared, dict)
+    response = await asyncio.wait_for(session.run(prepared, out.append), 5)
+    assert response["result"]["content"][0]["text"] == (
+        "gave up: The client did not answer elicitation/create within 0.2 s")

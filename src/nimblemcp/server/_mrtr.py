@@ -6,7 +6,8 @@ retry's `inputResponses` holds a valid one, and otherwise ends the round by rais
 `InputRequired`, which the dispatcher turns into an `input_required` result with a
 sealed `requestState`. `ctx.gather(...)` asks several things in one round.
 `InputRequired` derives from BaseException so a tool's `except Exception` cannot
-swallow it. Must not import transports or the dispatcher.
+swallow it. When a back channel gives up (a 2025-11-25 peer that never answers), the
+handler re-runs and the unanswered ask raises `InputTimeout` where it was awaited. Must not import transports or the dispatcher.
 """
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ class ElicitResult:
         return f"ElicitResult({self.action!r}, {self.content!r})"
 
 
+class Unanswered:
+    """Stands in for an answer that never came (a back channel timed out): asking
+    that question again raises `error` inside the handler, which may catch it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
 class Ask:
     """One question for the client; await it (or call `.result()`) for the answer."""
 
@@ -68,6 +79,8 @@ class Ask:
         value = self._responses.get(self.key)
         if value is None:
             return False, None
+        if type(value) is Unanswered:  # the peer never answered: the handler hears why
+            raise value.error
         try:
             return True, self.parse(value)
         except LookupError:
@@ -237,12 +250,18 @@ async def run_answering(
 ) -> dict[str, Any]:
     """Re-run a re-entrant handler, sending each round's questions through `ask`
     (a legacy client's back channel, or a task's `inputRequests`) until it finishes."""
-    from nimblemcp.errors import InternalError
+    from nimblemcp.errors import InputTimeout, InternalError
 
     for _ in range(MAX_ROUNDS):
         try:
             return await run()
         except InputRequired as asked:
             if asked.requests:
-                ctx._responses = {**ctx._responses, **await ask(asked.requests)}
+                try:
+                    answers: dict[str, Any] = await ask(asked.requests)
+                except InputTimeout as exc:
+                    # Re-run once more: the ask raises InputTimeout inside the handler,
+                    # which may catch it (and, uncaught, it fails the request, -32603).
+                    answers = {key: Unanswered(exc) for key in asked.requests}
+                ctx._responses = {**ctx._responses, **answers}
     raise InternalError("The handler kept asking for input")
