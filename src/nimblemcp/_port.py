@@ -124,8 +124,8 @@ class LegacyOptions:
     the transports enforces; the server only carries them (`Server(legacy=...)`).
 
     `request_timeout`: seconds a server-to-client request (elicitation, sampling,
-    roots) may wait for its answer; then the handler's request fails with a clear
-    error and the client is told the request was cancelled. `idle_timeout`: seconds
+    roots) may wait for its answer; then the client is told the request was
+    cancelled and the handler's ask raises `InputTimeout` (uncaught: -32603). `idle_timeout`: seconds
     an HTTP session with nothing in flight lives after its last message. `max_sessions`:
     HTTP sessions kept at once; when full, the least recently used session is evicted
     (an idle one first) so new clients are never locked out."""
