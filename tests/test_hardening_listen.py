@@ -109,6 +109,9 @@ async def test_a_legacy_session_never_gets_a_task() -> None:
     response = await session.run(prepared, lambda m: None)
     assert response["result"]["content"][0]["text"] == "ran inline"
     assert "taskId" not in response["result"]
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        refused = session.prepare({"jsonrpc": "2.0", "id": 2, "method": method, "params": {"taskId": "x"}})
+        assert isinstance(refused, dict) and refused["error"]["code"] == -32601
 
 
 async def test_a_listener_dropped_for_being_slow_is_told_so_over_real_http() -> None:

@@ -47,8 +47,9 @@ __all__ = ["LegacySession", "is_enveloped"]
 
 logger = logging.getLogger("nimblemcp.legacy")
 
-# Methods of the stateless revision that a legacy session does not offer.
-MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
+# Methods of the stateless revision that a legacy session does not offer (the tasks
+# extension does not exist under 2025-11-25, SEP-2663).
+MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
 _LOG_RANK = {name: i for i, name in enumerate(LOG_LEVELS)}
 _MODERN_RESULT_KEYS = ("resultType", "ttlMs", "cacheScope")
 _LIST_CHANGED = {
