@@ -125,10 +125,11 @@ class LegacyOptions:
 
     `request_timeout`: seconds a server-to-client request (elicitation, sampling,
     roots) may wait for its answer; then the client is told the request was
-    cancelled and the handler's ask raises `InputTimeout` (uncaught: -32603). `idle_timeout`: seconds
-    an HTTP session with nothing in flight lives after its last message. `max_sessions`:
-    HTTP sessions kept at once; when full, the least recently used session is evicted
-    (an idle one first) so new clients are never locked out."""
+    cancelled and the handler's ask raises `InputTimeout` (uncaught: -32603).
+    `idle_timeout`: seconds an HTTP session with nothing in flight lives after its
+    last message. `max_sessions`: HTTP sessions kept at once; when full, the least
+    recently used session is evicted (an idle one first), so new clients are never
+    locked out."""
 
     request_timeout: float = 300.0
     idle_timeout: float = 1800.0
