@@ -172,3 +172,19 @@ async def test_details_are_shown_when_masking_is_off() -> None:
         a = await client.call_tool("broken")
     assert "RuntimeError: detail for the developer" in a["content"][0]["text"]
     assert "reference" in a["content"][0]["text"]
+
+
+async def test_other_handlers_failures_answer_a_reference_only(caplog: pytest.LogCaptureFixture) -> None:
+    server = Server("leaky")
+
+    @server.resource("secret://db")
+    def db() -> str:
+        raise RuntimeError("dsn=postgres://admin:hunter2@db/prod")
+
+    with caplog.at_level(logging.ERROR, logger="nimblemcp.server"):
+        async with connect(server) as client:
+            ex = await client.exchange("resources/read", {"uri": "secret://db"})
+    assert ex.error is not None and ex.error["code"] == -32603
+    assert "hunter2" not in str(ex.error)
+    ref = ex.error["message"].split("reference ", 1)[1].rstrip(")")
+    assert any(ref in r.getMessage() for r in caplog.records)

@@ -14,6 +14,7 @@ import asyncio
 import base64
 import binascii
 import logging
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -199,9 +200,10 @@ class Dispatcher:
         except asyncio.CancelledError:
             ctx._cancel()
             raise
-        except Exception:
-            logger.exception("handler for %s failed", req.method)
-            return error_response(req.id, InternalError())
+        except Exception:  # masked: the text may hold secrets; the log has it by reference
+            ref = os.urandom(4).hex()
+            logger.exception("handler for %s failed [ref %s]", req.method, ref)
+            return error_response(req.id, InternalError(f"Internal error (reference {ref})"))
         finally:
             ctx._done = True
             if token is not None:
