@@ -202,7 +202,9 @@ async def test_tool_08_protocol_errors() -> None:
 
 
 async def test_tool_08_raising_and_tool_error_become_iserror() -> None:
-    server = m.Server("s")
+    # Unmasked (the development option): the exception's text reaches the model.
+    # Masking by default is tested in test_hardening_leaks.py (issue 12).
+    server = m.Server("s", mask_errors=False)
 
     @server.tool()
     def boom() -> str:

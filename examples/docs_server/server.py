@@ -11,10 +11,17 @@ Run it:  python -m nimblemcp run examples/docs_server/server.py            (stdi
          python -m nimblemcp run examples/docs_server/server.py --transport http
 Set DOCS_DIR to serve another folder. The folder is watched (DOCS_WATCH=0 turns it off):
 clients that `subscriptions/listen` hear about edited, added and removed documents.
+
+Confinement: every entry point (tools, resources, search, the watcher, the prompt)
+reads through `_read`, which resolves symlinks and serves only regular files directly
+inside DOCS_DIR. A symlink pointing elsewhere, a broken one or an unreadable file is
+simply not a document; a file that is not UTF-8 is read with replacement characters.
+No error sent to a client names a server path or repeats an OS message.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -35,18 +42,46 @@ server = Server(
 )
 
 
+def _shown(name: str) -> str:
+    """A client-supplied name, shortened for an error message."""
+    return repr(name if len(name) <= 60 else name[:57] + "...")
+
+
+def _confined(path: Path) -> Path | None:
+    """`path` with symlinks resolved, if it is a regular file directly in DOCS_DIR."""
+    try:
+        real = path.resolve(strict=True)
+        return real if real.parent == DOCS_DIR and real.is_file() else None
+    except (OSError, RuntimeError):  # broken link, loop, name too long, no permission
+        return None
+
+
 def _doc_path(name: str) -> Path:
     """The file for a document name; refuses anything that could leave DOCS_DIR."""
-    if not name or "/" in name or "\\" in name or name.startswith(".") or "\x00" in name:
-        raise ToolError(f"Invalid document name {name!r}: use a plain file name like 'brief.md'.")
-    path = (DOCS_DIR / name).resolve()
-    if path.parent != DOCS_DIR or not path.is_file():
-        raise ToolError(f"No document named {name!r}. Available: {', '.join(_names())}.")
+    if (not name or len(name) > 255 or "/" in name or "\\" in name or name.startswith(".")
+            or "\x00" in name or not name.endswith(".md")):
+        raise ToolError(f"Invalid document name {_shown(name)}: use a plain file name like 'brief.md'.")
+    path = _confined(DOCS_DIR / name)
+    if path is None:
+        raise ToolError(f"No document named {_shown(name)}. Available: {', '.join(_names())}.")
     return path
 
 
+def _read(name: str) -> str:
+    """A document's text (invalid UTF-8 replaced); ToolError when it is not one."""
+    path = _doc_path(name)
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        raise ToolError(f"The document {_shown(name)} cannot be read right now.") from None
+
+
 def _names() -> list[str]:
-    return sorted(p.name for p in DOCS_DIR.glob("*.md") if p.is_file())
+    try:
+        candidates = list(DOCS_DIR.glob("*.md"))
+    except OSError:
+        return []
+    return sorted(p.name for p in candidates if _confined(p) is not None)
 
 
 @server.tool(annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False})
@@ -62,7 +97,7 @@ def read_doc(name: str) -> str:
     Args:
         name: The document's file name, e.g. "brief.md" (see list_docs).
     """
-    return _doc_path(name).read_text(encoding="utf-8")
+    return _read(name)
 
 
 @server.tool(annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False})
@@ -77,7 +112,11 @@ def search_docs(query: str) -> list[str]:
         raise ToolError("The query must not be empty.")
     hits: list[str] = []
     for name in _names():
-        for number, line in enumerate((DOCS_DIR / name).read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            text = _read(name)
+        except ToolError:  # removed or made unreadable since it was listed
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
             if needle in line.lower():
                 hits.append(f"{name}:{number}: {line.strip()}")
     return hits
@@ -85,7 +124,12 @@ def search_docs(query: str) -> list[str]:
 
 def _register_document(name: str) -> None:
     def read() -> str:
-        return (DOCS_DIR / name).read_text(encoding="utf-8")
+        try:
+            return _read(name)
+        except ToolError as exc:
+            from nimblemcp import ResourceNotFound
+
+            raise ResourceNotFound(f"docs://{name}", str(exc)) from None
 
     server.resource(f"docs://{name}", name=name, mime_type="text/markdown",
                     description=f"The project document {name}")(read)
@@ -99,18 +143,34 @@ def _watch(interval: float) -> None:
     """Poll the folder: an edited document sends `notifications/resources/updated` to
     listeners subscribed to it; an added or removed one changes the resource list,
     which sends `notifications/resources/list_changed` by itself."""
-    seen = {p.name: p.stat().st_mtime_ns for p in DOCS_DIR.glob("*.md")}
+    seen = _snapshot()
     while True:
         time.sleep(interval)
-        now = {p.name: p.stat().st_mtime_ns for p in DOCS_DIR.glob("*.md") if p.exists()}
-        for name in now.keys() - seen.keys():
-            _register_document(name)
-        for name in seen.keys() - now.keys():
-            server.remove_resource(f"docs://{name}")
-        for name in now.keys() & seen.keys():
-            if now[name] != seen[name]:
-                server.notify_resource_updated(f"docs://{name}")
-        seen = now
+        try:
+            now = _snapshot()
+            for name in now.keys() - seen.keys():
+                _register_document(name)
+            for name in seen.keys() - now.keys():
+                server.remove_resource(f"docs://{name}")
+            for name in now.keys() & seen.keys():
+                if now[name] != seen[name]:
+                    server.notify_resource_updated(f"docs://{name}")
+            seen = now
+        except Exception:  # the watcher must outlive any surprise in the folder
+            logging.getLogger("docs-watcher").exception("watching %s failed once", DOCS_DIR)
+
+
+def _snapshot() -> dict[str, int]:
+    """Modification times of the documents (confined ones only; vanished ones skipped)."""
+    out: dict[str, int] = {}
+    for name in _names():
+        path = _confined(DOCS_DIR / name)
+        try:
+            if path is not None:
+                out[name] = path.stat().st_mtime_ns
+        except OSError:
+            continue
+    return out
 
 
 if os.environ.get("DOCS_WATCH", "1") != "0":
@@ -128,7 +188,7 @@ def _complete_name(value: str, _context: dict[str, str]) -> list[str]:
 def document(name: str) -> str:
     """Any document in the folder, including ones added after start-up."""
     try:
-        return _doc_path(name).read_text(encoding="utf-8")
+        return _read(name)
     except ToolError as exc:
         from nimblemcp import ResourceNotFound
 
@@ -201,11 +261,9 @@ async def finish_review(review: str, ctx: Context) -> str:
 @server.prompt(title="Review the brief")
 def review_brief() -> list[dict[str, object]]:
     """Read the project brief and list the risks it does not cover yet."""
-    brief = DOCS_DIR / "brief.md"
-    risks = DOCS_DIR / "risks.md"
     return [
-        user(embedded("docs://brief.md", brief.read_text(encoding="utf-8"), "text/markdown")),
-        user(embedded("docs://risks.md", risks.read_text(encoding="utf-8"), "text/markdown")),
+        user(embedded("docs://brief.md", _read("brief.md"), "text/markdown")),
+        user(embedded("docs://risks.md", _read("risks.md"), "text/markdown")),
         user(
             "Read the project brief above and list the risks it does not cover yet. "
             "Skip the risks already in the risk list; for each new one, say why it matters "

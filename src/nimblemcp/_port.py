@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
@@ -34,7 +35,7 @@ from nimblemcp.types._meta import RequestMeta
 from nimblemcp.types._tool_headers import HeaderRule
 from nimblemcp.types.methods import MethodSpec
 
-__all__ = ["Ask", "ChangeEvent", "Changes", "Core", "Emit", "NoIO", "Prepared", "RequestIO"]
+__all__ = ["Ask", "ChangeEvent", "Changes", "Core", "Emit", "LegacyOptions", "NoIO", "Prepared", "RequestIO"]
 
 # Sends one request-scoped notification (progress, log, listen events) to the peer.
 Emit = Callable[[dict[str, Any]], None]
@@ -117,6 +118,24 @@ class Changes(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class LegacyOptions:
+    """Limits of 2025-11-25 (`initialize`-era) sessions, which the legacy adapter in
+    the transports enforces; the server only carries them (`Server(legacy=...)`).
+
+    `request_timeout`: seconds a server-to-client request (elicitation, sampling,
+    roots) may wait for its answer; then the client is told the request was
+    cancelled and the handler's ask raises `InputTimeout` (uncaught: -32603).
+    `idle_timeout`: seconds an HTTP session with nothing in flight lives after its
+    last message. `max_sessions`: HTTP sessions kept at once; when full, the least
+    recently used session is evicted (an idle one first), so new clients are never
+    locked out."""
+
+    request_timeout: float = 300.0
+    idle_timeout: float = 1800.0
+    max_sessions: int = 10_000
+
+
 class Core(Protocol):
     """The transport-agnostic server core, as the transports see it.
 
@@ -156,4 +175,9 @@ class Core(Protocol):
 
     def close_listeners(self) -> None:
         """End every open change subscription gracefully (at shutdown)."""
+        ...
+
+    @property
+    def legacy_options(self) -> LegacyOptions:
+        """The limits of this server's 2025-11-25 sessions."""
         ...

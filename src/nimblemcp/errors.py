@@ -8,11 +8,15 @@
     │   ├── InvalidParams                  -32602  bad params, `_meta`, cursor, name
     │   │   └── ResourceNotFound           -32602  with data {"uri": ...}
     │   ├── InternalError                  -32603  a server fault
+    │   │   ├── StateTooLarge              -32603  a handler's MRTR state is over the seal limit
+    │   │   └── InputTimeout               -32603  a 2025-11-25 client left a server request unanswered
     │   ├── HeaderMismatch                 -32020  HTTP headers disagree with the body
     │   ├── MissingClientCapability        -32021  data {"requiredCapabilities": {...}}
     │   └── UnsupportedProtocolVersion     -32022  data {"supported": [...], "requested": ...}
     ├── ToolError                 raised inside a tool: becomes an `isError: true` result
+    │   └── HandleLimitExceeded            a state-handle quota or size limit was hit
     ├── InvalidToolHeaders        (also a ValueError) `x-mcp-header` annotations break TOOL-11
+    ├── SchemaRefused             (also a ValueError) a schema with an unknown dialect or external `$ref`
     ├── StateError                a `requestState` refused: tampered, expired, replayed, unbound
     ├── BackendError              a shared-state backend (Redis) failed; the cause is chained
     ├── SlowListener              a bus subscription fell too far behind and was ended
@@ -56,9 +60,11 @@ __all__ = [
     "BackendError",
     "ClientError",
     "ConfigError",
+    "HandleLimitExceeded",
     "HeaderMismatch",
     "HttpStatusError",
     "InputRequestRefused",
+    "InputTimeout",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
@@ -75,11 +81,13 @@ __all__ = [
     "RedirectNotFollowed",
     "RequestTimeout",
     "ResourceNotFound",
+    "SchemaRefused",
     "ServerBusy",
     "ServerUnavailable",
     "SessionExpired",
     "SlowListener",
     "StateError",
+    "StateTooLarge",
     "StreamBroken",
     "TaskCancelled",
     "TasksNotDeclared",
@@ -174,13 +182,42 @@ class UnsupportedProtocolVersion(ProtocolError):
         self.supported = list(supported)
 
 
+class StateTooLarge(InternalError):
+    """A handler's MRTR state (`ctx.state` plus earlier answers) would seal into a
+    `requestState` larger than the server accepts back: the round fails at seal time
+    (-32603) instead of issuing a token the retry would refuse. Keep `ctx.state`
+    small; put bulky data behind a state handle (`ctx.handles`)."""
+
+    default_message = "The handler's requestState is too large"
+
+
+class InputTimeout(InternalError):
+    """A 2025-11-25 client did not answer a server-to-client request (elicitation,
+    sampling, roots) within `LegacyOptions.request_timeout`: the request that asked
+    fails with this error, and the client is sent `notifications/cancelled`."""
+
+    default_message = "The client did not answer the server's request in time"
+
+
 class ToolError(McpError):
     """Raise inside a tool to report a failure the model can act on (`isError: true`)."""
+
+
+class HandleLimitExceeded(ToolError):
+    """A state handle would break a limit: too many handles or bytes for this caller,
+    or one handle too large. A tool error (`isError: true`), not -32602: the request
+    itself is well-formed, and the model can act on it (drop or reuse handles)."""
 
 
 class InvalidToolHeaders(McpError, ValueError):
     """A tool definition whose `x-mcp-header` annotations break TOOL-11: the server
     refuses to register it, the client drops it from `tools/list` (TOOL-12)."""
+
+
+class SchemaRefused(McpError, ValueError):
+    """A hand-written JSON Schema the server refuses at registration: its `$schema`
+    names a dialect it does not support (SCHEMA-01), or a `$ref` points outside the
+    schema, which would mean fetching a URL (SCHEMA-02, never done)."""
 
 
 class StateError(McpError):

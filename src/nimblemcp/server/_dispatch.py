@@ -14,6 +14,7 @@ import asyncio
 import base64
 import binascii
 import logging
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from nimblemcp.errors import (
     MethodNotFound,
     ProtocolError,
     ResourceNotFound,
+    StateTooLarge,
     UnsupportedProtocolVersion,
 )
 from nimblemcp.jsonrpc import classify, error_response, request_id_of
@@ -188,15 +190,20 @@ class Dispatcher:
             if not req.spec.input_required:  # MRTR-01: never on other methods
                 logger.error("%s asked for client input, which only MRTR methods may", req.method)
                 return error_response(req.id, InternalError())
-            result = self._input_required(ctx, req, subject, asked)
+            try:
+                result = self._input_required(ctx, req, subject, asked)
+            except StateTooLarge as exc:  # the tool author's bug: say so in the log too
+                logger.error("%s %r: %s", req.method, req.params.get("name") or req.params.get("uri"), exc)
+                return error_response(req.id, exc)
         except ProtocolError as exc:
             return error_response(req.id, exc)
         except asyncio.CancelledError:
             ctx._cancel()
             raise
-        except Exception:
-            logger.exception("handler for %s failed", req.method)
-            return error_response(req.id, InternalError())
+        except Exception:  # masked: the text may hold secrets; the log has it by reference
+            ref = os.urandom(4).hex()
+            logger.exception("handler for %s failed [ref %s]", req.method, ref)
+            return error_response(req.id, InternalError(f"Internal error (reference {ref})"))
         finally:
             ctx._done = True
             if token is not None:

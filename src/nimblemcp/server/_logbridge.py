@@ -5,6 +5,13 @@ runs become `notifications/message` on that request's own stream — only when t
 request set `io.modelcontextprotocol/logLevel`, and only at or above it (LOG-02/03).
 nimblemcp's own loggers are never forwarded (LOG-06: no internals to the client).
 The current request travels in a ContextVar, so worker threads see it too.
+
+No process-wide side effects: the root logger's level is never changed (that would
+turn on every library's debug output for the whole process). With
+`forward_logs=True` what reaches the client is what the application's own logger
+levels let through, filtered again by each request's logLevel. A named logger
+(`forward_logs="myapp"`) that has no level of its own is opened to DEBUG: only that
+subtree, which the server author chose to forward.
 """
 
 from __future__ import annotations
@@ -57,7 +64,8 @@ def install(logger_name: str) -> None:
     _installed[logger_name] = handler
     target = logging.getLogger(logger_name or None)
     target.addHandler(handler)
-    if target.level == logging.NOTSET or target.level > logging.DEBUG:
-        # Records below the logger's level never reach handlers; the request's
-        # logLevel decides what is sent, so let them through to us.
+    if logger_name and target.level == logging.NOTSET:
+        # Records below the logger's level never reach handlers; for the subtree the
+        # author named, the request's logLevel decides what is sent. A level the
+        # application set itself is kept, and the root logger is never touched.
         target.setLevel(logging.DEBUG)

@@ -6,7 +6,8 @@ retry's `inputResponses` holds a valid one, and otherwise ends the round by rais
 `InputRequired`, which the dispatcher turns into an `input_required` result with a
 sealed `requestState`. `ctx.gather(...)` asks several things in one round.
 `InputRequired` derives from BaseException so a tool's `except Exception` cannot
-swallow it. Must not import transports or the dispatcher.
+swallow it. When a back channel gives up (a 2025-11-25 peer that never answers), the
+handler re-runs and the unanswered ask raises `InputTimeout` where it was awaited. Must not import transports or the dispatcher.
 """
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ class ElicitResult:
         return f"ElicitResult({self.action!r}, {self.content!r})"
 
 
+class Unanswered:
+    """Stands in for an answer that never came (a back channel timed out): asking
+    that question again raises `error` inside the handler, which may catch it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
 class Ask:
     """One question for the client; await it (or call `.result()`) for the answer."""
 
@@ -68,6 +79,8 @@ class Ask:
         value = self._responses.get(self.key)
         if value is None:
             return False, None
+        if type(value) is Unanswered:  # the peer never answered: the handler hears why
+            raise value.error
         try:
             return True, self.parse(value)
         except LookupError:
@@ -110,9 +123,9 @@ class ElicitAsk(Ask):
             except pydantic.ValidationError:
                 raise LookupError("content does not match the model") from None
             return ElicitResult("accept", content, data)  # type: ignore[arg-type]
-        import jsonschema
+        from nimblemcp.server._refs import confined_validator
 
-        if not jsonschema.Draft202012Validator(self.schema).is_valid(content):
+        if not confined_validator(self.schema, "elicitation schema").is_valid(content):
             raise LookupError("content does not match the schema")
         return ElicitResult("accept", content)  # type: ignore[arg-type]
 
@@ -181,6 +194,11 @@ def make_elicit(key: str, message: str, schema: Any, responses: dict[str, Any],
     if elic and "form" not in elic:  # {} means form-only; otherwise form must be listed
         raise MissingClientCapability({"elicitation": {"form": {}}})
     json_schema, model = elicit_schema(schema if schema is not None else {"type": "object", "properties": {}})
+    if model is None and json_schema is not None:
+        from nimblemcp.server._refs import check_refs, dialect_of
+
+        dialect_of(json_schema, "elicitation schema")  # SCHEMA-01: an unknown dialect is named
+        check_refs(json_schema, "elicitation schema")  # SCHEMA-02: nothing is ever fetched
     params = {"mode": "form", "message": message, "requestedSchema": json_schema}
     return ElicitAsk(key, {"method": "elicitation/create", "params": params}, responses, json_schema, model)
 
@@ -232,12 +250,18 @@ async def run_answering(
 ) -> dict[str, Any]:
     """Re-run a re-entrant handler, sending each round's questions through `ask`
     (a legacy client's back channel, or a task's `inputRequests`) until it finishes."""
-    from nimblemcp.errors import InternalError
+    from nimblemcp.errors import InputTimeout, InternalError
 
     for _ in range(MAX_ROUNDS):
         try:
             return await run()
         except InputRequired as asked:
             if asked.requests:
-                ctx._responses = {**ctx._responses, **await ask(asked.requests)}
+                try:
+                    answers: dict[str, Any] = await ask(asked.requests)
+                except InputTimeout as exc:
+                    # Re-run once more: the ask raises InputTimeout inside the handler,
+                    # which may catch it (and, uncaught, it fails the request, -32603).
+                    answers = {key: Unanswered(exc) for key in asked.requests}
+                ctx._responses = {**ctx._responses, **answers}
     raise InternalError("The handler kept asking for input")

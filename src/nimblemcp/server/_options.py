@@ -5,12 +5,15 @@ is read.
   and the TTL of state handles.
 - `Backends`: the key-value store and the notification bus (in-memory by default).
 - `ListenOptions`: `subscriptions/listen` and change notifications.
+- `LegacyOptions` (defined with the port, which the transports read): 2025-11-25
+  sessions: server-to-client request timeout, idle expiry, session table size.
+- `ToolOptions`: how tool failures and results are reported (masking, output checks).
 - `ServerSettings`: what the process environment says (`NIMBLEMCP_STATE_KEYS`,
   `NIMBLEMCP_REDIS_URL`). Read by `ServerSettings.from_env()` only, which the serving
   entry points (`Server.run()`, `Server.asgi_app()`, `nimblemcp run`) call; never by
   `Server.__init__`. What the code passed explicitly always wins over the environment.
 
-`None` always means "not given: use the default". Imports only backends and stdlib.
+`None` always means "not given: use the default". Imports only the port, backends and stdlib.
 (`backends.from_env()` remains for code that builds its own backends by hand.)
 """
 
@@ -21,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nimblemcp._port import LegacyOptions as LegacyOptions  # an option group, defined with the port
 from nimblemcp.backends._select import ENV_URL as ENV_REDIS_URL
 
 if TYPE_CHECKING:
@@ -28,7 +32,9 @@ if TYPE_CHECKING:
     from nimblemcp.backends.bus import NotificationBus
     from nimblemcp.server._server import Server
 
-__all__ = ["ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "ListenOptions", "ServerSettings", "StateOptions"]
+__all__ = [
+    "ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "LegacyOptions", "ListenOptions", "ServerSettings", "StateOptions", "ToolOptions",
+]
 
 ENV_STATE_KEYS = "NIMBLEMCP_STATE_KEYS"
 
@@ -42,13 +48,24 @@ class StateOptions:
     `ttl`: seconds a requestState stays valid. `one_time`: every requestState of this
     server is single-use (needs a shared store across instances). `audience`: what the
     state is bound to (default: the server's name). `handle_ttl`: seconds a state
-    handle lives after its last write."""
+    handle lives after its last write.
+
+    Limits (see SECURITY.md): `max_state_size`: characters of one sealed requestState;
+    the server refuses to seal more (the tool author gets an error) and refuses to open
+    more. `handles_per_caller` / `handle_bytes_per_caller`: live handles and their
+    total JSON bytes per authenticated subject (all unauthenticated callers share one
+    quota); `max_handle_size`: JSON bytes of one handle's data. Exceeding a handle
+    limit is a `HandleLimitExceeded` tool error the model can read."""
 
     keys: tuple[str, ...] | None = None
     ttl: float = 600.0
     one_time: bool = False
     audience: str | None = None
     handle_ttl: float = 3600.0
+    max_state_size: int = 65_536
+    handles_per_caller: int = 1_000
+    handle_bytes_per_caller: int = 16 * 1024 * 1024
+    max_handle_size: int = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +89,30 @@ class Backends:
 @dataclass(frozen=True, slots=True)
 class ListenOptions:
     """`subscriptions/listen` and list-change notifications (`enabled=False`: neither
-    is advertised); `queue`: events a listener may fall behind before it is dropped."""
+    is advertised); `queue`: events a listener may fall behind before it is dropped
+    (it then gets `notifications/cancelled`). `max_uris`: URIs one listen filter may
+    name, and `max_filter_chars`: their total length; a larger filter is refused with
+    -32602 (so the acknowledgement, which echoes the filter, always fits the stream)."""
 
     enabled: bool = True
     queue: int = 256
+    max_uris: int = 1_000
+    max_filter_chars: int = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOptions:
+    """How tool failures and results reach the client.
+
+    `mask_errors`: an unexpected exception in a tool answers `isError` with a short
+    reference id only; its text and traceback go to the server log under that id
+    (`ToolError` messages always pass through). Set False in development to see
+    the exception's type and message in the result. `validate_output`: check
+    `structuredContent` against the tool's own `outputSchema` and answer `isError`
+    saying why when it does not fit."""
+
+    mask_errors: bool = True
+    validate_output: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,7 +84,8 @@ def build_arguments(fn: Callable[..., Any], arg_docs: Mapping[str, str]) -> Argu
 
 
 def verbatim_arguments(fn: Callable[..., Any], schema: dict[str, Any]) -> ArgumentSpec:
-    """Use a hand-written `inputSchema` as given (any JSON Schema 2020-12, TOOL-03).
+    """Use a hand-written `inputSchema` as given (any JSON Schema 2020-12, TOOL-03;
+    the other dialects of `_refs.DIALECTS` when `$schema` names one).
 
     Arguments are validated against it with jsonschema (validator built once) and
     passed by name: to the function's matching parameters, or all of them when it
@@ -94,9 +95,10 @@ def verbatim_arguments(fn: Callable[..., Any], schema: dict[str, Any]) -> Argume
         raise TypeError("input_schema must be a JSON Schema object with type 'object'")
     import jsonschema
 
-    validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    validator_cls.check_schema(schema)
-    checker = validator_cls(schema)
+    from nimblemcp.server._refs import build_validator
+
+    # Dialect named and supported, no reference outside the schema (SCHEMA-01/02).
+    checker = build_validator(schema, f"{getattr(fn, '__name__', 'tool')}: input_schema")
     context_param: str | None = None
     takes_all = False
     names: list[str] = []
@@ -255,7 +257,9 @@ def build_output(fn: Callable[..., Any]) -> OutputSpec | None:
     schema.pop("title", None)
 
     def dump(value: Any) -> Any:
-        return adapter.dump_python(value, mode="json")
+        # No serializer warnings: the tool's result is checked against its outputSchema
+        # afterwards (`_tools.output_check`), and a mismatch is answered as an error.
+        return adapter.dump_python(value, mode="json", warnings=False)
 
     if schema.get("type") == "object":
         return OutputSpec(schema, dump, False)

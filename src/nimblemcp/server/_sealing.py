@@ -6,6 +6,11 @@ in flight. The payload binds method, target, an argument digest, the subject and
 the audience, and carries an expiry and a nonce for the optional replay guard.
 Every failure raises `StateError` whose reason is for the server log only; the
 client sees one fixed message. `cryptography` is imported on first use.
+
+Size limit: a token is at most `max_chars` characters (`StateOptions.max_state_size`,
+64 KiB by default) both ways: `open` refuses a longer one, and `seal` raises
+`StateTooLarge` rather than issue a token its own `open` would refuse (the payload
+size is known before encrypting, so nothing is sealed in vain).
 """
 
 from __future__ import annotations
@@ -21,11 +26,20 @@ from typing import Any
 import orjson
 
 from nimblemcp.errors import StateError as StateError  # re-exported: its old home
+from nimblemcp.errors import StateTooLarge
 from nimblemcp.server._options import ENV_STATE_KEYS as ENV_KEYS
 
 logger = logging.getLogger("nimblemcp.server")
 
 _VERSION = 1
+MAX_STATE_CHARS = 65_536  # the default of StateOptions.max_state_size
+_OVERHEAD = 4 + 12 + 16  # key id, nonce, GCM tag
+
+
+def sealed_length(payload_bytes: int) -> int:
+    """Characters of the unpadded base64url token for a payload of this many bytes."""
+    n = payload_bytes + _OVERHEAD
+    return (n * 4 + 2) // 3
 
 
 def _decode_key(text: str) -> bytes:
@@ -53,7 +67,10 @@ def digest(value: Any) -> str:
 class Sealer:
     """Seals and opens request state for one server (audience)."""
 
-    def __init__(self, audience: str, keys: list[str] | None = None, ttl_s: float = 600.0) -> None:
+    def __init__(
+        self, audience: str, keys: list[str] | None = None, ttl_s: float = 600.0,
+        max_chars: int = MAX_STATE_CHARS,
+    ) -> None:
         texts = list(keys or ())  # NIMBLEMCP_STATE_KEYS arrives here via ServerSettings
         if texts:
             self.keys = [_decode_key(k) for k in texts]
@@ -66,6 +83,7 @@ class Sealer:
             )
         self.audience = audience
         self.ttl_s = ttl_s
+        self.max_chars = max_chars
         self._ids = [hashlib.sha256(k).digest()[:4] for k in self.keys]
         self._aeads: list[Any] | None = None
 
@@ -85,13 +103,21 @@ class Sealer:
             "b": binding,
             "s": state,
         }
+        plain = orjson.dumps(payload)
+        size = sealed_length(len(plain))
+        if size > self.max_chars:
+            raise StateTooLarge(
+                f"The handler's state would seal into a {size}-character requestState, over the "
+                f"limit of {self.max_chars} (StateOptions.max_state_size): keep ctx.state small "
+                f"and put bulky data behind a state handle (ctx.handles)"
+            )
         nonce = os.urandom(12)
-        box = self._ciphers()[0].encrypt(nonce, orjson.dumps(payload), self._ids[0])
+        box = self._ciphers()[0].encrypt(nonce, plain, self._ids[0])
         return base64.urlsafe_b64encode(self._ids[0] + nonce + box).decode().rstrip("=")
 
     def open(self, token: Any, binding: dict[str, Any]) -> tuple[dict[str, Any], str]:
         """Verify and decrypt; returns (state, nonce). Raises StateError."""
-        if not isinstance(token, str) or not token or len(token) > 65536:
+        if not isinstance(token, str) or not token or len(token) > self.max_chars:
             raise StateError("requestState is not a non-empty string of sane size")
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))

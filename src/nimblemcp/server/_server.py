@@ -17,7 +17,14 @@ from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
-from nimblemcp.server._options import Backends, ListenOptions, ServerSettings, StateOptions
+from nimblemcp.server._options import (
+    Backends,
+    LegacyOptions,
+    ListenOptions,
+    ServerSettings,
+    StateOptions,
+    ToolOptions,
+)
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
@@ -29,7 +36,7 @@ if TYPE_CHECKING:
     from nimblemcp.types._tool_headers import HeaderRule
 
 F = Callable[..., Any]
-_O = TypeVar("_O", StateOptions, Backends, ListenOptions)
+_O = TypeVar("_O", StateOptions, Backends, ListenOptions, ToolOptions)
 
 
 def _override(options: _O, **given: Any) -> _O:
@@ -74,6 +81,8 @@ class Server:
         state: StateOptions | None = None,
         backends: Backends | None = None,
         listen: ListenOptions | None = None,
+        tool_options: ToolOptions | None = None,
+        legacy: LegacyOptions | None = None,
         forward_logs: bool | str = False,
         max_inflight: int | None = None,
         # Flat spellings of the option groups above (each overrides its group's field).
@@ -86,6 +95,7 @@ class Server:
         bus: NotificationBus | None = None,
         subscriptions: bool | None = None,
         listen_queue: int | None = None,
+        mask_errors: bool | None = None,
     ) -> None:
         info: dict[str, Any] = {"name": name, "version": version}
         for key, value in (("title", title), ("description", description),
@@ -118,6 +128,8 @@ class Server:
         backends = _override(backends or Backends(), store=store, bus=bus)
         listen = _override(listen or ListenOptions(), enabled=subscriptions, queue=listen_queue)
         self.state_options, self.backends, self.listen_options = state, backends, listen
+        self.tool_options = _override(tool_options or ToolOptions(), mask_errors=mask_errors)
+        self.legacy_options = legacy or LegacyOptions()  # read by the transports' legacy adapter
         # MRTR: requestState sealing, the optional single-use guard, and state handles,
         # all over one store.
         self.audience = state.audience or name
@@ -127,7 +139,7 @@ class Server:
         self._sealer: Sealer | None = None
         self._tasks: TaskManager | None = None
         self.store: KeyValueStore = backends.store if backends.store is not None else MemoryStore()
-        self.handles = HandleStore(self.store, ttl_s=state.handle_ttl)
+        self.handles = HandleStore(self.store, state)
         # subscriptions/listen: list changes and resource updates fan out via the bus.
         self.subscriptions = listen.enabled
         self.bus: NotificationBus = backends.bus if backends.bus is not None else InProcessBus()
@@ -156,7 +168,7 @@ class Server:
             store, bus = from_url(settings.redis_url)
             if self.backends.store is None:
                 self.store = store
-                self.handles = HandleStore(store, ttl_s=self.state_options.handle_ttl)
+                self.handles = HandleStore(store, self.state_options)
             if self.backends.bus is None:
                 self.bus = bus
             self.backends = Backends(self.store, self.bus)  # applied: a second call is a no-op
@@ -209,6 +221,7 @@ class Server:
 
     def add_tool(self, fn: F, **options: Any) -> ToolEntry:
         entry = ToolEntry(fn, **options)
+        entry.configure(self.tool_options)
         if entry.name in self.tools:
             raise ValueError(f"a tool named {entry.name!r} is already registered")
         if entry.task is not None:
@@ -355,7 +368,8 @@ class Server:
         if self._sealer is None:
             from nimblemcp.server._sealing import Sealer
 
-            self._sealer = Sealer(self.audience, self._state_keys, self.state_ttl)
+            self._sealer = Sealer(self.audience, self._state_keys, self.state_ttl,
+                                  self.state_options.max_state_size)
         return self._sealer
 
     # -- what the server advertises ---------------------------------------------------

@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.backends.bus import Event, SlowListener
-from nimblemcp.errors import InvalidParams
+from nimblemcp.errors import InvalidParams, MissingClientCapability
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 if TYPE_CHECKING:
@@ -29,8 +29,14 @@ _LIST_FILTERS = (
 )
 
 
-def honoured_filter(requested: Any, capabilities: dict[str, Any]) -> dict[str, Any]:
-    """The subset of the filter this server will honour (SUB-01/03/11)."""
+def honoured_filter(
+    requested: Any, capabilities: dict[str, Any], max_uris: int = 1_000, max_chars: int = 256 * 1024,
+) -> dict[str, Any]:
+    """The subset of the filter this server will honour (SUB-01/03/11).
+
+    A filter naming more than `max_uris` URIs, or URIs longer than `max_chars` in
+    total, is refused (-32602): bounded memory per listener, and an acknowledgement
+    that always fits the stream."""
     if not isinstance(requested, dict):
         raise InvalidParams("subscriptions/listen needs a 'notifications' object")
     honoured: dict[str, Any] = {}
@@ -42,8 +48,21 @@ def honoured_filter(requested: Any, capabilities: dict[str, Any]) -> dict[str, A
             honoured[key] = True
     uris = requested.get("resourceSubscriptions")  # type: ignore[union-attr]
     if uris is not None:
-        if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):  # type: ignore[union-attr]
+        if not isinstance(uris, list):
             raise InvalidParams("notifications.resourceSubscriptions must be an array of strings")
+        if len(uris) > max_uris:  # type: ignore[arg-type]
+            raise InvalidParams(
+                f"notifications.resourceSubscriptions names {len(uris)} URIs; "  # type: ignore[arg-type]
+                f"this server accepts at most {max_uris} per listen")
+        total = 0
+        for u in uris:  # type: ignore[union-attr]
+            if not isinstance(u, str):
+                raise InvalidParams("notifications.resourceSubscriptions must be an array of strings")
+            total += len(u)
+        if total > max_chars:
+            raise InvalidParams(
+                f"notifications.resourceSubscriptions is {total} characters long; "
+                f"this server accepts at most {max_chars} per listen")
         resources = capabilities.get("resources")
         if uris and isinstance(resources, dict) and resources.get("subscribe"):
             honoured["resourceSubscriptions"] = list(dict.fromkeys(uris))  # type: ignore[arg-type]
@@ -64,7 +83,16 @@ def _notification(method: str, sid: Any, extra: dict[str, Any] | None = None) ->
 
 async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     server = ctx.server
-    honoured = honoured_filter(params.get("notifications"), server.dispatcher.capabilities)
+    opts = server.listen_options
+    requested = params.get("notifications")
+    honoured = honoured_filter(requested, server.dispatcher.capabilities, opts.max_uris, opts.max_filter_chars)
+    if isinstance(requested, dict) and requested.get("taskIds") is not None:
+        # SEP-2663: task notifications need the declared extension (-32021). This
+        # server sends none, so with the extension declared they are just omitted.
+        from nimblemcp.server._tasks import REQUIRED, client_supports_tasks
+
+        if not client_supports_tasks(ctx):
+            raise MissingClientCapability(REQUIRED)
     sid = ctx.request_id
     methods = {cap: method for key, cap, method in _LIST_FILTERS if honoured.get(key)}
     uris: list[str] = honoured.get("resourceSubscriptions", [])

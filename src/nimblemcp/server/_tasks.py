@@ -25,6 +25,9 @@ import orjson
 from nimblemcp.errors import InternalError, InvalidParams, MissingClientCapability, ProtocolError
 from nimblemcp.server._mrtr import Asker, run_answering
 from nimblemcp.types._meta import TASKS_EXTENSION as TASKS_EXTENSION  # re-exported
+from nimblemcp.types._versions import MODERN_VERSIONS
+
+_MODERN = frozenset(MODERN_VERSIONS)
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
@@ -39,6 +42,10 @@ REQUIRED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 
 
 def client_supports_tasks(ctx: Context) -> bool:
+    """The client declared the extension on a 2026-era request. Under 2025-11-25 the
+    extension does not exist (SEP-2663), whatever a legacy client's capabilities say."""
+    if ctx.protocol_version not in _MODERN:
+        return False
     extensions = ctx.client_capabilities.get("extensions")
     return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
 

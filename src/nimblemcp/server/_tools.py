@@ -5,12 +5,21 @@ validates arguments, runs the function by the policy of `_invoke` (async on the
 loop, sync in a worker thread) and turns what it returned into a `CallToolResult`.
 Failures inside the tool become `isError: true` results (TOOL-08); protocol problems
 are raised to the dispatcher.
+
+Hardening (issue 12): an unexpected exception is masked by default: the traceback is
+logged with a short reference id and the model sees only that id (`ToolError`
+messages pass through; `ToolOptions(mask_errors=False)` shows details in
+development). `structuredContent` is checked against the tool's own `outputSchema`
+(a check built once at registration: the simple validators for plain hints, a
+confined jsonschema validator otherwise) and a mismatch answers `isError` saying why.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import typing
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -18,6 +27,7 @@ import orjson
 
 from nimblemcp.content import is_content_block, text
 from nimblemcp.errors import InvalidToolHeaders, ToolError
+from nimblemcp.server._hints import is_simple, simple_validator
 from nimblemcp.server._invoke import Invocable
 from nimblemcp.server._schema import (
     ArgumentError,
@@ -32,6 +42,11 @@ from nimblemcp.types._tool_headers import header_rules
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
+    from nimblemcp.server._options import ToolOptions
+
+# (the raw return value, its structuredContent) -> None when it fits the outputSchema,
+# else why not.
+OutputCheck = Callable[[Any, Any], "str | None"]
 
 logger = logging.getLogger("nimblemcp.server")
 
@@ -101,17 +116,67 @@ def error_result(message: str) -> dict[str, Any]:
     return {"resultType": "complete", "content": [text(message)], "isError": True}
 
 
+def output_check(fn: Callable[..., Any], output: OutputSpec, name: str) -> OutputCheck:
+    """The check of a tool's structuredContent against its own outputSchema, built once."""
+    tp = typing.get_type_hints(fn, include_extras=True).get("return")
+    if typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    built: list[Any] = []
+
+    def exact(structured: Any) -> str | None:
+        if not built:
+            from nimblemcp.server._refs import build_validator
+
+            built.append(build_validator(output.schema, f"tool {name!r}: outputSchema"))
+        return _first_error(built[0], structured)
+
+    if is_simple(tp):
+        check = simple_validator(tp)
+        wrap = output.wrap
+
+        def simple(value: Any, structured: Any) -> str | None:
+            try:
+                check(structured["result"] if wrap else structured, "structuredContent")
+            except ArgumentError:
+                # The quick check is strict about Python types (an Enum member where
+                # its value is expected): the exact schema on the JSON form decides.
+                return exact(orjson.loads(orjson.dumps(structured, default=_json_default)))
+            return None
+
+        return simple
+
+    def general(value: Any, structured: Any) -> str | None:
+        if type(value) is tp:  # a model instance: pydantic already holds it to its schema
+            return None
+        return exact(structured)
+
+    return general
+
+
+def _first_error(validator: Any, instance: Any) -> str | None:
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    if error is None:
+        return None
+    where = ".".join(str(x) for x in error.absolute_path) or "structuredContent"
+    return f"{where}: {error.message}"
+
+
 class ToolEntry(Invocable):
     """One registered tool."""
 
     __slots__ = (
         "arguments",
+        "check_output",
         "defer_task",
         "definition",
         "header_rules",
+        "mask_errors",
         "name",
         "one_time",
         "output",
+        "schema_validator",
         "task",
     )
 
@@ -150,6 +215,10 @@ class ToolEntry(Invocable):
         self.output: OutputSpec | None = None if structured_output is False else build_output(fn)
         if structured_output and self.output is None:
             raise TypeError(f"tool {self.name!r}: structured_output needs a structured return type")
+        self.check_output: OutputCheck | None = (
+            None if self.output is None else output_check(fn, self.output, self.name))
+        self.mask_errors = True
+        self.schema_validator: Any = None
         self._set_fn(fn, self.arguments.context_param, self.arguments.validate, run_in_thread)
         definition: dict[str, Any] = {"name": self.name}
         if title:
@@ -177,10 +246,25 @@ class ToolEntry(Invocable):
             return error_result(f"Invalid arguments for tool {self.name}: {exc}")
         if isinstance(exc, ToolError):
             return error_result(str(exc) or f"Tool {self.name} failed")
-        # The model sees that the tool failed and why, so it can adapt (TOOL-08);
-        # the traceback goes to the server log only.
-        logger.exception("tool %s raised", self.name)
-        return error_result(f"Tool {self.name} failed: {type(exc).__name__}: {exc}")
+        # The model sees that the tool failed (TOOL-08); what went wrong may hold
+        # secrets or server paths, so it goes to the log under a reference id only.
+        ref = os.urandom(4).hex()
+        logger.error("tool %s raised [ref %s]", self.name, ref, exc_info=exc)
+        if self.mask_errors:
+            return error_result(
+                f"Tool {self.name} failed with an unexpected error (reference {ref}); "
+                "the details are in the server log.")
+        return error_result(f"Tool {self.name} failed: {type(exc).__name__}: {exc} (reference {ref})")
+
+    def configure(self, options: ToolOptions) -> None:
+        """Apply the server's tool options (called when the tool is registered)."""
+        self.mask_errors = options.mask_errors
+        if not options.validate_output:
+            self.check_output = None
+
+    def _mismatch(self, why: str) -> dict[str, Any]:
+        logger.error("tool %s returned structuredContent that breaks its outputSchema: %s", self.name, why)
+        return error_result(f"Tool {self.name} returned a result that does not match its outputSchema: {why}")
 
     if TYPE_CHECKING:
         async def call(self, ctx: Context, arguments: dict[str, Any]) -> dict[str, Any]: ...
@@ -197,6 +281,10 @@ class ToolEntry(Invocable):
         structured = self.output.dump(value)
         if self.output.wrap:
             structured = {"result": structured}
+        if self.check_output is not None:
+            why = self.check_output(value, structured)
+            if why is not None:
+                return self._mismatch(why)
         return {
             "resultType": "complete",
             "content": [text(orjson.dumps(structured).decode())],  # TOOL-06
@@ -205,11 +293,23 @@ class ToolEntry(Invocable):
 
     finish = to_result
 
+    def _general_validator(self) -> Any:
+        if self.schema_validator is None:
+            from nimblemcp.server._refs import build_validator
+
+            assert self.output is not None
+            self.schema_validator = build_validator(self.output.schema, f"tool {self.name!r}: outputSchema")
+        return self.schema_validator
+
     def _explicit(self, value: ToolResult) -> dict[str, Any]:
         result: dict[str, Any] = {"resultType": "complete"}
         structured = value.structured
         if structured is not None and self.output is not None and not value.is_error:
             structured = self.output.dump(structured)
+            if self.check_output is not None:  # the rare explicit path: the full schema
+                why = _first_error(self._general_validator(), structured)
+                if why is not None:
+                    return self._mismatch(why)
         if value.content is None and structured is not None:
             result["content"] = [text(orjson.dumps(structured, default=_json_default).decode())]
         else:

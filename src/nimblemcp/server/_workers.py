@@ -5,7 +5,13 @@ one self-pipe write per call. Here a worker appends its result to its loop's inb
 wakes the loop only when the inbox was empty, so under load one wake-up delivers many
 results (about ten times cheaper per call measured in-process). Context variables are
 copied as `to_thread` does. Workers are daemon threads started on demand, up to
-`min(32, cpu + 4)`. Must not import the registry, the dispatcher or transports.
+`min(32, cpu + 4)`, and retired after `idle_timeout` seconds without work.
+
+No head-of-line blocking: `submit` reserves a worker for each job (takes an idle
+token, or starts a thread), so a job never waits behind a blocked one while the
+pool has room. A job whose awaiting request was cancelled or disconnected before a
+worker took it up is skipped at hand-off: abandoned sync calls never start.
+Must not import the registry, the dispatcher or transports.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 from nimblemcp._loop import running_loop
 
 _MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
+_IDLE_TIMEOUT = 60.0  # seconds an idle worker thread lives before it exits
 
 
 class _Inbox:
@@ -62,14 +69,17 @@ class _Inbox:
 class Workers:
     """A small thread pool for sync handlers; see the module docstring."""
 
-    def __init__(self, max_workers: int = _MAX_WORKERS) -> None:
+    def __init__(self, max_workers: int = _MAX_WORKERS, idle_timeout: float = _IDLE_TIMEOUT) -> None:
         self.max_workers = max_workers
+        self.idle_timeout = idle_timeout
         self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.threads = 0
-        # One token per worker that is waiting for a job (or about to): list append
+        # One token per idle worker not yet reserved by a submitted job: list append
         # and pop are atomic under the GIL, so the hot path takes no lock for this.
         self.idle: list[None] = []
+        self.skipped = 0  # jobs dropped at hand-off because nobody awaited them any more
+        self.owed = 0  # jobs queued on a full pool: the next free workers take them, tokenless
         self.inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
 
     def run(self, fn: Callable[..., Any], /, **kwargs: Any) -> asyncio.Future[Any]:
@@ -87,27 +97,51 @@ class Workers:
                 del self.inboxes[old]
         future: asyncio.Future[Any] = loop.create_future()
         self.jobs.put((inbox, future, contextvars.copy_context(), fn, kwargs))
-        if not self.idle and self.threads < self.max_workers:
+        try:
+            self.idle.pop()  # reserve an idle worker for this job
+        except IndexError:
             with self.lock:
-                spawn = not self.idle and self.threads < self.max_workers
+                spawn = self.threads < self.max_workers
                 if spawn:
                     self.threads += 1
-                    self.idle.append(None)  # idle until it takes its first job
-            if spawn:
+                else:
+                    try:
+                        self.idle.pop()  # a worker freed up meanwhile
+                    except IndexError:
+                        self.owed += 1
+            if spawn:  # a new worker, reserved for this job from the start
                 threading.Thread(target=self._work, daemon=True, name="nimblemcp-worker").start()
+            # else: the pool is full; the job waits for the first worker to free up
         return future
 
     def _work(self) -> None:
-        jobs, idle = self.jobs, self.idle
+        jobs, idle, timeout = self.jobs, self.idle, self.idle_timeout
         while True:
-            inbox, future, ctx, fn, kwargs = jobs.get()
-            idle.pop()
             try:
-                item = (future, True, ctx.run(fn, **kwargs))
-            except BaseException as exc:  # handed to the awaiting task, as to_thread does
-                item = (future, False, exc)
-            inbox.put(item)
-            del inbox, future, ctx, fn, kwargs, item
+                inbox, future, ctx, fn, kwargs = jobs.get(timeout=timeout)
+            except queue.Empty:
+                try:
+                    idle.pop()  # retire: one idle worker less
+                except IndexError:
+                    continue  # a job just reserved us: it is on its way
+                with self.lock:
+                    self.threads -= 1
+                return
+            if future.cancelled():  # the request is gone: never start its work
+                self.skipped += 1
+            else:
+                try:
+                    item = (future, True, ctx.run(fn, **kwargs))
+                except BaseException as exc:  # handed to the awaiting task, as to_thread does
+                    item = (future, False, exc)
+                inbox.put(item)
+                del item
+            del inbox, future, ctx, fn, kwargs
+            if self.owed:  # a queued job is ours without a token
+                with self.lock:
+                    if self.owed:
+                        self.owed -= 1
+                        continue
             idle.append(None)
 
 

@@ -10,7 +10,9 @@ as real server-to-client requests on that POST's SSE stream, and the client's
 answers come back as separate POSTs answered 202 (LEG-06/09). A client hanging up
 on a POST stream does not cancel it; `notifications/cancelled` does (LEG-07). GET
 opens the session's one stream of untagged list_changed and resources/updated
-notifications (LEG-08/12); DELETE ends the session.
+notifications (LEG-08/12); DELETE ends the session. Bounded (see `_http_sessions`):
+idle sessions expire, a full table evicts its least recently used session instead
+of refusing new clients, and a session whose GET stream ended is idle from then on.
 
 Must not import uvicorn, the server or any client code.
 """
@@ -56,11 +58,16 @@ class LegacyHttp:
 
     def __init__(
         self, core: Core, *, keepalive: float = 15.0,
-        max_sessions: int = 10_000, idle_timeout: float = 1800.0,
+        max_sessions: int | None = None, idle_timeout: float | None = None,
     ) -> None:
+        """`max_sessions` / `idle_timeout` override the server's `LegacyOptions`."""
         self.core = core
         self.keepalive = keepalive
-        self.sessions = Sessions(max_sessions, idle_timeout)
+        opts = core.legacy_options
+        self.sessions = Sessions(
+            opts.max_sessions if max_sessions is None else max_sessions,
+            opts.idle_timeout if idle_timeout is None else idle_timeout,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, message: Any) -> None:
         h = RequestHeaders(scope["headers"])
@@ -120,10 +127,7 @@ class LegacyHttp:
             error["error"]["data"] = {"supported": [*LEGACY_VERSIONS, *MODERN_VERSIONS], "requested": requested}
             await respond_json(send, 400, error)  # COMPAT-S02: the only diagnostic a legacy client gets
             return
-        session = self.sessions.open(legacy, owner)
-        if session is None:
-            await _refuse(send, 503, "Too many sessions; try again later", rid)
-            return
+        session = self.sessions.open(legacy, owner)  # evicts the least recently used when full
         await respond_json(send, 200, {"jsonrpc": "2.0", "id": rid, "result": result}, [(_SID, session.id.encode())])
 
     # -- requests ------------------------------------------------------------------------
@@ -174,6 +178,7 @@ class LegacyHttp:
             return
         finally:
             legacy.cancelled.discard(rid)
+            self.sessions.touch(session)  # a long request does not leave it looking idle
         ex.finish()
         if ex.pump is None:
             await respond_json(send, 200, response)
@@ -222,6 +227,7 @@ class LegacyHttp:
                 sub.close()  # also when the forwarder never got to run
             if session.stream is stop:
                 session.stream = None
+                self.sessions.touch(session)  # idle from now: expires after idle_timeout
 
     @staticmethod
     async def _watch(receive: Receive, stop: asyncio.Event) -> None:

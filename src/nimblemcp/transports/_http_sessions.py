@@ -4,7 +4,7 @@ A `HttpSession` is one `initialize`-era client over HTTP: its `LegacySession` (w
 the handshake fixed, the back channel, the requests in flight; see `_legacy`), the
 credential that opened it and its GET stream, if open. `Sessions` mints ids with
 `secrets` (visible ASCII), binds each session to the credential that opened it,
-expires idle sessions and keeps the table bounded. Must not import the ASGI app,
+expires idle sessions and keeps the table bounded (LRU eviction, never a 503). Must not import the ASGI app,
 uvicorn or the server.
 """
 
@@ -42,24 +42,34 @@ class HttpSession:
         if self.stream is not None:
             self.stream.set()
 class Sessions:
-    """Bounded, idle-expiring table of legacy sessions by id."""
+    """Bounded, idle-expiring table of legacy sessions by id, least recently used first.
+
+    Expiry: a session with nothing in flight (no request, no GET stream) that has
+    seen no message for `idle_timeout` seconds is dropped. Pressure: opening a
+    session on a full table evicts the least recently used idle session, or, when
+    every session is busy, the least recently used one (its requests are cancelled
+    and its stream ends): new clients are never locked out by abandoned ones."""
 
     def __init__(self, max_sessions: int = 10_000, idle_timeout: float = 1800.0) -> None:
+        if max_sessions < 1:
+            raise ValueError("max_sessions must be >= 1")
         self.max_sessions = max_sessions
         self.idle_timeout = idle_timeout
+        self.evicted = 0  # sessions dropped for room (not expiry)
         self._by_id: OrderedDict[str, HttpSession] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def open(self, legacy: LegacySession, owner: Any) -> HttpSession | None:
-        """A new session, or None when the table is full of busy sessions."""
+    def open(self, legacy: LegacySession, owner: Any) -> HttpSession:
+        """A new session; on a full table the least recently used one makes room."""
         self._prune()
-        if len(self._by_id) >= self.max_sessions:
+        while len(self._by_id) >= self.max_sessions:
             victim = next((s for s in self._by_id.values() if not s.busy), None)
             if victim is None:
-                return None
+                victim = next(iter(self._by_id.values()))
             self.drop(victim.id)
+            self.evicted += 1
         sid = secrets.token_urlsafe(24)  # [A-Za-z0-9_-]: visible ASCII (LEG-04)
         session = self._by_id[sid] = HttpSession(sid, legacy, owner)
         return session
@@ -79,6 +89,12 @@ class Sessions:
         self._by_id.move_to_end(sid)
         return session
 
+    def touch(self, session: HttpSession) -> None:
+        """The session was active just now (e.g. its GET stream ended)."""
+        if self._by_id.get(session.id) is session:
+            session.seen = time.monotonic()
+            self._by_id.move_to_end(session.id)
+
     def drop(self, sid: str) -> bool:
         session = self._by_id.pop(sid, None)
         if session is None:
@@ -87,8 +103,15 @@ class Sessions:
         return True
 
     def _prune(self) -> None:
+        """Drop expired sessions: oldest first, stopping at the first recent one."""
         limit = time.monotonic() - self.idle_timeout
-        for sid in [s.id for s in self._by_id.values() if not s.busy and s.seen < limit]:
+        expired = []
+        for s in self._by_id.values():
+            if s.seen >= limit:
+                break
+            if not s.busy:
+                expired.append(s.id)
+        for sid in expired:
             self.drop(sid)
 
     def close_all(self) -> None:

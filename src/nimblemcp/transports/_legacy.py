@@ -5,7 +5,9 @@ negotiated version, its capabilities and info), its log level (`logging/setLevel
 its `resources/subscribe` URIs (LEG-01..12), the back channel (server-to-client
 requests and the futures awaiting their answers, LEG-09), its requests in flight
 (cancel by id, LEG-07) and the forwarding of change events as untagged notifications
-(LEG-12). Each legacy request gets a `RequestMeta` built from the session, runs
+(LEG-12). A question the peer leaves unanswered for `LegacyOptions.request_timeout`
+seconds is withdrawn (`notifications/cancelled` to the peer) and fails its request
+with `InputTimeout`. Each legacy request gets a `RequestMeta` built from the session, runs
 through the same stateless core, and its result is shaped for the old schema (no
 `resultType`, caching hints or `serverInfo`; -32002 for a missing resource, LEG-15).
 Handlers stay era-blind: their MRTR questions go out through the back channel.
@@ -24,7 +26,13 @@ import uuid
 from typing import Any
 
 from nimblemcp._port import ChangeEvent, Changes, Core, Emit, Prepared
-from nimblemcp.errors import InternalError, InvalidParams, MethodNotFound, ProtocolError
+from nimblemcp.errors import (
+    InputTimeout,
+    InternalError,
+    InvalidParams,
+    MethodNotFound,
+    ProtocolError,
+)
 from nimblemcp.jsonrpc import error_response
 from nimblemcp.types._meta import (
     LOG_LEVELS,
@@ -39,8 +47,9 @@ __all__ = ["LegacySession", "is_enveloped"]
 
 logger = logging.getLogger("nimblemcp.legacy")
 
-# Methods of the stateless revision that a legacy session does not offer.
-MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
+# Methods of the stateless revision that a legacy session does not offer (the tasks
+# extension does not exist under 2025-11-25, SEP-2663).
+MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
 _LOG_RANK = {name: i for i, name in enumerate(LOG_LEVELS)}
 _MODERN_RESULT_KEYS = ("resultType", "ttlMs", "cacheScope")
 _LIST_CHANGED = {
@@ -216,14 +225,25 @@ class LegacySession:
         """Send one round of questions as requests through `sink`; the answers by key."""
         loop = asyncio.get_running_loop()
         waits: dict[str, asyncio.Future[Any]] = {}
-        sent: list[str] = []
+        sent: dict[str, str] = {}  # request id -> method
+        limit = self.core.legacy_options.request_timeout
         try:
             for key, request in requests.items():
                 qid = f"nimblemcp-{next(self.ids)}"
                 waits[key] = self.pending[qid] = loop.create_future()
-                sent.append(qid)
+                sent[qid] = str(request.get("method"))
                 sink({"jsonrpc": "2.0", "id": qid, **_outgoing(request)})
-            answers = await asyncio.gather(*waits.values())
+            async with asyncio.timeout(limit):
+                answers = await asyncio.gather(*waits.values())
+        except TimeoutError:
+            # Timing out cancelled the gather and with it the futures still waiting.
+            late = [qid for qid in sent if self.pending[qid].cancelled() or not self.pending[qid].done()]
+            for qid in late:  # withdraw what is still open (the 2025-11-25 cancellation)
+                sink({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": qid, "reason": "No answer in time"}})
+            methods = sorted({sent[q] for q in late})
+            raise InputTimeout(
+                f"The client did not answer {', '.join(methods)} within {limit:g} s") from None
         finally:
             for qid in sent:
                 self.pending.pop(qid, None)
