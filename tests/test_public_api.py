@@ -169,6 +169,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ResourceNotFound",
         "SessionExpired",
         "SlowListener",
+        "StartupError",
         "StateError",
         "StreamBroken",
         "TaskCancelled",

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
@@ -156,4 +157,10 @@ class Core(Protocol):
 
     def close_listeners(self) -> None:
         """End every open change subscription gracefully (at shutdown)."""
+        ...
+
+    def lifespan_context(self, app: Any = None, /) -> AbstractAsyncContextManager[Any]:
+        """The server's start-up/shut-down: a transport that owns the process (stdio,
+        the ASGI `lifespan` scope) enters it around serving. Entries nest (the lifespan
+        runs once); raises `nimblemcp.errors.StartupError` when start-up fails."""
         ...

@@ -16,6 +16,7 @@
     ├── StateError                a `requestState` refused: tampered, expired, replayed, unbound
     ├── BackendError              a shared-state backend (Redis) failed; the cause is chained
     ├── SlowListener              a bus subscription fell too far behind and was ended
+    ├── StartupError              a server's lifespan failed at start-up; the cause is chained
     └── ClientError               failures on our side of a client (never from the peer)
         ├── TransportError        the connection or stream broke; `retryable`, `session_expired`
         │   ├── StreamBroken               broke before the final response (retryable)
@@ -63,6 +64,7 @@ __all__ = [
     "ResourceNotFound",
     "SessionExpired",
     "SlowListener",
+    "StartupError",
     "StateError",
     "StreamBroken",
     "TaskCancelled",
@@ -176,6 +178,11 @@ class BackendError(McpError):
 
 class SlowListener(McpError):
     """The listener fell more than its queue size behind and was dropped."""
+
+
+class StartupError(McpError):
+    """A server's lifespan failed at start-up (the serving entry points exit non-zero);
+    the lifespan's own exception is chained as `__cause__`."""
 
 
 class ClientError(McpError):

@@ -18,8 +18,9 @@ serving HTTP), so a stdio server never pays for the HTTP stack.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from nimblemcp.errors import StartupError
 from nimblemcp.server._options import ServerSettings
 
 if TYPE_CHECKING:
@@ -52,7 +53,23 @@ def run_stdio(server: Server) -> None:
     from nimblemcp.transports.stdio import run_stdio as serve
 
     configure(server)
-    serve(server)
+    try:
+        serve(server)
+    except StartupError as exc:
+        _startup_failed(exc)
+
+
+def _startup_failed(exc: BaseException) -> NoReturn:
+    """A lifespan that failed to start: one clear line on stderr, exit status 1."""
+    import sys
+
+    cause = exc.__cause__
+    print(f"error: {exc}", file=sys.stderr)
+    if cause is not None:
+        import traceback
+
+        traceback.print_exception(cause, file=sys.stderr)
+    raise SystemExit(1)
 
 
 def asgi_app(server: Server, path: str = "/mcp", **options: Any) -> SecurityMiddleware:
@@ -124,5 +141,11 @@ def run_http(
             server.close_listeners()
             await super().shutdown(sockets)
 
+    served = _Uvicorn(config)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the caught SIGINT
-        _Uvicorn(config).run()
+        served.run()
+    if not served.started:  # the lifespan failed (uvicorn logged why): exit non-zero
+        import sys
+
+        print(f"error: server {server.name!r} failed to start", file=sys.stderr)
+        raise SystemExit(1)

@@ -117,6 +117,11 @@ class Context:
         return None if rank is None else LOG_LEVELS[rank]
 
     @property
+    def lifespan(self) -> Any:
+        """What the server's lifespan yielded (see `Server(lifespan=...)`)."""
+        return self.server.lifespan_state
+
+    @property
     def meta(self) -> dict[str, Any]:
         """The request's raw `_meta` (trace context and custom keys included)."""
         return self._meta.raw

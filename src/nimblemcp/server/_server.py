@@ -9,6 +9,7 @@ definitions, list payloads); request handling lives in `_dispatch`. A Server is 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -17,6 +18,7 @@ from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
+from nimblemcp.server._lifespan import Lifespan, LifespanFactory
 from nimblemcp.server._options import Backends, ListenOptions, ServerSettings, StateOptions
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
@@ -76,6 +78,7 @@ class Server:
         listen: ListenOptions | None = None,
         forward_logs: bool | str = False,
         max_inflight: int | None = None,
+        lifespan: LifespanFactory | None = None,
         # Flat spellings of the option groups above (each overrides its group's field).
         state_keys: list[str] | None = None,
         state_ttl: float | None = None,
@@ -141,6 +144,9 @@ class Server:
         # Above this many running handlers, tools/call, prompts/get and resources/read
         # answer a state-only input_required instead of queueing (load shedding).
         self.max_inflight = max_inflight
+        # Servers mounted into this one (`mount`): their lifespans run inside ours.
+        self.mounted: list[Server] = []
+        self._lifespan = Lifespan(self, lifespan)
         self.dispatcher = Dispatcher(self)
         self.prepare = self.dispatcher.prepare
         self.execute = self.dispatcher.run
@@ -392,6 +398,21 @@ class Server:
         return () if tool is None else tool.header_rules
 
     # -- running -----------------------------------------------------------------------
+
+    def lifespan_context(self, app: Any = None, /) -> AbstractAsyncContextManager[Any]:
+        """Start the server's lifespan on entry, stop it on exit; yields its value.
+
+        Every serving entry point enters it; a host framework that mounts the ASGI app
+        enters it from its own lifespan: `Starlette(lifespan=server.lifespan_context)`
+        (`app`, what such a host passes, is ignored). Entries nest: the lifespan runs
+        once, until the last one leaves. Raises `StartupError` when start-up fails."""
+        return self._lifespan.context(app)
+
+    @property
+    def lifespan_state(self) -> Any:
+        """What the lifespan yielded (None without a lifespan); a RuntimeError that says
+        how to start it when the server has a lifespan that is not running."""
+        return self._lifespan.current()
 
     async def handle(
         self, message: Any, emit: Callable[[dict[str, Any]], None] | None = None,

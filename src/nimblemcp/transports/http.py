@@ -32,6 +32,7 @@ from nimblemcp.transports._asgi import (
     Scope,
     Send,
     accepts_json_and_sse,
+    endpoint_path,
     respond,
     respond_json,
     send_json,
@@ -123,13 +124,25 @@ class McpHttpApp:
         return watchlist
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
+        # The server's own lifespan (`Core.lifespan_context`) runs between the two.
+        lifespan = self.core.lifespan_context()
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                try:
+                    await lifespan.__aenter__()
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
                 if self.freeze_gc:
                     _settle_gc()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                try:
+                    await lifespan.__aexit__(None, None, None)
+                except Exception as exc:
+                    await send({"type": "lifespan.shutdown.failed", "message": str(exc)})
+                    return
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -138,7 +151,7 @@ class McpHttpApp:
             if scope["type"] == "lifespan":
                 await self._lifespan(receive, send)
             return
-        if scope["path"] != self.path:
+        if scope["path"] != self.path and endpoint_path(scope) != self.path:
             await respond(send, 404, b"Not Found")
             return
         h = RequestHeaders(scope["headers"])

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from nimblemcp.transports._asgi import respond
+from nimblemcp.transports._asgi import endpoint_path, respond
 
 if TYPE_CHECKING:
     from nimblemcp.transports._asgi import Receive, Scope, Send
@@ -111,7 +111,7 @@ class BearerAuth:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_path = scope["path"]
+        request_path = endpoint_path(scope)
         if request_path in self.metadata_paths and scope["method"] in ("GET", "HEAD"):
             await respond(send, 200, self.metadata, content_type=b"application/json")
             return
