@@ -68,7 +68,12 @@ class RequestIO(Protocol):
     transport already holds it (saves a look-up), else None. `ask` is the back
     channel of a peer that accepts server-to-client requests, else None: with it the
     core answers a handler's questions inside `execute` instead of ending the round
-    with `input_required`."""
+    with `input_required`.
+
+    Optional, read only when a handler asks (so a transport computes them lazily):
+    `headers`, the request's headers as a mapping of lowercased names to values, and
+    `auth`, the verified access token of an authenticated request. A transport
+    without them simply lacks the attributes (stdio, in-memory)."""
 
     @property
     def subject(self) -> str | None: ...

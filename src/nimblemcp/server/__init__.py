@@ -5,12 +5,14 @@ imports a transport, and transports never import this. `nimblemcp.serving` joins
 """
 
 from nimblemcp.server._context import Context
+from nimblemcp.server._depends import Depends, Headers, get_headers, get_lifespan, get_principal
 from nimblemcp.server._options import Backends, ListenOptions, ServerSettings, StateOptions
 from nimblemcp.server._prompts import assistant, message, user
 from nimblemcp.server._server import Server
 from nimblemcp.server._tools import ToolAnnotations, ToolResult
 
 __all__ = [
-    "Backends", "Context", "ListenOptions", "Server", "ServerSettings", "StateOptions", "ToolAnnotations",
-    "ToolResult", "assistant", "message", "user",
+    "Backends", "Context", "Depends", "Headers", "ListenOptions", "Server", "ServerSettings",
+    "StateOptions", "ToolAnnotations", "ToolResult", "assistant", "get_headers", "get_lifespan",
+    "get_principal", "message", "user",
 ]

@@ -163,7 +163,7 @@ class Dispatcher:
         it, saves looking up the running loop again."""
         subject = io.subject
         ask = io.ask
-        ctx = Context(self.server, req.id, req.method, req.params, req.meta, io.emit, subject, io.loop)
+        ctx = Context(self.server, req.id, req.method, req.params, req.meta, io.emit, subject, io.loop, io)
         token = current.set(ctx) if self.server.forward_logs and req.meta.log_level is not None else None
         try:
             if req.spec.input_required:

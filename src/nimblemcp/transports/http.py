@@ -230,7 +230,7 @@ class McpHttpApp:
         # Look the loop up once, without a syscall (see `_loop`), and hand it on.
         loop = running_loop()
         subject = scope.get("user")
-        ex = Exchange(loop, receive, send, self.keepalive, subject if isinstance(subject, str) else None)
+        ex = Exchange(loop, receive, send, self.keepalive, subject if isinstance(subject, str) else None, scope)
         ex.owner = asyncio.current_task(loop)
         step = self.core.execute(prepared, ex)
         self._watchlist(loop).add(ex)
