@@ -171,6 +171,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "OutputValidationError",
         "ParseError",
         "ProtocolError",
+        "RateLimited",
         "RequestTimeout",
         "ResourceNotFound",
         "SessionExpired",
@@ -196,6 +197,15 @@ PUBLIC_API: dict[str, list[str]] = {
         "notification",
         "request",
         "result_response",
+    ],
+    "nimblemcp.middleware": [
+        "CallNext",
+        "MethodStats",
+        "Middleware",
+        "RateLimit",
+        "RequestLogging",
+        "Timing",
+        "caller_of",
     ],
     "nimblemcp.serving": [
         "asgi_app",

@@ -10,6 +10,7 @@
     │   ├── InternalError                  -32603  a server fault
     │   ├── HeaderMismatch                 -32020  HTTP headers disagree with the body
     │   ├── MissingClientCapability        -32021  data {"requiredCapabilities": {...}}
+    │   ├── RateLimited                    -32000  a caller over its rate; data {"retryAfterMs": n}
     │   └── UnsupportedProtocolVersion     -32022  data {"supported": [...], "requested": ...}
     ├── ToolError                 raised inside a tool: becomes an `isError: true` result
     ├── InvalidToolHeaders        (also a ValueError) `x-mcp-header` annotations break TOOL-11
@@ -60,6 +61,7 @@ __all__ = [
     "OutputValidationError",
     "ParseError",
     "ProtocolError",
+    "RateLimited",
     "RequestTimeout",
     "ResourceNotFound",
     "SessionExpired",
@@ -144,6 +146,14 @@ class MissingClientCapability(ProtocolError):
     def __init__(self, required: dict[str, Any], message: str | None = None) -> None:
         super().__init__(message, {"requiredCapabilities": required})
         self.required = required
+
+
+class RateLimited(ProtocolError):
+    """A caller sent more requests than its rate allows (`nimblemcp.middleware.RateLimit`);
+    `data` says how long to wait: `{"retryAfterMs": n}`."""
+
+    code = -32000
+    default_message = "Rate limit exceeded"
 
 
 class UnsupportedProtocolVersion(ProtocolError):

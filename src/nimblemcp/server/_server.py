@@ -19,6 +19,7 @@ from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
 from nimblemcp.server._lifespan import Lifespan, LifespanFactory
+from nimblemcp.server._middleware import Middleware
 from nimblemcp.server._options import Backends, ListenOptions, ServerSettings, StateOptions
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
@@ -79,6 +80,7 @@ class Server:
         forward_logs: bool | str = False,
         max_inflight: int | None = None,
         lifespan: LifespanFactory | None = None,
+        middleware: list[Middleware] | None = None,
         # Flat spellings of the option groups above (each overrides its group's field).
         state_keys: list[str] | None = None,
         state_ttl: float | None = None,
@@ -150,6 +152,18 @@ class Server:
         self.dispatcher = Dispatcher(self)
         self.prepare = self.dispatcher.prepare
         self.execute = self.dispatcher.run
+        self.middleware: list[Middleware] = []
+        for mw in middleware or ():
+            self.add_middleware(mw)
+
+    def add_middleware(self, middleware: Middleware) -> Middleware:
+        """Run `middleware(ctx, call_next)` around every request, inside those added
+        before (see `nimblemcp.middleware`). Usable as a decorator."""
+        if not callable(middleware):
+            raise TypeError(f"middleware must be an async callable (ctx, call_next), got {middleware!r}")
+        self.middleware.append(middleware)
+        self.dispatcher.use(self.middleware)
+        return middleware
 
     def _apply_settings(self, settings: ServerSettings) -> None:
         """The environment's settings, where the code gave nothing (see `_options`)."""
