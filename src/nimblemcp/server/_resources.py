@@ -103,6 +103,21 @@ class ResourceEntry(_Readable):
         return to_contents(self.uri, await self.invoke(ctx, ()), self.mime_type)
 
 
+def compile_template(uri_template: str) -> tuple[re.Pattern[str], tuple[tuple[str, bool], ...]]:
+    """The matching regex of a URI template and its variables (name, reserved)."""
+    parts: list[str] = []
+    pos = 0
+    variables: list[tuple[str, bool]] = []
+    for m in _VAR.finditer(uri_template):
+        parts.append(re.escape(uri_template[pos : m.start()]))
+        reserved = m.group(1) == "+"
+        parts.append(f"(?P<{m.group(2)}>{'.+?' if reserved else '[^/?#]+'})")
+        variables.append((m.group(2), reserved))
+        pos = m.end()
+    parts.append(re.escape(uri_template[pos:]))
+    return re.compile("^" + "".join(parts) + "$"), tuple(variables)
+
+
 def _safe(value: str, allow_slash: bool) -> bool:
     if "\\" in value or "\x00" in value:
         return False
@@ -129,18 +144,8 @@ class TemplateEntry(_Readable):
         self.uri_template = uri_template
         self.mime_type = mime_type
         self._setup(fn, ttl_ms, cache_scope)
-        parts: list[str] = []
-        pos = 0
-        variables: list[tuple[str, bool]] = []
-        for m in _VAR.finditer(uri_template):
-            parts.append(re.escape(uri_template[pos : m.start()]))
-            reserved = m.group(1) == "+"
-            parts.append(f"(?P<{m.group(2)}>{'.+?' if reserved else '[^/?#]+'})")
-            variables.append((m.group(2), reserved))
-            pos = m.end()
-        parts.append(re.escape(uri_template[pos:]))
-        self.pattern = re.compile("^" + "".join(parts) + "$")
-        self.variables = tuple(variables)
+        self.pattern, self.variables = compile_template(uri_template)
+        variables = self.variables
         params = set(inspect.signature(fn).parameters) - {self.ctx_param}
         missing = {v for v, _ in variables} - params
         if missing:

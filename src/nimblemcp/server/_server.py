@@ -118,6 +118,8 @@ class Server:
         # Called with "tools" | "prompts" | "resources" whenever a list changes; the
         # subscription layer hooks in here.
         self.change_listeners: list[Callable[[str], None]] = []
+        # Called with the URI on `notify_resource_updated` (a host that mounted us).
+        self.update_listeners: list[Callable[[str], None]] = []
         state = _override(state or StateOptions(), keys=None if state_keys is None else tuple(state_keys),
                           ttl=state_ttl, one_time=one_time_state, audience=audience, handle_ttl=handle_ttl)
         backends = _override(backends or Backends(), store=store, bus=bus)
@@ -350,6 +352,18 @@ class Server:
         Safe to call from any thread."""
         if self.subscriptions:
             self.bus.publish(Event("updated", uri))
+        for listener in self.update_listeners:
+            listener(uri)
+
+    def mount(self, other: Server, namespace: str | None = None) -> None:
+        """Serve `other`'s tools, prompts and resources from this server, renamed
+        under `namespace`: tool/prompt `x` -> `namespace_x`, resource `s://a` ->
+        `s://namespace/a`. Kept in step with `other` (registrations, resource updates);
+        its lifespan runs inside this one's; its handlers see `ctx.lifespan` of
+        `other`. See `nimblemcp.server._mount`."""
+        from nimblemcp.server._mount import mount
+
+        mount(self, other, namespace)
 
     def changes(self) -> Changes | None:
         """A new subscription to list changes and resource updates (None when
