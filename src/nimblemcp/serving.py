@@ -72,23 +72,38 @@ def _startup_failed(exc: BaseException) -> NoReturn:
     raise SystemExit(1)
 
 
-def asgi_app(server: Server, path: str = "/mcp", **options: Any) -> SecurityMiddleware:
+def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **options: Any) -> SecurityMiddleware:
     """`server` as a guarded ASGI app: the options of
     `nimblemcp.transports.http_security.secure_app` (allowed origins and hosts,
-    body and header limits, CORS, auth, keepalive, legacy sessions)."""
+    body and header limits, CORS, auth, keepalive, legacy sessions).
+
+    Beside the endpoint it serves the server's `@server.route` routes and, unless
+    `health=False`, `/healthz` (liveness) and `/readyz` (readiness: 503 until the
+    lifespan has started). Mounted in a host (`Mount("/notes", app)`), every path is
+    relative to the mount point: the endpoint answers on `/notes/mcp`."""
     from nimblemcp.transports.http_security import secure_app
 
     configure(server)
-    return secure_app(server, path=path, **options)
+    return secure_app(server, path=path, routes=_routes(server, health), **options)
 
 
-def bare_asgi_app(server: Server, path: str = "/mcp", **options: Any) -> McpHttpApp:
+def bare_asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **options: Any) -> McpHttpApp:
     """`server` as the bare MCP endpoint, without Origin/Host or size guards: only
-    behind something that provides them (see `nimblemcp.transports.http.asgi_app`)."""
+    behind something that provides them (see `nimblemcp.transports.http.asgi_app`).
+    Routes and health probes as for `asgi_app`."""
     from nimblemcp.transports.http import asgi_app as bare
 
     configure(server)
-    return bare(server, path=path, **options)
+    return bare(server, path=path, routes=_routes(server, health), **options)
+
+
+def _routes(server: Server, health: bool) -> dict[str, Any]:
+    from nimblemcp.transports._routes import function_route, health_routes
+
+    routes: dict[str, Any] = dict(health_routes(lambda: server.ready)) if health else {}
+    for where, (fn, methods) in server.routes.items():
+        routes[where] = function_route(fn, methods)
+    return routes
 
 
 def run_http(

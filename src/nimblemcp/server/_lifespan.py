@@ -44,7 +44,9 @@ class Lifespan:
 
     @contextlib.asynccontextmanager
     async def context(self, app: Any = None) -> AsyncIterator[Any]:
-        """Start (first entry) and stop (last exit); yields the lifespan value."""
+        """Start (first entry) and stop (last exit); yields the lifespan value, or None
+        when a host framework enters it (`app` given): Starlette and FastAPI take a
+        yielded value for their own request state."""
         if self._depth == 0:
             stack = contextlib.AsyncExitStack()
             try:
@@ -65,7 +67,7 @@ class Lifespan:
             self.started = True
         self._depth += 1
         try:
-            yield self.value
+            yield self.value if app is None else None
         finally:
             self._depth -= 1
             if self._depth == 0:

@@ -148,6 +148,8 @@ class Server:
         # Above this many running handlers, tools/call, prompts/get and resources/read
         # answer a state-only input_required instead of queueing (load shedding).
         self.max_inflight = max_inflight
+        # Plain HTTP routes beside the MCP endpoint (`route`): path -> (function, methods).
+        self.routes: dict[str, tuple[F, tuple[str, ...]]] = {}
         # Servers mounted into this one (`mount`): their lifespans run inside ours.
         self.mounted: list[Server] = []
         self._lifespan = Lifespan(self, lifespan)
@@ -432,9 +434,30 @@ class Server:
 
         Every serving entry point enters it; a host framework that mounts the ASGI app
         enters it from its own lifespan: `Starlette(lifespan=server.lifespan_context)`
-        (`app`, what such a host passes, is ignored). Entries nest: the lifespan runs
+        (given `app`, as such a host does, it yields None). Entries nest: the lifespan runs
         once, until the last one leaves. Raises `StartupError` when start-up fails."""
         return self._lifespan.context(app)
+
+    def route(self, path: str, methods: tuple[str, ...] | list[str] = ("GET",)) -> Callable[[F], F]:
+        """Serve a plain HTTP route beside the MCP endpoint of `asgi_app()` (e.g. a
+        health or metrics page): `@server.route("/status")` on `fn()` or `fn(scope)`,
+        sync (keep it quick) or async, returning a dict or list (JSON), str, bytes or
+        `(status, body)`. Paths are relative to the app's mount point."""
+        if not path.startswith("/"):
+            raise ValueError(f"route path {path!r} must start with '/'")
+
+        def register(fn: F) -> F:
+            if not callable(fn):
+                raise TypeError(f"@server.route({path!r}) needs a function, got {fn!r}")
+            self.routes[path] = (fn, tuple(methods))
+            return fn
+
+        return register
+
+    @property
+    def ready(self) -> bool:
+        """Ready to serve: the lifespan (if any) has started (the `/readyz` probe)."""
+        return self._lifespan.started or self._lifespan.factory is None
 
     @property
     def lifespan_state(self) -> Any:

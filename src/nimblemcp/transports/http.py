@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from nimblemcp._loop import running_loop
@@ -47,6 +48,7 @@ from nimblemcp.transports._http_headers import (
     RequestHeaders,
     check_standard,
 )
+from nimblemcp.transports._routes import App
 from nimblemcp.transports._sse import frame
 from nimblemcp.types._meta import CLIENT_CAPABILITIES, PROTOCOL_VERSION
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
@@ -106,8 +108,11 @@ class McpHttpApp:
         keepalive: float = 15.0,
         legacy: LegacyHandler | None = None,
         freeze_gc: bool = False,
+        routes: Mapping[str, App] | None = None,
     ) -> None:
         self.core = core
+        # Plain routes beside the endpoint (`_routes`): looked at only off the endpoint path.
+        self.routes: dict[str, App] = dict(routes or {})
         self.path = path
         self.keepalive = keepalive
         self.legacy = legacy
@@ -151,9 +156,15 @@ class McpHttpApp:
             if scope["type"] == "lifespan":
                 await self._lifespan(receive, send)
             return
-        if scope["path"] != self.path and endpoint_path(scope) != self.path:
-            await respond(send, 404, b"Not Found")
-            return
+        if scope["path"] != self.path:
+            local = endpoint_path(scope)
+            if local != self.path:
+                route = self.routes.get(local)
+                if route is not None:
+                    await route(scope, receive, send)
+                else:
+                    await respond(send, 404, b"Not Found")
+                return
         h = RequestHeaders(scope["headers"])
         if scope["method"] != "POST":
             if self.legacy is not None:
@@ -275,6 +286,7 @@ def asgi_app(
     legacy: LegacyHandler | None = None,
     legacy_sessions: bool = True,
     freeze_gc: bool = False,
+    routes: Mapping[str, App] | None = None,
 ) -> McpHttpApp:
     """The bare MCP endpoint as an ASGI app (no Origin/size checks: wrap it, see
     `http_security.secure_app`). `keepalive` <= 0 turns keep-alive comments off.
@@ -282,9 +294,10 @@ def asgi_app(
     at lifespan start-up: collect, `gc.freeze()`, young threshold `YOUNG_GC_THRESHOLD`.
 
     Dual-era by default: 2025-11-25 clients (`initialize`, `Mcp-Session-Id`) are
-    served by the legacy session leg; `legacy_sessions=False` serves only 2026-07-28."""
+    served by the legacy session leg; `legacy_sessions=False` serves only 2026-07-28.
+    `routes` maps other paths to ASGI apps (see `_routes`)."""
     if legacy is None and legacy_sessions:
         from nimblemcp.transports._http_legacy import LegacyHttp
 
         legacy = LegacyHttp(core, keepalive=keepalive)
-    return McpHttpApp(core, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc)
+    return McpHttpApp(core, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc, routes=routes)
