@@ -18,6 +18,7 @@ from nimblemcp.errors import InvalidParams
 from nimblemcp.server._context import Context, context_param
 from nimblemcp.server._docstrings import parse_docstring
 from nimblemcp.server._invoke import Invocable
+from nimblemcp.server._uri_values import uri_binder
 
 _VAR = re.compile(r"\{([+]?)([A-Za-z0-9_]+)\}")
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -64,8 +65,11 @@ class _Readable(Invocable):
     ttl_ms: int | None
     cache_scope: str | None
 
-    def _setup(self, fn: Callable[..., Any], ttl_ms: int | None, cache_scope: str | None) -> None:
-        self._set_fn(fn, context_param(fn), dict)  # the template's variables (none for a resource)
+    def _setup(
+        self, fn: Callable[..., Any], ttl_ms: int | None, cache_scope: str | None,
+        bind: Callable[[Any], dict[str, Any]] = dict,
+    ) -> None:
+        self._set_fn(fn, context_param(fn), bind)  # the template's variables (none for a resource)
         if ttl_ms is not None and ttl_ms < 0:
             raise ValueError("ttl_ms must be >= 0 (CACHE-01)")
         if cache_scope not in (None, "public", "private"):
@@ -143,9 +147,10 @@ class TemplateEntry(_Readable):
             raise ValueError(f"resource template {uri_template!r} needs a scheme")
         self.uri_template = uri_template
         self.mime_type = mime_type
-        self._setup(fn, ttl_ms, cache_scope)
         self.pattern, self.variables = compile_template(uri_template)
         variables = self.variables
+        # Variables converted per the function's annotations (-32602 on a bad value).
+        self._setup(fn, ttl_ms, cache_scope, uri_binder(fn, [v for v, _ in variables]))
         params = set(inspect.signature(fn).parameters) - {self.ctx_param}
         missing = {v for v, _ in variables} - params
         if missing:

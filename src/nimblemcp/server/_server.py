@@ -40,6 +40,12 @@ def _override(options: _O, **given: Any) -> _O:
     given = {k: v for k, v in given.items() if v is not None}
     return replace(options, **given) if given else options
 
+def _check_callable(decorator: str, fn: Any) -> None:
+    """A registration decorator applied to something that is not a function."""
+    if not callable(fn):
+        raise TypeError(f"{decorator} applies to a function (def or async def), not {fn!r}")
+
+
 # Caching hints sent when nothing more specific is configured (CACHE-01). The
 # capabilities of a server rarely change; lists may change at runtime, so they stay
 # fresh for a minute; resource contents default to "always refetch".
@@ -226,6 +232,7 @@ class Server:
         """
 
         def register(f: F) -> F:
+            _check_callable("@server.tool", f)
             self.add_tool(f, **options)
             return f
 
@@ -264,8 +271,14 @@ class Server:
         complete: dict[str, F] | None = None,
     ) -> Callable[[F], F]:
         """Register a resource; a URI with `{variables}` registers a template."""
+        if callable(uri) or not isinstance(uri, str):
+            raise TypeError(
+                "@server.resource needs the resource's URI: write @server.resource(\"scheme://path\") "
+                "(or \"scheme://items/{id}\" for a template)"
+            )
 
         def register(f: F) -> F:
+            _check_callable(f"@server.resource({uri!r})", f)
             common: dict[str, Any] = {
                 "name": name, "title": title, "description": description,
                 "mime_type": mime_type, "icons": icons, "annotations": annotations,
@@ -316,6 +329,7 @@ class Server:
         """Register a prompt: its string parameters are the prompt's arguments."""
 
         def register(f: F) -> F:
+            _check_callable("@server.prompt", f)
             entry = PromptEntry(f, name=name, title=title, description=description,
                                 icons=icons, meta=meta, complete=complete)  # type: ignore[arg-type]
             self.add_prompt(entry)
