@@ -207,6 +207,9 @@ PUBLIC_API: dict[str, list[str]] = {
         "Timing",
         "caller_of",
     ],
+    "nimblemcp.proxy": [
+        "proxy",
+    ],
     "nimblemcp.serving": [
         "asgi_app",
         "bare_asgi_app",
