@@ -194,3 +194,24 @@ async def test_middleware_over_http_both_eras(mode: str) -> None:
         await client.list_tools()
         assert (await client.call_tool("ping", {}))["content"][0]["text"] == "pong"
     assert seen[-2:] == ["tools/list", "tools/call"]
+
+
+async def test_listen_goes_through_middleware_over_http() -> None:
+    seen: list[str] = []
+
+    async def record(ctx: m.Context, call_next: CallNext) -> dict[str, Any]:
+        seen.append(ctx.method)
+        return await call_next()
+
+    server = m.Server("mw-listen", middleware=[record])
+
+    @server.tool()
+    def ping() -> str:
+        return "pong"
+
+    async with serving(server.asgi_app()) as base, Client(base + "/mcp", mode="modern") as client, \
+            client.listen(tools=True) as events:
+        first = await asyncio.wait_for(events.next(None), 20)  # type: ignore[attr-defined]
+        assert first.kind == "acknowledged"
+        assert "subscriptions/listen" in seen
+        server.close_listeners()
