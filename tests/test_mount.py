@@ -131,6 +131,15 @@ async def test_changes_and_updates_propagate() -> None:
         assert ("updated", "notes://notes/note/1") in seen and ("tools", None) in seen
 
 
+async def test_host_is_ready_once_the_mounted_lifespans_run() -> None:
+    host = m.Server("bare-host")
+    host.mount(_notes([]), namespace="notes")
+    assert not host.ready  # the mounted server has a lifespan to start
+    async with host.lifespan_context():
+        assert host.ready
+    assert m.Server("nothing-to-start").ready
+
+
 def test_mistakes_are_refused() -> None:
     host, notes = _host([])
     with pytest.raises(ValueError, match="already mounted"):

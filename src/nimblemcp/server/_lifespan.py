@@ -79,6 +79,11 @@ class Lifespan:
                 finally:
                     self.value = None
 
+    @property
+    def needed(self) -> bool:
+        """Whether anything must start: this factory or a mounted server's lifespan."""
+        return self.factory is not None or any(child._lifespan.needed for child in self.server.mounted)
+
     def current(self) -> Any:
         """The lifespan value; a clear error when the server has one but it never started."""
         if not self.started and self.factory is not None:

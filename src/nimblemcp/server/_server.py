@@ -471,7 +471,7 @@ class Server:
     @property
     def ready(self) -> bool:
         """Ready to serve: the lifespan (if any) has started (the `/readyz` probe)."""
-        return self._lifespan.started or self._lifespan.factory is None
+        return self._lifespan.started or not self._lifespan.needed
 
     @property
     def lifespan_state(self) -> Any:
