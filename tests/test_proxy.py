@@ -106,3 +106,54 @@ async def test_proxy_fails_to_start_when_the_target_is_unreachable() -> None:
     with pytest.raises(m.StartupError, match="'nowhere' failed to start"):
         async with front.lifespan_context():
             pass
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_nimblemcp_proxy_command(tmp_path: Path) -> None:
+    import os
+    import signal
+    import socket
+    import subprocess
+    import time
+
+    src = tmp_path / "backend.py"
+    src.write_text(BACKEND)
+    port = _free_port()
+    log = tmp_path / "proxy.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nimblemcp", "proxy", "--port", str(port), "--mode", "legacy",
+             "--", sys.executable, str(src)],
+            stdout=sink, stderr=sink, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        for _ in range(400):
+            assert proc.poll() is None, log.read_text()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.05)
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="modern") as client:
+            added = await client.call_tool("add", {"a": 20, "b": 22})
+            assert added["structuredContent"] == {"total": 42}
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_nimblemcp_proxy_needs_a_target() -> None:
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "nimblemcp", "proxy", "not-a-url"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "http(s):// URL or `-- command args...`" in done.stderr

@@ -3,7 +3,7 @@
 argparse rather than click/typer on purpose: `nimblemcp run` is on the cold-start
 path of every stdio server a host spawns. The client commands (discover, tools, call,
 read, prompt, listen) live in `_client_commands`, imported only when one is asked for,
-so `run` never imports the client.
+so `run` never imports the client; `proxy` imports `nimblemcp.proxy` when asked for.
 """
 
 from __future__ import annotations
@@ -77,6 +77,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     run.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
     run.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    proxy = sub.add_parser("proxy", help="serve another MCP server (URL or command) as a 2026-07-28 server",
+                           usage="nimblemcp proxy [options] (URL | -- command args...)")
+    proxy.add_argument("--transport", choices=("stdio", "http"), default="http")
+    proxy.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    proxy.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    proxy.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    proxy.add_argument("--mode", choices=("auto", "modern", "legacy"), default="auto",
+                       help="how to reach the target (default: auto-detect its era)")
+    proxy.add_argument("target", nargs=argparse.REMAINDER, help="an http(s):// URL, or -- command args...")
     return parser
 
 
@@ -93,6 +102,21 @@ def main(argv: list[str] | None = None) -> None:
             server.run("stdio")
         else:
             server.run("http", host=args.host, port=args.port, path=args.path)
+    elif args.command == "proxy":
+        from nimblemcp.proxy import proxy
+
+        target: Any
+        if args.target[:1] == ["--"] and len(args.target) > 1:
+            target = args.target[1:]  # a command line: the target runs over stdio
+        elif len(args.target) == 1 and args.target[0].startswith(("http://", "https://")):
+            target = args.target[0]
+        else:
+            _parser().error("proxy needs options first, then an http(s):// URL or `-- command args...`")
+        front = proxy(target, mode=args.mode)
+        if args.transport == "stdio":
+            front.run("stdio")
+        else:
+            front.run("http", host=args.host, port=args.port, path=args.path)
 
 
 if __name__ == "__main__":
