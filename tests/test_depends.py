@@ -164,7 +164,8 @@ async def test_headers_are_empty_and_principal_none_over_stdio(tmp_path: Path) -
     assert result["content"][0]["text"] == "0:None"
 
 
-async def test_headers_and_principal_injected_over_http() -> None:
+@pytest.mark.parametrize("mode", ["modern", "legacy"])
+async def test_headers_and_principal_injected_over_http(mode: str) -> None:
     server = m.Server("http-di")
     resource = "http://127.0.0.1/mcp"
 
@@ -175,7 +176,7 @@ async def test_headers_and_principal_injected_over_http() -> None:
         ctx: m.Context,
     ) -> dict[str, Any]:
         assert token is not None
-        return {"method": headers["mcp-method"], "custom": headers.get("x-tenant"),
+        return {"method": headers.get("mcp-method"), "custom": headers.get("x-tenant"),
                 "subject": token.subject, "scopes": sorted(token.scopes), "same": ctx.headers == headers}
 
     tokens = StaticTokens({"t": AccessToken("alice", frozenset({"mcp:use"}), (resource,))})
@@ -184,9 +185,9 @@ async def test_headers_and_principal_injected_over_http() -> None:
         "required_scopes": ["mcp:use"]})
     async with serving(app) as base:
         transport = HttpTransport(base + "/mcp", headers={"authorization": "Bearer t", "x-tenant": "acme"})
-        async with Client(transport, mode="modern") as client:
+        async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]
             result = await client.call_tool("whoami", {})
-    assert result["structuredContent"] == {
+    assert result["structuredContent"] == {  # the legacy session leg too
         "method": "tools/call", "custom": "acme", "subject": "alice", "scopes": ["mcp:use"], "same": True}
 
 

@@ -160,6 +160,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "HeaderMismatch",
         "HttpStatusError",
         "InputRequestRefused",
+        "InsufficientScope",
         "InternalError",
         "InvalidParams",
         "InvalidRequest",

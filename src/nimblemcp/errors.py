@@ -11,6 +11,7 @@
     │   ├── HeaderMismatch                 -32020  HTTP headers disagree with the body
     │   ├── MissingClientCapability        -32021  data {"requiredCapabilities": {...}}
     │   ├── RateLimited                    -32000  a caller over its rate; data {"retryAfterMs": n}
+    │   ├── InsufficientScope              -32001  the token lacks scopes; data {"requiredScopes": [...]}
     │   └── UnsupportedProtocolVersion     -32022  data {"supported": [...], "requested": ...}
     ├── ToolError                 raised inside a tool: becomes an `isError: true` result
     ├── InvalidToolHeaders        (also a ValueError) `x-mcp-header` annotations break TOOL-11
@@ -50,6 +51,7 @@ __all__ = [
     "HeaderMismatch",
     "HttpStatusError",
     "InputRequestRefused",
+    "InsufficientScope",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
@@ -146,6 +148,15 @@ class MissingClientCapability(ProtocolError):
     def __init__(self, required: dict[str, Any], message: str | None = None) -> None:
         super().__init__(message, {"requiredCapabilities": required})
         self.required = required
+
+
+class InsufficientScope(ProtocolError):
+    """The caller's access token lacks scopes a tool, prompt or resource requires
+    (`Server.require_scopes`); on HTTP answered 403 with an `insufficient_scope`
+    challenge before the request runs. `data`: `{"requiredScopes": [...]}`."""
+
+    code = -32001
+    default_message = "Insufficient scope"
 
 
 class RateLimited(ProtocolError):

@@ -84,6 +84,9 @@ def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **optio
     from nimblemcp.transports.http_security import secure_app
 
     configure(server)
+    auth = options.get("auth")
+    if auth is not None and "scopes_for" not in auth:  # per-target scopes: 403 before running
+        options["auth"] = {**auth, "scopes_for": server.scopes_needed}
     return secure_app(server, path=path, routes=_routes(server, health), **options)
 
 

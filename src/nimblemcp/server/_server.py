@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from nimblemcp.backends._store import KeyValueStore
 from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
+from nimblemcp.errors import InsufficientScope
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
 from nimblemcp.server._lifespan import Lifespan, LifespanFactory
@@ -39,6 +40,9 @@ def _override(options: _O, **given: Any) -> _O:
     """`options` with the flat keyword arguments that were given (not None)."""
     given = {k: v for k, v in given.items() if v is not None}
     return replace(options, **given) if given else options
+
+_NO_SCOPES: frozenset[str] = frozenset()
+
 
 def _check_callable(decorator: str, fn: Any) -> None:
     """A registration decorator applied to something that is not a function."""
@@ -163,8 +167,54 @@ class Server:
         self.prepare = self.dispatcher.prepare
         self.execute = self.dispatcher.run
         self.middleware: list[Middleware] = []
+        # (method, name or URI) -> scopes a token must hold (`require_scopes`).
+        self.scope_rules: dict[tuple[str, str], frozenset[str]] = {}
         for mw in middleware or ():
             self.add_middleware(mw)
+
+    def require_scopes(
+        self, scopes: list[str] | tuple[str, ...] | frozenset[str], *, tool: str | None = None,
+        prompt: str | None = None, resource: str | None = None,
+    ) -> None:
+        """Only tokens holding all of `scopes` may call `tool`, get `prompt` or read
+        `resource` (a URI or a registered URI template). Checked in the core for every
+        transport and era (`InsufficientScope`, -32001, when the caller lacks them; no
+        token counts as no scopes); on HTTP with `auth=`, refused with 403 and an
+        `insufficient_scope` challenge naming them before the request runs."""
+        targets = [(m, t) for m, t in (("tools/call", tool), ("prompts/get", prompt),
+                                       ("resources/read", resource)) if t is not None]
+        if len(targets) != 1:
+            raise TypeError("require_scopes needs exactly one of tool=, prompt= or resource=")
+        needed = frozenset(scopes)
+        if not needed:
+            raise ValueError("require_scopes needs at least one scope")
+        first = not self.scope_rules
+        self.scope_rules[targets[0]] = needed
+        if first:
+            self.dispatcher.use([self._scope_guard, *self.middleware])
+
+    def scopes_needed(self, method: str, target: str | None) -> frozenset[str]:
+        """The scopes `require_scopes` asks for `method` on `target` (empty: none)."""
+        if target is None or not self.scope_rules:
+            return _NO_SCOPES
+        needed = self.scope_rules.get((method, target))
+        if needed is None and method == "resources/read":
+            for (rule_method, key), wanted in self.scope_rules.items():
+                template = self.templates.get(key) if rule_method == method else None
+                if template is not None and template.match(target) is not None:
+                    return wanted
+        return needed or _NO_SCOPES
+
+    async def _scope_guard(self, ctx: Any, call_next: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        params = ctx.params
+        target = params.get("uri") if ctx.method == "resources/read" else params.get("name")
+        needed = self.scopes_needed(ctx.method, target if isinstance(target, str) else None)
+        if needed:
+            principal = ctx.principal
+            held = getattr(principal, "scopes", None) or _NO_SCOPES
+            if not needed <= held:
+                raise InsufficientScope(data={"requiredScopes": sorted(needed)})
+        return await call_next()
 
     def add_middleware(self, middleware: Middleware) -> Middleware:
         """Run `middleware(ctx, call_next)` around every request, inside those added
@@ -172,7 +222,7 @@ class Server:
         if not callable(middleware):
             raise TypeError(f"middleware must be an async callable (ctx, call_next), got {middleware!r}")
         self.middleware.append(middleware)
-        self.dispatcher.use(self.middleware)
+        self.dispatcher.use([self._scope_guard, *self.middleware] if self.scope_rules else self.middleware)
         return middleware
 
     def _apply_settings(self, settings: ServerSettings) -> None:

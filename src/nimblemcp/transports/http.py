@@ -69,7 +69,7 @@ class LegacyHandler(Protocol):
 # Status per JSON-RPC error code when the answer is a plain JSON body (CHECKLIST 20.4).
 _STATUS: dict[int, int] = {
     -32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400,
-    -32601: 404,
+    -32601: 404, -32001: 403,
 }
 _LEGACY_HEADER = frozenset(v.encode() for v in LEGACY_VERSIONS)  # MCP-Protocol-Version values
 
