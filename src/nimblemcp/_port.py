@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
@@ -68,7 +69,12 @@ class RequestIO(Protocol):
     transport already holds it (saves a look-up), else None. `ask` is the back
     channel of a peer that accepts server-to-client requests, else None: with it the
     core answers a handler's questions inside `execute` instead of ending the round
-    with `input_required`."""
+    with `input_required`.
+
+    Optional, read only when a handler asks (so a transport computes them lazily):
+    `headers`, the request's headers as a mapping of lowercased names to values, and
+    `auth`, the verified access token of an authenticated request. A transport
+    without them simply lacks the attributes (stdio, in-memory)."""
 
     @property
     def subject(self) -> str | None: ...
@@ -180,4 +186,10 @@ class Core(Protocol):
     @property
     def legacy_options(self) -> LegacyOptions:
         """The limits of this server's 2025-11-25 sessions."""
+        ...
+
+    def lifespan_context(self, app: Any = None, /) -> AbstractAsyncContextManager[Any]:
+        """The server's start-up/shut-down: a transport that owns the process (stdio,
+        the ASGI `lifespan` scope) enters it around serving. Entries nest (the lifespan
+        runs once); raises `nimblemcp.errors.StartupError` when start-up fails."""
         ...

@@ -12,6 +12,8 @@
     │   │   └── InputTimeout               -32603  a 2025-11-25 client left a server request unanswered
     │   ├── HeaderMismatch                 -32020  HTTP headers disagree with the body
     │   ├── MissingClientCapability        -32021  data {"requiredCapabilities": {...}}
+    │   ├── RateLimited                    -32000  a caller over its rate; data {"retryAfterMs": n}
+    │   ├── InsufficientScope              -32001  the token lacks scopes; data {"requiredScopes": [...]}
     │   └── UnsupportedProtocolVersion     -32022  data {"supported": [...], "requested": ...}
     ├── ToolError                 raised inside a tool: becomes an `isError: true` result
     │   └── HandleLimitExceeded            a state-handle quota or size limit was hit
@@ -22,6 +24,7 @@
     ├── SlowListener              a bus subscription fell too far behind and was ended
     ├── ConfigError               (also a ValueError) an `mcp.json` host configuration cannot be read
     ├── MissingExtraError         (also an ImportError) an optional dependency is missing; `extra`
+    ├── StartupError              a server's lifespan failed at start-up; the cause is chained
     └── ClientError               failures on our side of a client (never from the peer)
         ├── TransportError        the connection or stream broke; `retryable`, `session_expired`
         │   ├── StreamBroken               broke before the final response (retryable)
@@ -65,6 +68,7 @@ __all__ = [
     "HttpStatusError",
     "InputRequestRefused",
     "InputTimeout",
+    "InsufficientScope",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
@@ -78,6 +82,7 @@ __all__ = [
     "OutputValidationError",
     "ParseError",
     "ProtocolError",
+    "RateLimited",
     "RedirectNotFollowed",
     "RequestTimeout",
     "ResourceNotFound",
@@ -86,6 +91,7 @@ __all__ = [
     "ServerUnavailable",
     "SessionExpired",
     "SlowListener",
+    "StartupError",
     "StateError",
     "StateTooLarge",
     "StreamBroken",
@@ -170,6 +176,23 @@ class MissingClientCapability(ProtocolError):
         self.required = required
 
 
+class InsufficientScope(ProtocolError):
+    """The caller's access token lacks scopes a tool, prompt or resource requires
+    (`Server.require_scopes`); on HTTP answered 403 with an `insufficient_scope`
+    challenge before the request runs. `data`: `{"requiredScopes": [...]}`."""
+
+    code = -32001
+    default_message = "Insufficient scope"
+
+
+class RateLimited(ProtocolError):
+    """A caller sent more requests than its rate allows (`nimblemcp.middleware.RateLimit`);
+    `data` says how long to wait: `{"retryAfterMs": n}`."""
+
+    code = -32000
+    default_message = "Rate limit exceeded"
+
+
 class UnsupportedProtocolVersion(ProtocolError):
     code = -32022
     default_message = "Unsupported protocol version"
@@ -231,6 +254,11 @@ class BackendError(McpError):
 
 class SlowListener(McpError):
     """The listener fell more than its queue size behind and was dropped."""
+
+
+class StartupError(McpError):
+    """A server's lifespan failed at start-up (the serving entry points exit non-zero);
+    the lifespan's own exception is chained as `__cause__`."""
 
 
 class ClientError(McpError):

@@ -18,8 +18,9 @@ serving HTTP), so a stdio server never pays for the HTTP stack.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from nimblemcp.errors import StartupError
 from nimblemcp.server._options import ServerSettings
 
 if TYPE_CHECKING:
@@ -52,26 +53,60 @@ def run_stdio(server: Server) -> None:
     from nimblemcp.transports.stdio import run_stdio as serve
 
     configure(server)
-    serve(server)
+    try:
+        serve(server)
+    except StartupError as exc:
+        _startup_failed(exc)
 
 
-def asgi_app(server: Server, path: str = "/mcp", **options: Any) -> SecurityMiddleware:
+def _startup_failed(exc: BaseException) -> NoReturn:
+    """A lifespan that failed to start: one clear line on stderr, exit status 1."""
+    import sys
+
+    cause = exc.__cause__
+    print(f"error: {exc}", file=sys.stderr)
+    if cause is not None:
+        import traceback
+
+        traceback.print_exception(cause, file=sys.stderr)
+    raise SystemExit(1)
+
+
+def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **options: Any) -> SecurityMiddleware:
     """`server` as a guarded ASGI app: the options of
     `nimblemcp.transports.http_security.secure_app` (allowed origins and hosts,
-    body and header limits, CORS, auth, keepalive, legacy sessions)."""
+    body and header limits, CORS, auth, keepalive, legacy sessions).
+
+    Beside the endpoint it serves the server's `@server.route` routes and, unless
+    `health=False`, `/healthz` (liveness) and `/readyz` (readiness: 503 until the
+    lifespan has started). Mounted in a host (`Mount("/notes", app)`), every path is
+    relative to the mount point: the endpoint answers on `/notes/mcp`."""
     from nimblemcp.transports.http_security import secure_app
 
     configure(server)
-    return secure_app(server, path=path, **options)
+    auth = options.get("auth")
+    if auth is not None and "scopes_for" not in auth:  # per-target scopes: 403 before running
+        options["auth"] = {**auth, "scopes_for": server.scopes_needed}
+    return secure_app(server, path=path, routes=_routes(server, health), **options)
 
 
-def bare_asgi_app(server: Server, path: str = "/mcp", **options: Any) -> McpHttpApp:
+def bare_asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **options: Any) -> McpHttpApp:
     """`server` as the bare MCP endpoint, without Origin/Host or size guards: only
-    behind something that provides them (see `nimblemcp.transports.http.asgi_app`)."""
+    behind something that provides them (see `nimblemcp.transports.http.asgi_app`).
+    Routes and health probes as for `asgi_app`."""
     from nimblemcp.transports.http import asgi_app as bare
 
     configure(server)
-    return bare(server, path=path, **options)
+    return bare(server, path=path, routes=_routes(server, health), **options)
+
+
+def _routes(server: Server, health: bool) -> dict[str, Any]:
+    from nimblemcp.transports._routes import function_route, health_routes
+
+    routes: dict[str, Any] = dict(health_routes(lambda: server.ready)) if health else {}
+    for where, (fn, methods) in server.routes.items():
+        routes[where] = function_route(fn, methods)
+    return routes
 
 
 def run_http(
@@ -127,5 +162,11 @@ def run_http(
             server.close_listeners()
             await super().shutdown(sockets)
 
+    served = _Uvicorn(config)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the caught SIGINT
-        _Uvicorn(config).run()
+        served.run()
+    if not served.started:  # the lifespan failed (uvicorn logged why): exit non-zero
+        import sys
+
+        print(f"error: server {server.name!r} failed to start", file=sys.stderr)
+        raise SystemExit(1)

@@ -4,7 +4,7 @@ argparse rather than click/typer on purpose: `nimblemcp run` is on the cold-star
 path of every stdio server a host spawns. The client commands (discover, tools, call,
 read, prompt, listen) live in `_client_commands`, `dev` in `_dev`, `install` in
 `_install`: each is imported only when asked for, so `run` imports none of them (nor
-the client). A missing optional dependency ends the command with one line naming the
+the client); `proxy` imports `nimblemcp.proxy` when asked for. A missing optional dependency ends the command with one line naming the
 extra to install, not a traceback.
 """
 
@@ -85,6 +85,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     run.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
     run.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    proxy = sub.add_parser("proxy", help="serve another MCP server (URL or command) as a 2026-07-28 server",
+                           usage="nimblemcp proxy [options] (URL | -- command args...)")
+    proxy.add_argument("--transport", choices=("stdio", "http"), default="http")
+    proxy.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    proxy.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    proxy.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    proxy.add_argument("--mode", choices=("auto", "modern", "legacy"), default="auto",
+                       help="how to reach the target (default: auto-detect its era)")
+    proxy.add_argument("target", nargs=argparse.REMAINDER, help="an http(s):// URL, or -- command args...")
     return parser
 
 
@@ -121,6 +130,21 @@ def _main(argv: list[str]) -> None:
             print(f"nimblemcp: serving {server.name!r} over Streamable HTTP at "
                   f"{endpoint_url(args.host, args.port, args.path)}", file=sys.stderr, flush=True)
             server.run("http", host=args.host, port=args.port, path=args.path)
+    elif args.command == "proxy":
+        from nimblemcp.proxy import proxy
+
+        target: Any
+        if args.target[:1] == ["--"] and len(args.target) > 1:
+            target = args.target[1:]  # a command line: the target runs over stdio
+        elif len(args.target) == 1 and args.target[0].startswith(("http://", "https://")):
+            target = args.target[0]
+        else:
+            _parser().error("proxy needs options first, then an http(s):// URL or `-- command args...`")
+        front = proxy(target, mode=args.mode)
+        if args.transport == "stdio":
+            front.run("stdio")
+        else:
+            front.run("http", host=args.host, port=args.port, path=args.path)
 
 
 def endpoint_url(host: str, port: int, path: str) -> str:

@@ -5,6 +5,7 @@ imports a transport, and transports never import this. `nimblemcp.serving` joins
 """
 
 from nimblemcp.server._context import Context
+from nimblemcp.server._depends import Depends, Headers, get_headers, get_lifespan, get_principal
 from nimblemcp.server._options import (
     Backends,
     LegacyOptions,
@@ -18,6 +19,7 @@ from nimblemcp.server._server import Server
 from nimblemcp.server._tools import ToolAnnotations, ToolResult
 
 __all__ = [
-    "Backends", "Context", "LegacyOptions", "ListenOptions", "Server", "ServerSettings", "StateOptions", "ToolAnnotations",
-    "ToolOptions", "ToolResult", "assistant", "message", "user",
+    "Backends", "Context", "Depends", "Headers", "LegacyOptions", "ListenOptions", "Server",
+    "ServerSettings", "StateOptions", "ToolAnnotations", "ToolOptions", "ToolResult", "assistant",
+    "get_headers", "get_lifespan", "get_principal", "message", "user",
 ]

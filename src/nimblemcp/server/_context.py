@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.server import _mrtr
@@ -38,6 +39,7 @@ class _Sent:
 
 
 _SENT = _Sent()
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
 class Context:
@@ -47,6 +49,7 @@ class Context:
         "_cancelled",
         "_done",
         "_emit",
+        "_io",
         "_last_progress",
         "_loop",
         "_loop_thread",
@@ -71,8 +74,10 @@ class Context:
         emit: Emit | None,
         subject: str | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
+        io: Any = None,
     ) -> None:
         self.server = server
+        self._io = io  # the transport's RequestIO: headers and principal, read on demand
         self.request_id = request_id
         self.method = method
         self.params = params
@@ -115,6 +120,24 @@ class Context:
     def log_level(self) -> str | None:
         rank = self._meta.log_level
         return None if rank is None else LOG_LEVELS[rank]
+
+    @property
+    def lifespan(self) -> Any:
+        """What the server's lifespan yielded (see `Server(lifespan=...)`)."""
+        return self.server.lifespan_state
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The HTTP request's headers (names lowercased, decoded on first use); empty
+        on a transport without headers (stdio, in-memory)."""
+        headers = getattr(self._io, "headers", None)  # optional on a RequestIO
+        return headers if headers is not None else _NO_HEADERS
+
+    @property
+    def principal(self) -> Any:
+        """The verified access token of an authenticated HTTP request (`subject`,
+        `scopes`, `claims`...), or None."""
+        return getattr(self._io, "auth", None)  # optional on a RequestIO
 
     @property
     def meta(self) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from nimblemcp.jsonrpc import classify, error_response, request_id_of
 from nimblemcp.server._completion import complete
 from nimblemcp.server._context import Context
 from nimblemcp.server._logbridge import current
+from nimblemcp.server._middleware import Middleware, chain
 from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
 from nimblemcp.server._subscriptions import listen
 from nimblemcp.types._meta import META_HINT, SERVER_INFO, RequestMeta, parse_request_meta
@@ -109,10 +110,16 @@ class Dispatcher:
         self.handlers["tasks/get"] = lambda ctx, p: server.tasks.get(ctx, p)
         self.handlers["tasks/update"] = lambda ctx, p: server.tasks.update(ctx, p)
         self.handlers["tasks/cancel"] = lambda ctx, p: server.tasks.cancel(ctx, p)
+        # The bare handlers; `handlers` holds them inside the middleware chain, if any.
+        self.bare: dict[str, Handler] = dict(self.handlers)
         self._pages: dict[Any, Any] = {}
         self.busy = 0  # requests whose handler is running (for max_inflight)
         self._caps: dict[str, Any] | None = None
         self._server_meta = {SERVER_INFO: server.info}
+
+    def use(self, middleware: list[Middleware]) -> None:
+        """Rebuild the handler table inside `middleware` (at registration, not per request)."""
+        self.handlers = {m: chain(h, middleware) if middleware else h for m, h in self.bare.items()}
 
     def invalidate(self) -> None:
         """Forget precomputed payloads; called on every registry change."""
@@ -165,7 +172,7 @@ class Dispatcher:
         it, saves looking up the running loop again."""
         subject = io.subject
         ask = io.ask
-        ctx = Context(self.server, req.id, req.method, req.params, req.meta, io.emit, subject, io.loop)
+        ctx = Context(self.server, req.id, req.method, req.params, req.meta, io.emit, subject, io.loop, io)
         token = current.set(ctx) if self.server.forward_logs and req.meta.log_level is not None else None
         try:
             if req.spec.input_required:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.errors import ProtocolError
+from nimblemcp.server._depends import inject
 from nimblemcp.server._workers import run_sync_on
 
 if TYPE_CHECKING:
@@ -49,6 +50,9 @@ class Invocable:
         self, fn: Callable[..., Any], ctx_param: str | None, bind: Callable[[Any], dict[str, Any]],
         run_in_thread: bool = True,
     ) -> None:
+        # Parameters resolved by providers (`_depends`): the function is wrapped once,
+        # here; one without dependencies runs as it is.
+        fn, ctx_param = inject(fn, ctx_param, run_in_thread)
         self.fn = fn
         self.bind = bind
         self.ctx_param = ctx_param

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from nimblemcp.content import is_content_block, text
 from nimblemcp.errors import InvalidParams
 from nimblemcp.server._context import Context, context_param
+from nimblemcp.server._depends import injected_params
 from nimblemcp.server._docstrings import parse_docstring
 from nimblemcp.server._invoke import Invocable
 
@@ -57,8 +58,9 @@ class PromptEntry(Invocable):
         summary, arg_docs = parse_docstring(fn.__doc__)
         args: list[dict[str, Any]] = []
         required: list[str] = []
+        injected = injected_params(fn)  # the Context and provider-resolved parameters
         for p in inspect.signature(fn).parameters.values():
-            if p.name == self.ctx_param:
+            if p.name == self.ctx_param or p.name in injected:
                 continue
             arg: dict[str, Any] = {"name": p.name}
             if p.name in arg_docs:

@@ -18,6 +18,7 @@ from nimblemcp.errors import InvalidParams
 from nimblemcp.server._context import Context, context_param
 from nimblemcp.server._docstrings import parse_docstring
 from nimblemcp.server._invoke import Invocable
+from nimblemcp.server._uri_values import uri_binder
 
 _VAR = re.compile(r"\{([+]?)([A-Za-z0-9_]+)\}")
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -64,8 +65,11 @@ class _Readable(Invocable):
     ttl_ms: int | None
     cache_scope: str | None
 
-    def _setup(self, fn: Callable[..., Any], ttl_ms: int | None, cache_scope: str | None) -> None:
-        self._set_fn(fn, context_param(fn), dict)  # the template's variables (none for a resource)
+    def _setup(
+        self, fn: Callable[..., Any], ttl_ms: int | None, cache_scope: str | None,
+        bind: Callable[[Any], dict[str, Any]] = dict,
+    ) -> None:
+        self._set_fn(fn, context_param(fn), bind)  # the template's variables (none for a resource)
         if ttl_ms is not None and ttl_ms < 0:
             raise ValueError("ttl_ms must be >= 0 (CACHE-01)")
         if cache_scope not in (None, "public", "private"):
@@ -103,6 +107,21 @@ class ResourceEntry(_Readable):
         return to_contents(self.uri, await self.invoke(ctx, ()), self.mime_type)
 
 
+def compile_template(uri_template: str) -> tuple[re.Pattern[str], tuple[tuple[str, bool], ...]]:
+    """The matching regex of a URI template and its variables (name, reserved)."""
+    parts: list[str] = []
+    pos = 0
+    variables: list[tuple[str, bool]] = []
+    for m in _VAR.finditer(uri_template):
+        parts.append(re.escape(uri_template[pos : m.start()]))
+        reserved = m.group(1) == "+"
+        parts.append(f"(?P<{m.group(2)}>{'.+?' if reserved else '[^/?#]+'})")
+        variables.append((m.group(2), reserved))
+        pos = m.end()
+    parts.append(re.escape(uri_template[pos:]))
+    return re.compile("^" + "".join(parts) + "$"), tuple(variables)
+
+
 def _safe(value: str, allow_slash: bool) -> bool:
     if "\\" in value or "\x00" in value:
         return False
@@ -128,19 +147,10 @@ class TemplateEntry(_Readable):
             raise ValueError(f"resource template {uri_template!r} needs a scheme")
         self.uri_template = uri_template
         self.mime_type = mime_type
-        self._setup(fn, ttl_ms, cache_scope)
-        parts: list[str] = []
-        pos = 0
-        variables: list[tuple[str, bool]] = []
-        for m in _VAR.finditer(uri_template):
-            parts.append(re.escape(uri_template[pos : m.start()]))
-            reserved = m.group(1) == "+"
-            parts.append(f"(?P<{m.group(2)}>{'.+?' if reserved else '[^/?#]+'})")
-            variables.append((m.group(2), reserved))
-            pos = m.end()
-        parts.append(re.escape(uri_template[pos:]))
-        self.pattern = re.compile("^" + "".join(parts) + "$")
-        self.variables = tuple(variables)
+        self.pattern, self.variables = compile_template(uri_template)
+        variables = self.variables
+        # Variables converted per the function's annotations (-32602 on a bad value).
+        self._setup(fn, ttl_ms, cache_scope, uri_binder(fn, [v for v, _ in variables]))
         params = set(inspect.signature(fn).parameters) - {self.ctx_param}
         missing = {v for v, _ in variables} - params
         if missing:

@@ -15,6 +15,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nimblemcp.server._depends import injected_params
 from nimblemcp.server._docstrings import parse_docstring
 from nimblemcp.server._hints import (
     ArgumentError,
@@ -67,6 +68,7 @@ def build_arguments(fn: Callable[..., Any], arg_docs: Mapping[str, str]) -> Argu
     """Inspect `fn` and build its `inputSchema` and argument validator."""
     sig = inspect.signature(fn)
     hints = typing.get_type_hints(fn, include_extras=True)
+    injected = injected_params(fn)
     context_param: str | None = None
     fields: list[tuple[str, Any, Any]] = []  # name, hint, default (inspect.Parameter.empty)
     for p in sig.parameters.values():
@@ -75,6 +77,8 @@ def build_arguments(fn: Callable[..., Any], arg_docs: Mapping[str, str]) -> Argu
         hint = hints.get(p.name, Any)
         if _is_context(hint):
             context_param = p.name
+            continue
+        if p.name in injected:  # resolved by a provider (`_depends`): not an argument
             continue
         fields.append((p.name, hint, p.default))
     names = tuple(f[0] for f in fields)
@@ -103,9 +107,12 @@ def verbatim_arguments(fn: Callable[..., Any], schema: dict[str, Any]) -> Argume
     takes_all = False
     names: list[str] = []
     hints = typing.get_type_hints(fn, include_extras=True)
+    injected = injected_params(fn)
     for p in inspect.signature(fn).parameters.values():
         if _is_context(hints.get(p.name, Any)):
             context_param = p.name
+        elif p.name in injected:
+            continue
         elif p.kind is p.VAR_KEYWORD:
             takes_all = True
         elif p.kind is not p.VAR_POSITIONAL:

@@ -9,14 +9,18 @@ definitions, list payloads); request handling lives in `_dispatch`. A Server is 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from nimblemcp.backends._store import KeyValueStore
 from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
+from nimblemcp.errors import InsufficientScope
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
+from nimblemcp.server._lifespan import Lifespan, LifespanFactory
+from nimblemcp.server._middleware import Middleware
 from nimblemcp.server._options import (
     Backends,
     LegacyOptions,
@@ -43,6 +47,15 @@ def _override(options: _O, **given: Any) -> _O:
     """`options` with the flat keyword arguments that were given (not None)."""
     given = {k: v for k, v in given.items() if v is not None}
     return replace(options, **given) if given else options
+
+_NO_SCOPES: frozenset[str] = frozenset()
+
+
+def _check_callable(decorator: str, fn: Any) -> None:
+    """A registration decorator applied to something that is not a function."""
+    if not callable(fn):
+        raise TypeError(f"{decorator} applies to a function (def or async def), not {fn!r}")
+
 
 # Caching hints sent when nothing more specific is configured (CACHE-01). The
 # capabilities of a server rarely change; lists may change at runtime, so they stay
@@ -85,6 +98,8 @@ class Server:
         legacy: LegacyOptions | None = None,
         forward_logs: bool | str = False,
         max_inflight: int | None = None,
+        lifespan: LifespanFactory | None = None,
+        middleware: list[Middleware] | None = None,
         # Flat spellings of the option groups above (each overrides its group's field).
         state_keys: list[str] | None = None,
         state_ttl: float | None = None,
@@ -123,6 +138,8 @@ class Server:
         # Called with "tools" | "prompts" | "resources" whenever a list changes; the
         # subscription layer hooks in here.
         self.change_listeners: list[Callable[[str], None]] = []
+        # Called with the URI on `notify_resource_updated` (a host that mounted us).
+        self.update_listeners: list[Callable[[str], None]] = []
         state = _override(state or StateOptions(), keys=None if state_keys is None else tuple(state_keys),
                           ttl=state_ttl, one_time=one_time_state, audience=audience, handle_ttl=handle_ttl)
         backends = _override(backends or Backends(), store=store, bus=bus)
@@ -153,9 +170,72 @@ class Server:
         # Above this many running handlers, tools/call, prompts/get and resources/read
         # answer a state-only input_required instead of queueing (load shedding).
         self.max_inflight = max_inflight
+        # Plain HTTP routes beside the MCP endpoint (`route`): path -> (function, methods).
+        self.routes: dict[str, tuple[F, tuple[str, ...]]] = {}
+        # Servers mounted into this one (`mount`): their lifespans run inside ours.
+        self.mounted: list[Server] = []
+        self._lifespan = Lifespan(self, lifespan)
         self.dispatcher = Dispatcher(self)
         self.prepare = self.dispatcher.prepare
         self.execute = self.dispatcher.run
+        self.middleware: list[Middleware] = []
+        # (method, name or URI) -> scopes a token must hold (`require_scopes`).
+        self.scope_rules: dict[tuple[str, str], frozenset[str]] = {}
+        for mw in middleware or ():
+            self.add_middleware(mw)
+
+    def require_scopes(
+        self, scopes: list[str] | tuple[str, ...] | frozenset[str], *, tool: str | None = None,
+        prompt: str | None = None, resource: str | None = None,
+    ) -> None:
+        """Only tokens holding all of `scopes` may call `tool`, get `prompt` or read
+        `resource` (a URI or a registered URI template). Checked in the core for every
+        transport and era (`InsufficientScope`, -32001, when the caller lacks them; no
+        token counts as no scopes); on HTTP with `auth=`, refused with 403 and an
+        `insufficient_scope` challenge naming them before the request runs."""
+        targets = [(m, t) for m, t in (("tools/call", tool), ("prompts/get", prompt),
+                                       ("resources/read", resource)) if t is not None]
+        if len(targets) != 1:
+            raise TypeError("require_scopes needs exactly one of tool=, prompt= or resource=")
+        needed = frozenset(scopes)
+        if not needed:
+            raise ValueError("require_scopes needs at least one scope")
+        first = not self.scope_rules
+        self.scope_rules[targets[0]] = needed
+        if first:
+            self.dispatcher.use([self._scope_guard, *self.middleware])
+
+    def scopes_needed(self, method: str, target: str | None) -> frozenset[str]:
+        """The scopes `require_scopes` asks for `method` on `target` (empty: none)."""
+        if target is None or not self.scope_rules:
+            return _NO_SCOPES
+        needed = self.scope_rules.get((method, target))
+        if needed is None and method == "resources/read":
+            for (rule_method, key), wanted in self.scope_rules.items():
+                template = self.templates.get(key) if rule_method == method else None
+                if template is not None and template.match(target) is not None:
+                    return wanted
+        return needed or _NO_SCOPES
+
+    async def _scope_guard(self, ctx: Any, call_next: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        params = ctx.params
+        target = params.get("uri") if ctx.method == "resources/read" else params.get("name")
+        needed = self.scopes_needed(ctx.method, target if isinstance(target, str) else None)
+        if needed:
+            principal = ctx.principal
+            held = getattr(principal, "scopes", None) or _NO_SCOPES
+            if not needed <= held:
+                raise InsufficientScope(data={"requiredScopes": sorted(needed)})
+        return await call_next()
+
+    def add_middleware(self, middleware: Middleware) -> Middleware:
+        """Run `middleware(ctx, call_next)` around every request, inside those added
+        before (see `nimblemcp.middleware`). Usable as a decorator."""
+        if not callable(middleware):
+            raise TypeError(f"middleware must be an async callable (ctx, call_next), got {middleware!r}")
+        self.middleware.append(middleware)
+        self.dispatcher.use([self._scope_guard, *self.middleware] if self.scope_rules else self.middleware)
+        return middleware
 
     def _apply_settings(self, settings: ServerSettings) -> None:
         """The environment's settings, where the code gave nothing (see `_options`)."""
@@ -214,6 +294,7 @@ class Server:
         """
 
         def register(f: F) -> F:
+            _check_callable("@server.tool", f)
             self.add_tool(f, **options)
             return f
 
@@ -253,8 +334,14 @@ class Server:
         complete: dict[str, F] | None = None,
     ) -> Callable[[F], F]:
         """Register a resource; a URI with `{variables}` registers a template."""
+        if callable(uri) or not isinstance(uri, str):
+            raise TypeError(
+                "@server.resource needs the resource's URI: write @server.resource(\"scheme://path\") "
+                "(or \"scheme://items/{id}\" for a template)"
+            )
 
         def register(f: F) -> F:
+            _check_callable(f"@server.resource({uri!r})", f)
             common: dict[str, Any] = {
                 "name": name, "title": title, "description": description,
                 "mime_type": mime_type, "icons": icons, "annotations": annotations,
@@ -305,6 +392,7 @@ class Server:
         """Register a prompt: its string parameters are the prompt's arguments."""
 
         def register(f: F) -> F:
+            _check_callable("@server.prompt", f)
             entry = PromptEntry(f, name=name, title=title, description=description,
                                 icons=icons, meta=meta, complete=complete)  # type: ignore[arg-type]
             self.add_prompt(entry)
@@ -343,6 +431,18 @@ class Server:
         Safe to call from any thread."""
         if self.subscriptions:
             self.bus.publish(Event("updated", uri))
+        for listener in self.update_listeners:
+            listener(uri)
+
+    def mount(self, other: Server, namespace: str | None = None) -> None:
+        """Serve `other`'s tools, prompts and resources from this server, renamed
+        under `namespace`: tool/prompt `x` -> `namespace_x`, resource `s://a` ->
+        `s://namespace/a`. Kept in step with `other` (registrations, resource updates);
+        its lifespan runs inside this one's; its handlers see `ctx.lifespan` of
+        `other`. See `nimblemcp.server._mount`."""
+        from nimblemcp.server._mount import mount
+
+        mount(self, other, namespace)
 
     def changes(self) -> Changes | None:
         """A new subscription to list changes and resource updates (None when
@@ -406,6 +506,42 @@ class Server:
         return () if tool is None else tool.header_rules
 
     # -- running -----------------------------------------------------------------------
+
+    def lifespan_context(self, app: Any = None, /) -> AbstractAsyncContextManager[Any]:
+        """Start the server's lifespan on entry, stop it on exit; yields its value.
+
+        Every serving entry point enters it; a host framework that mounts the ASGI app
+        enters it from its own lifespan: `Starlette(lifespan=server.lifespan_context)`
+        (given `app`, as such a host does, it yields None). Entries nest: the lifespan runs
+        once, until the last one leaves. Raises `StartupError` when start-up fails."""
+        return self._lifespan.context(app)
+
+    def route(self, path: str, methods: tuple[str, ...] | list[str] = ("GET",)) -> Callable[[F], F]:
+        """Serve a plain HTTP route beside the MCP endpoint of `asgi_app()` (e.g. a
+        health or metrics page): `@server.route("/status")` on `fn()` or `fn(scope)`,
+        sync (keep it quick) or async, returning a dict or list (JSON), str, bytes or
+        `(status, body)`. Paths are relative to the app's mount point."""
+        if not path.startswith("/"):
+            raise ValueError(f"route path {path!r} must start with '/'")
+
+        def register(fn: F) -> F:
+            if not callable(fn):
+                raise TypeError(f"@server.route({path!r}) needs a function, got {fn!r}")
+            self.routes[path] = (fn, tuple(methods))
+            return fn
+
+        return register
+
+    @property
+    def ready(self) -> bool:
+        """Ready to serve: the lifespan (if any) has started (the `/readyz` probe)."""
+        return self._lifespan.started or not self._lifespan.needed
+
+    @property
+    def lifespan_state(self) -> Any:
+        """What the lifespan yielded (None without a lifespan); a RuntimeError that says
+        how to start it when the server has a lifespan that is not running."""
+        return self._lifespan.current()
 
     async def handle(
         self, message: Any, emit: Callable[[dict[str, Any]], None] | None = None,

@@ -147,6 +147,6 @@ class TestClient:
 async def connect(server: Server, **options: Any) -> AsyncIterator[TestClient]:
     """An in-memory client for `server`: `async with connect(server) as client: ...`."""
     client = TestClient(server, **options)
-    async with client.client:
+    async with server.lifespan_context(), client.client:
         yield client
     await asyncio.sleep(0)

@@ -15,7 +15,7 @@ from nimblemcp.jsonrpc import encode
 
 __all__ = [
     "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse", "accepts_sse",
-    "respond", "respond_json", "send_json",
+    "endpoint_path", "respond", "respond_json", "send_json",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -55,6 +55,16 @@ async def respond_json(
 ) -> None:
     """`message` encoded as a JSON body."""
     await respond(send, status, encode(message), headers, content_type=b"application/json")
+
+
+def endpoint_path(scope: Scope) -> str:
+    """The request path inside the app: ASGI's `path` includes `root_path` (the mount
+    point of a host such as Starlette's `Mount`, or uvicorn's `--root-path`)."""
+    path: str = scope["path"]
+    root = scope.get("root_path")
+    if root and path.startswith(root):
+        return path[len(root):] or "/"
+    return path
 
 
 def accepted(value: bytes | None) -> frozenset[bytes]:

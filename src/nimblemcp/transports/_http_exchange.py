@@ -28,8 +28,8 @@ class Exchange:
 
     __slots__ = (
         "buffered", "closed", "commit_timer", "disconnected", "done", "frames", "keepalive",
-        "loop", "owner", "pump", "receive", "send", "slow", "subject", "waiter", "watch_entry",
-        "watcher",
+        "loop", "owner", "pump", "receive", "scope", "send", "slow", "subject", "waiter",
+        "watch_entry", "watcher",
     )
     ask = None  # RequestIO: no back channel on this wire
 
@@ -39,9 +39,10 @@ class Exchange:
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, receive: Receive, send: Send, keepalive: float,
-        subject: str | None = None,
+        subject: str | None = None, scope: Any = None,
     ) -> None:
         self.loop = loop
+        self.scope = scope  # read only by `headers` / `auth`, when a handler asks
         self.subject = subject
         self.receive = receive
         self.send = send
@@ -58,6 +59,18 @@ class Exchange:
         self.slow = False
         self.buffered = 0
         self.watch_entry: list[Any] | None = None
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        """RequestIO (optional): the request headers, decoded now (names lowercased)."""
+        if self.scope is None:
+            return None
+        return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self.scope["headers"]}
+
+    @property
+    def auth(self) -> Any:
+        """RequestIO (optional): the verified access token (`http_auth`), else None."""
+        return None if self.scope is None else self.scope.get("auth")
 
     def emit(self, message: dict[str, Any]) -> None:
         """Called by Context on the loop thread for progress/log notifications."""

@@ -153,7 +153,7 @@ class LegacyHttp:
             await respond_json(send, 200, error_response(rid, InvalidRequest("Request id already in use")))
             return
         loop = running_loop()
-        ex = Exchange(loop, receive, send, self.keepalive)
+        ex = Exchange(loop, receive, send, self.keepalive, scope=scope)  # headers, auth on demand
         task = ex.owner = asyncio.current_task(loop)
         assert task is not None
         # No disconnect watch: hanging up is not cancellation on this wire (LEG-07).
@@ -161,7 +161,7 @@ class LegacyHttp:
             ex.commit_timer = loop.call_later(self.keepalive, ex._commit)
         subject = scope.get("user")
         try:
-            response = await legacy.run(prepared, ex.emit, subject if isinstance(subject, str) else None)
+            response = await legacy.run(prepared, ex.emit, subject if isinstance(subject, str) else None, ex)
         except asyncio.CancelledError:
             ex.finish()
             if not (legacy.closed or rid in legacy.cancelled or ex.slow):

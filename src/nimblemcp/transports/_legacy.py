@@ -67,15 +67,25 @@ def is_enveloped(message: dict[str, Any]) -> bool:
 
 
 class _SessionIO:
-    """The `RequestIO` of one legacy request: its sink, its subject, the back channel."""
+    """The `RequestIO` of one legacy request: its sink, its subject, the back channel;
+    `headers` and `auth` from the transport's own request (`facts`), when it has them."""
 
-    __slots__ = ("emit", "session", "subject")
+    __slots__ = ("emit", "facts", "session", "subject")
     loop = None
 
-    def __init__(self, session: LegacySession, sink: Emit, subject: str | None) -> None:
+    def __init__(self, session: LegacySession, sink: Emit, subject: str | None, facts: Any = None) -> None:
         self.session = session
         self.emit = sink
         self.subject = subject
+        self.facts = facts
+
+    @property
+    def headers(self) -> Any:
+        return getattr(self.facts, "headers", None)
+
+    @property
+    def auth(self) -> Any:
+        return getattr(self.facts, "auth", None)
 
     async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, Any]:
         return await self.session.ask(requests, self.emit)
@@ -149,14 +159,17 @@ class LegacySession:
         """An error response to a request of this session, in the legacy shape."""
         return self.shape(error_response(rid, exc), method)
 
-    async def run(self, req: Prepared, sink: Emit, subject: str | None = None) -> dict[str, Any]:
+    async def run(
+        self, req: Prepared, sink: Emit, subject: str | None = None, facts: Any = None,
+    ) -> dict[str, Any]:
         """Run a prepared request with `sink` for its notifications and questions;
-        cancellable by id while it runs (`cancel`)."""
+        cancellable by id while it runs (`cancel`). `facts`: the transport's request
+        (optional `headers` and `auth`, e.g. the HTTP exchange)."""
         task = asyncio.current_task()
         if task is not None:
             self.requests[req.id] = task
         try:
-            response = await self.core.execute(req, _SessionIO(self, sink, subject))
+            response = await self.core.execute(req, _SessionIO(self, sink, subject, facts))
         finally:
             if self.requests.get(req.id) is task:
                 del self.requests[req.id]

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from nimblemcp._loop import running_loop
@@ -32,6 +33,7 @@ from nimblemcp.transports._asgi import (
     Scope,
     Send,
     accepts_json_and_sse,
+    endpoint_path,
     respond,
     respond_json,
     send_json,
@@ -46,6 +48,7 @@ from nimblemcp.transports._http_headers import (
     RequestHeaders,
     check_standard,
 )
+from nimblemcp.transports._routes import App
 from nimblemcp.transports._sse import frame
 from nimblemcp.types._meta import CLIENT_CAPABILITIES, PROTOCOL_VERSION
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
@@ -66,7 +69,7 @@ class LegacyHandler(Protocol):
 # Status per JSON-RPC error code when the answer is a plain JSON body (CHECKLIST 20.4).
 _STATUS: dict[int, int] = {
     -32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400,
-    -32601: 404,
+    -32601: 404, -32001: 403,
 }
 _LEGACY_HEADER = frozenset(v.encode() for v in LEGACY_VERSIONS)  # MCP-Protocol-Version values
 
@@ -105,8 +108,11 @@ class McpHttpApp:
         keepalive: float = 15.0,
         legacy: LegacyHandler | None = None,
         freeze_gc: bool = False,
+        routes: Mapping[str, App] | None = None,
     ) -> None:
         self.core = core
+        # Plain routes beside the endpoint (`_routes`): looked at only off the endpoint path.
+        self.routes: dict[str, App] = dict(routes or {})
         self.path = path
         self.keepalive = keepalive
         self.legacy = legacy
@@ -123,13 +129,25 @@ class McpHttpApp:
         return watchlist
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
+        # The server's own lifespan (`Core.lifespan_context`) runs between the two.
+        lifespan = self.core.lifespan_context()
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                try:
+                    await lifespan.__aenter__()
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
                 if self.freeze_gc:
                     _settle_gc()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                try:
+                    await lifespan.__aexit__(None, None, None)
+                except Exception as exc:
+                    await send({"type": "lifespan.shutdown.failed", "message": str(exc)})
+                    return
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -139,8 +157,14 @@ class McpHttpApp:
                 await self._lifespan(receive, send)
             return
         if scope["path"] != self.path:
-            await respond(send, 404, b"Not Found")
-            return
+            local = endpoint_path(scope)
+            if local != self.path:
+                route = self.routes.get(local)
+                if route is not None:
+                    await route(scope, receive, send)
+                else:
+                    await respond(send, 404, b"Not Found")
+                return
         h = RequestHeaders(scope["headers"])
         if scope["method"] != "POST":
             if self.legacy is not None:
@@ -217,7 +241,7 @@ class McpHttpApp:
         # Look the loop up once, without a syscall (see `_loop`), and hand it on.
         loop = running_loop()
         subject = scope.get("user")
-        ex = Exchange(loop, receive, send, self.keepalive, subject if isinstance(subject, str) else None)
+        ex = Exchange(loop, receive, send, self.keepalive, subject if isinstance(subject, str) else None, scope)
         ex.owner = asyncio.current_task(loop)
         step = self.core.execute(prepared, ex)
         self._watchlist(loop).add(ex)
@@ -262,6 +286,7 @@ def asgi_app(
     legacy: LegacyHandler | None = None,
     legacy_sessions: bool = True,
     freeze_gc: bool = False,
+    routes: Mapping[str, App] | None = None,
 ) -> McpHttpApp:
     """The bare MCP endpoint as an ASGI app (no Origin/size checks: wrap it, see
     `http_security.secure_app`). `keepalive` <= 0 turns keep-alive comments off.
@@ -269,9 +294,10 @@ def asgi_app(
     at lifespan start-up: collect, `gc.freeze()`, young threshold `YOUNG_GC_THRESHOLD`.
 
     Dual-era by default: 2025-11-25 clients (`initialize`, `Mcp-Session-Id`) are
-    served by the legacy session leg; `legacy_sessions=False` serves only 2026-07-28."""
+    served by the legacy session leg; `legacy_sessions=False` serves only 2026-07-28.
+    `routes` maps other paths to ASGI apps (see `_routes`)."""
     if legacy is None and legacy_sessions:
         from nimblemcp.transports._http_legacy import LegacyHttp
 
         legacy = LegacyHttp(core, keepalive=keepalive)
-    return McpHttpApp(core, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc)
+    return McpHttpApp(core, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc, routes=routes)

@@ -24,7 +24,10 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from nimblemcp.transports._asgi import respond
+from nimblemcp.errors import HeaderMismatch
+from nimblemcp.transports._asgi import endpoint_path, respond
+from nimblemcp.types._http import HEADER_NAME
+from nimblemcp.types._tool_headers import decode_header_value
 
 if TYPE_CHECKING:
     from nimblemcp.transports._asgi import Receive, Scope, Send
@@ -34,6 +37,7 @@ App = Callable[[Any, Any, Any], Awaitable[None]]
 __all__ = ["AccessToken", "BearerAuth", "StaticTokens", "TokenVerifier"]
 
 _WELL_KNOWN = "/.well-known/oauth-protected-resource"
+_TARGETED = frozenset({b"tools/call", b"prompts/get", b"resources/read"})
 
 
 @dataclass(frozen=True)
@@ -83,8 +87,12 @@ class BearerAuth:
         scopes_supported: Iterable[str] = (),
         required_scopes: Iterable[str] = (),
         resource_name: str | None = None,
+        scopes_for: Callable[[str, str | None], frozenset[str]] | None = None,
     ) -> None:
         self.app = app
+        # Per-target scopes (`Server.scopes_needed`), read from Mcp-Method / Mcp-Name:
+        # the app refuses a request whose headers disagree with its body.
+        self.scopes_for = scopes_for
         self.verifier = verifier
         self.resource = resource  # the canonical URI tokens must name (RFC 8707)
         self.path = path
@@ -111,7 +119,7 @@ class BearerAuth:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_path = scope["path"]
+        request_path = endpoint_path(scope)
         if request_path in self.metadata_paths and scope["method"] in ("GET", "HEAD"):
             await respond(send, 200, self.metadata, content_type=b"application/json")
             return
@@ -132,6 +140,11 @@ class BearerAuth:
         if not self.required <= access.scopes:
             await self._challenge(send, 403, "insufficient_scope", "More scope is needed")
             return
+        if self.scopes_for is not None:
+            needed = self._target_scopes(scope)
+            if needed and not needed <= access.scopes:
+                await self._challenge(send, 403, "insufficient_scope", "More scope is needed", needed)
+                return
         await self.app({**scope, "user": access.subject, "auth": access}, receive, send)
 
     @staticmethod
@@ -145,10 +158,30 @@ class BearerAuth:
                 return None
         return None
 
-    async def _challenge(self, send: Send, status: int, error: str | None, description: str | None = None) -> None:
+    def _target_scopes(self, scope: Scope) -> frozenset[str]:
+        assert self.scopes_for is not None
+        method = name = None
+        for key, value in scope["headers"]:
+            if key == b"mcp-method":
+                method = value
+            elif key == b"mcp-name":
+                name = value
+        if method not in _TARGETED or name is None:
+            return frozenset()
+        try:
+            target = decode_header_value(name, HEADER_NAME)
+        except HeaderMismatch:
+            return frozenset()  # the app answers the malformed header with 400
+        return self.scopes_for(method.decode("latin-1"), target)
+
+    async def _challenge(
+        self, send: Send, status: int, error: str | None, description: str | None = None,
+        scopes: frozenset[str] | None = None,
+    ) -> None:
         parts = [f"resource_metadata={_quote(self.metadata_url)}"]
-        if self.required:
-            parts.append(f"scope={_quote(' '.join(sorted(self.required)))}")
+        wanted = self.required | scopes if scopes else self.required
+        if wanted:
+            parts.append(f"scope={_quote(' '.join(sorted(wanted)))}")
         if error:
             parts.append(f"error={_quote(error)}")
         if description:

@@ -10,7 +10,7 @@ Must not import the server, the dispatcher or uvicorn.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -276,6 +276,7 @@ def secure_app(
     legacy_sessions: bool = True,
     freeze_gc: bool = False,
     auth: dict[str, Any] | None = None,
+    routes: Mapping[str, Any] | None = None,
 ) -> SecurityMiddleware:
     """`asgi_app(core)` wrapped in `SecurityMiddleware`: what `run_http` serves and
     what `Server.asgi_app()` returns (`core` is a `Server`, or any `nimblemcp._port.Core`).
@@ -294,7 +295,8 @@ def secure_app(
         max_body=max_body, max_headers=max_headers, max_header_bytes=max_header_bytes, cors=cors,
     )
     app: Any = asgi_app(
-        core, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc
+        core, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc,
+        routes=routes,
     )
     if auth is not None:
         from nimblemcp.transports.http_auth import BearerAuth

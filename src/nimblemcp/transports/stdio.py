@@ -213,6 +213,14 @@ async def serve_stdio(server: Core, in_fd: int = 0, out_fd: int | None = None) -
     return len(pending)
 
 
+async def _serve_in_lifespan(server: Core) -> int:
+    """`serve_stdio` inside the server's lifespan; stdout is protected first, so a
+    lifespan that prints cannot corrupt the protocol stream."""
+    out_fd = protect_stdout()
+    async with server.lifespan_context():
+        return await serve_stdio(server, out_fd=out_fd)
+
+
 def run_stdio(server: Core) -> None:
     """Run `server` on this process's stdin/stdout (blocking)."""
     if not logging.getLogger().handlers:
@@ -223,7 +231,7 @@ def run_stdio(server: Core) -> None:
     runner = asyncio.Runner()
     abandoned = 0
     with contextlib.suppress(KeyboardInterrupt):
-        abandoned = runner.run(serve_stdio(server))
+        abandoned = runner.run(_serve_in_lifespan(server))
     if abandoned:
         # A sync tool is still running in a worker thread; waiting for it would keep
         # the process alive after stdin closed (STDIO-06), so leave without it.
