@@ -53,6 +53,7 @@ class _CallIO:
     __slots__ = ("_emit", "subject")
     loop = None
     ask = None
+    close_stream = None
 
     def __init__(self, emit: Emit | None, subject: str | None) -> None:
         self._emit = emit
@@ -163,7 +164,8 @@ class Dispatcher:
         it, saves looking up the running loop again."""
         subject = io.subject
         ask = io.ask
-        ctx = Context(self.server, req.id, req.method, req.params, req.meta, io.emit, subject, io.loop)
+        ctx = Context(self.server, req.id, req.method, req.params, req.meta, io.emit, subject, io.loop,
+                      io.close_stream)
         token = current.set(ctx) if self.server.forward_logs and req.meta.log_level is not None else None
         try:
             if req.spec.input_required:

@@ -23,7 +23,7 @@ import logging
 import uuid
 from typing import Any
 
-from nimblemcp._port import ChangeEvent, Changes, Core, Emit, Prepared
+from nimblemcp._port import ChangeEvent, Changes, CloseStream, Core, Emit, Prepared
 from nimblemcp.errors import InternalError, InvalidParams, MethodNotFound, ProtocolError
 from nimblemcp.jsonrpc import error_response
 from nimblemcp.types._meta import (
@@ -60,13 +60,15 @@ def is_enveloped(message: dict[str, Any]) -> bool:
 class _SessionIO:
     """The `RequestIO` of one legacy request: its sink, its subject, the back channel."""
 
-    __slots__ = ("emit", "session", "subject")
+    __slots__ = ("close_stream", "emit", "session", "subject")
     loop = None
 
-    def __init__(self, session: LegacySession, sink: Emit, subject: str | None) -> None:
+    def __init__(self, session: LegacySession, sink: Emit, subject: str | None,
+                 close_stream: CloseStream | None = None) -> None:
         self.session = session
         self.emit = sink
         self.subject = subject
+        self.close_stream = close_stream
 
     async def ask(self, requests: dict[str, dict[str, Any]]) -> dict[str, Any]:
         return await self.session.ask(requests, self.emit)
@@ -140,14 +142,16 @@ class LegacySession:
         """An error response to a request of this session, in the legacy shape."""
         return self.shape(error_response(rid, exc), method)
 
-    async def run(self, req: Prepared, sink: Emit, subject: str | None = None) -> dict[str, Any]:
-        """Run a prepared request with `sink` for its notifications and questions;
-        cancellable by id while it runs (`cancel`)."""
+    async def run(self, req: Prepared, sink: Emit, subject: str | None = None,
+                  close_stream: CloseStream | None = None) -> dict[str, Any]:
+        """Run a prepared request with `sink` for its notifications and questions
+        (`close_stream`: the sink's stream is resumable); cancellable by id while it
+        runs (`cancel`)."""
         task = asyncio.current_task()
         if task is not None:
             self.requests[req.id] = task
         try:
-            response = await self.core.execute(req, _SessionIO(self, sink, subject))
+            response = await self.core.execute(req, _SessionIO(self, sink, subject, close_stream))
         finally:
             if self.requests.get(req.id) is task:
                 del self.requests[req.id]
