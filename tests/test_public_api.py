@@ -169,6 +169,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "HttpStatusError",
         "InputRequestRefused",
         "InternalError",
+        "InvalidDPoPProof",
         "InvalidParams",
         "InvalidRequest",
         "InvalidToolHeaders",
@@ -272,6 +273,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.http_auth": [
         "AccessToken",
         "BearerAuth",
+        "DPoPVerifier",
         "StaticTokens",
         "TokenVerifier",
     ],

@@ -14,6 +14,7 @@
     ├── ToolError                 raised inside a tool: becomes an `isError: true` result
     ├── InvalidToolHeaders        (also a ValueError) `x-mcp-header` annotations break TOOL-11
     ├── StateError                a `requestState` refused: tampered, expired, replayed, unbound
+    ├── InvalidDPoPProof          a resource server refused a DPoP proof; `error` (RFC 9449 §7.1)
     ├── BackendError              a shared-state backend (Redis) failed; the cause is chained
     ├── SlowListener              a bus subscription fell too far behind and was ended
     ├── ConfigError               (also a ValueError) an `mcp.json` host configuration cannot be read
@@ -54,6 +55,7 @@ __all__ = [
     "HttpStatusError",
     "InputRequestRefused",
     "InternalError",
+    "InvalidDPoPProof",
     "InvalidParams",
     "InvalidRequest",
     "InvalidToolHeaders",
@@ -175,6 +177,16 @@ class InvalidToolHeaders(McpError, ValueError):
 
 class StateError(McpError):
     """A requestState that must be refused; `str(exc)` is the reason for the log."""
+
+
+class InvalidDPoPProof(McpError):
+    """A DPoP proof (RFC 9449) the resource server refuses. `error` is the challenge's
+    error code: `invalid_dpop_proof`, or `use_dpop_nonce` when only a fresh nonce is
+    missing."""
+
+    def __init__(self, message: str, error: str = "invalid_dpop_proof") -> None:
+        super().__init__(message)
+        self.error = error
 
 
 class BackendError(McpError):
