@@ -277,6 +277,9 @@ PUBLIC_API: dict[str, list[str]] = {
         "StaticTokens",
         "TokenVerifier",
     ],
+    "nimblemcp.transports.http_sse": [
+        "HttpSseApp",
+    ],
     "nimblemcp.transports.http_client": [
         "HttpStatusError",
         "HttpTransport",
