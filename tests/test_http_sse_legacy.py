@@ -148,3 +148,41 @@ async def test_official_python_sdk_sse_client(base: str) -> None:
     assert proc.returncode == 0, err.decode()[-3000:]
     result = json.loads(out.decode().strip().splitlines()[-1])
     assert result == {"server": "old-sse", "tools": ["add", "greet"], "added": "42", "greeted": "Hello, Grace!"}
+
+
+# -- the client side ------------------------------------------------------------------------
+
+
+def on_elicit(params: dict[str, Any]) -> dict[str, Any]:
+    return {"name": "Lin"}
+
+
+async def test_our_sse_transport_with_a_legacy_client(base: str) -> None:
+    from nimblemcp.transports.sse_client import SseTransport
+
+    async with Client(SseTransport(f"{base}/sse"), mode="legacy", on_elicit=on_elicit) as client:
+        assert [t["name"] for t in await client.list_tools()] == ["add", "greet"]
+        assert client.era == "legacy"
+        assert (await client.call_tool("add", {"a": 4, "b": 5}))["content"][0]["text"] == "9"
+        assert (await client.call_tool("greet"))["content"][0]["text"] == "Hello, Lin!"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_plain_url_falls_back_to_the_old_transport(mode: str) -> None:
+    """The spec's rule: a POST answered 4xx, then GET with an `endpoint` event. Here the
+    URL serves only the old transport (POST to /sse is 405)."""
+    server = make_server()
+    async with serving(HttpSseApp(server)) as base, \
+            Client(f"{base}/sse", mode=mode, on_elicit=on_elicit) as client:  # type: ignore[arg-type]
+        assert (await client.call_tool("add", {"a": 1, "b": 2}))["content"][0]["text"] == "3"
+        assert client.era == "legacy"
+        assert (await client.call_tool("greet"))["content"][0]["text"] == "Hello, Lin!"
+
+
+async def test_no_fallback_when_the_get_is_not_an_old_stream(base: str) -> None:
+    from nimblemcp.errors import HttpStatusError
+
+    async with serving(HttpSseApp(make_server())) as plain:  # /nowhere: 404 to POST and GET
+        with pytest.raises(HttpStatusError):
+            async with Client(f"{plain}/nowhere", mode="legacy") as client:
+                await client.list_tools()

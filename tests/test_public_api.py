@@ -297,6 +297,9 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.memory": [
         "MemoryTransport",
     ],
+    "nimblemcp.transports.sse_client": [
+        "SseTransport",
+    ],
     "nimblemcp.transports.stdio_client": [
         "StdioTransport",
     ],
