@@ -153,5 +153,12 @@ def test_event_log_bounds() -> None:
         assert log.find(f"{b.id}-0", "s1") is None
         log.drop_owner("s1")
         assert len(log) == 1
+        # the byte bound: a big event pushes the older ones out, the newest always stays
+        small = EventLog(max_events=100, max_bytes=300).open("s3")
+        for _ in range(10):
+            small.append(b"x" * 50)
+        assert small.size <= 300 and [s for s, _ in small.after(0)][-1] == 10
+        small.append(b"y" * 1000)
+        assert [s for s, _ in small.after(0)] == [11] and small.size == len(small.after(0)[0][1])
 
     asyncio.run(run())

@@ -10,9 +10,10 @@ transports, "Resumability and Redelivery"; SEP-1699). Events of other streams ar
 never replayed there. The stream opens with a priming event (an id, the `retry:`
 hint and empty data) so a client has an id to resume from before anything happened.
 
-`EventLog` is per app instance and bounded twice: `max_events` per stream (the oldest
-go first) and `max_streams` (finished streams are forgotten `linger` seconds after
-they end, and the oldest go first when the table is full). Streams are bound to the
+`EventLog` is per app instance and bounded three ways: `max_events` and `max_bytes`
+per stream (the oldest events go first) and `max_streams` (finished streams are
+forgotten `linger` seconds after they end, and the oldest go first when the table is
+full), so the log never holds more than about `max_streams * max_bytes`. Streams are bound to the
 session that opened them. Used on the event loop thread only. Imports only the
 standard library and `_sse`.
 """
@@ -43,13 +44,15 @@ def priming_frame(event_id: str, retry_ms: int) -> bytes:
 class LoggedStream:
     """The log of one POST's SSE stream."""
 
-    __slots__ = ("_waiters", "done", "ended_at", "events", "id", "owner", "seq")
+    __slots__ = ("_waiters", "done", "ended_at", "events", "id", "max_bytes", "owner", "seq", "size")
 
-    def __init__(self, sid: str, owner: str, max_events: int) -> None:
+    def __init__(self, sid: str, owner: str, max_events: int, max_bytes: int = 1 << 18) -> None:
         self.id = sid
         self.owner = owner
         self.seq = 0
         self.events: deque[tuple[int, bytes]] = deque(maxlen=max_events)  # (seq, framed)
+        self.size = 0  # bytes held in `events`
+        self.max_bytes = max_bytes
         self.done = False  # the response is in the log: nothing follows
         self.ended_at = 0.0
         self._waiters: list[asyncio.Future[None]] = []
@@ -58,7 +61,13 @@ class LoggedStream:
         """Log one message; returns its framed event (with its id)."""
         self.seq += 1
         framed = id_frame(f"{self.id}-{self.seq}", data)
-        self.events.append((self.seq, framed))
+        events = self.events
+        if len(events) == events.maxlen:
+            self.size -= len(events[0][1])
+        events.append((self.seq, framed))
+        self.size += len(framed)
+        while self.size > self.max_bytes and len(events) > 1:
+            self.size -= len(events.popleft()[1])
         self._wake()
         return framed
 
@@ -92,9 +101,10 @@ class LoggedStream:
 class EventLog:
     """The resumable streams of one app, by stream id."""
 
-    def __init__(self, *, max_events: int = 256, max_streams: int = 4096, linger: float = 300.0,
-                 retry_ms: int = DEFAULT_RETRY_MS) -> None:
+    def __init__(self, *, max_events: int = 256, max_bytes: int = 1 << 18, max_streams: int = 1024,
+                 linger: float = 300.0, retry_ms: int = DEFAULT_RETRY_MS) -> None:
         self.max_events = max_events
+        self.max_bytes = max_bytes
         self.max_streams = max_streams
         self.linger = linger
         self.retry_ms = retry_ms
@@ -109,7 +119,7 @@ class EventLog:
         while len(self._streams) >= self.max_streams:
             self._streams.popitem(last=False)
         sid = secrets.token_urlsafe(12)
-        stream = self._streams[sid] = LoggedStream(sid, owner, self.max_events)
+        stream = self._streams[sid] = LoggedStream(sid, owner, self.max_events, self.max_bytes)
         return stream
 
     def find(self, last_event_id: str, owner: str) -> tuple[LoggedStream, int] | None:
