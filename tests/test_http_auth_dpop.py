@@ -176,3 +176,13 @@ async def test_nonce_is_demanded_then_accepted_and_jti_replay_is_shared_through_
             await twin.verify(proof, method="POST", urls=[w.url], access_token=token)
         fresh = key.proof("POST", w.url, access_token=token, nonce=nonce)
         assert (await twin.verify(fresh, method="POST", urls=[w.url], access_token=token))[0] == key.thumbprint()
+
+
+async def test_an_unknown_token_under_the_dpop_scheme_gets_the_error_on_the_dpop_challenge() -> None:
+    async with jwt_world() as w:
+        protect(w)
+        key = DPoP()
+        r = await post(w, {"authorization": "DPoP nope", "dpop": key.proof("POST", w.url, access_token="nope")})
+        assert (r.status_code, error_of(r)) == (401, "invalid_token")
+        bearer, dpop = r.headers.get_list("www-authenticate")
+        assert "error=" not in bearer and 'error="invalid_token"' in dpop

@@ -148,10 +148,12 @@ class BearerAuth:
             return
         access = await self.verifier.verify(token)
         if access is None or (access.expires_at is not None and access.expires_at <= time.time()):
-            await self._challenge(send, 401, "invalid_token", "The access token is invalid or expired")
+            await self._challenge(send, 401, "invalid_token", "The access token is invalid or expired",
+                                  scheme="DPoP" if scheme == "dpop" else None)
             return
         if access.audience and self.resource not in access.audience:
-            await self._challenge(send, 401, "invalid_token", "The access token is for another resource")
+            await self._challenge(send, 401, "invalid_token", "The access token is for another resource",
+                                  scheme="DPoP" if scheme == "dpop" else None)
             return
         if not self.required <= access.scopes:
             await self._challenge(send, 403, "insufficient_scope", "More scope is needed")
