@@ -186,3 +186,19 @@ async def test_an_unknown_token_under_the_dpop_scheme_gets_the_error_on_the_dpop
         assert (r.status_code, error_of(r)) == (401, "invalid_token")
         bearer, dpop = r.headers.get_list("www-authenticate")
         assert "error=" not in bearer and 'error="invalid_token"' in dpop
+
+
+async def test_a_nonce_of_the_previous_period_is_accepted_and_a_fresh_one_handed_out() -> None:
+    import asyncio
+
+    async with jwt_world() as w:
+        verifier = protect(w, require_nonce=True, nonce_period=0.5)
+        key = DPoP()
+        token = await bound_token(w, key)
+        old = verifier.current_nonce()
+        while verifier.current_nonce() == old:  # the period turns
+            await asyncio.sleep(0.05)
+        r = await post(w, {"authorization": f"DPoP {token}",
+                           "dpop": key.proof("POST", w.url, access_token=token, nonce=old)})
+        assert r.status_code == 200
+        assert r.headers["dpop-nonce"] == verifier.current_nonce() != old
