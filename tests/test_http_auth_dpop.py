@@ -192,7 +192,7 @@ async def test_a_nonce_of_the_previous_period_is_accepted_and_a_fresh_one_handed
     import asyncio
 
     async with jwt_world() as w:
-        verifier = protect(w, require_nonce=True, nonce_period=0.5)
+        verifier = protect(w, require_nonce=True, nonce_period=2.0)
         key = DPoP()
         token = await bound_token(w, key)
         old = verifier.current_nonce()
