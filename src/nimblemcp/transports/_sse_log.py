@@ -15,7 +15,7 @@ per stream (the oldest events go first) and `max_streams` (finished streams are
 forgotten `linger` seconds after they end, and the oldest go first when the table is
 full), so the log never holds more than about `max_streams * max_bytes`. Streams are bound to the
 session that opened them. Used on the event loop thread only. Imports only the
-standard library and `_sse`.
+standard library.
 """
 
 from __future__ import annotations
