@@ -146,6 +146,9 @@ class JwtWorld:
     _jtis: set[str] = field(default_factory=set)
     _challenge: str | None = None
     _dpop_jkt: str | None = None
+    # When set, the ASGI app serving /mcp and its PRM instead of `gate` (a real resource
+    # server under test, e.g. nimblemcp's BearerAuth with DPoP).
+    resource_server: Any = None
 
     @property
     def issuer(self) -> str:
@@ -386,6 +389,8 @@ async def jwt_world() -> AsyncIterator[JwtWorld]:
         path: str = scope["path"]
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         query = {k: v[0] for k, v in parse_qs(scope["query_string"].decode()).items()}
+        if w.resource_server is not None and (path == "/mcp" or path.startswith("/.well-known/oauth-protected")):
+            return await w.resource_server(scope, receive, send)
         try:
             if path == "/.well-known/oauth-protected-resource/mcp":
                 return await _send(send, 200, {"resource": w.url, "authorization_servers": [w.issuer], **w.prm_extra})

@@ -187,6 +187,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "InputTimeout",
         "InsufficientScope",
         "InternalError",
+        "InvalidDPoPProof",
         "InvalidParams",
         "InvalidRequest",
         "InvalidToolHeaders",
@@ -317,8 +318,12 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.http_auth": [
         "AccessToken",
         "BearerAuth",
+        "DPoPVerifier",
         "StaticTokens",
         "TokenVerifier",
+    ],
+    "nimblemcp.transports.http_sse": [
+        "HttpSseApp",
     ],
     "nimblemcp.transports.http_client": [
         "HttpStatusError",
@@ -336,6 +341,9 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "nimblemcp.transports.memory": [
         "MemoryTransport",
+    ],
+    "nimblemcp.transports.sse_client": [
+        "SseTransport",
     ],
     "nimblemcp.transports.stdio_client": [
         "StdioTransport",

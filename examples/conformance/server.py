@@ -9,10 +9,7 @@ and point `npx @modelcontextprotocol/conformance server --url http://localhost:3
 at it (or use `scripts/conformance`, which does all of that).
 
 It serves both wires: 2025-11-25 sessions (`initialize`, `Mcp-Session-Id`) and
-stateless 2026-07-28 requests. Fixtures that need features nimblemcp does not have
-yet (the tasks extension, SSE resumability) are left out on purpose;
-`conformance/expected-failures.txt` names the required scenarios that therefore fail
-and the issue that will fix each.
+stateless 2026-07-28 requests.
 """
 
 from __future__ import annotations
@@ -122,6 +119,14 @@ def test_multiple_content_types():
         image(PNG, "image/png"),
         embedded("test://mixed-content-resource", json.dumps(payload), "application/json"),
     ]
+
+
+@server.tool
+async def test_reconnection(ctx: Context) -> str:
+    """Ends its SSE stream mid-call; the client resumes with Last-Event-ID (SEP-1699)."""
+    ctx.close_sse_stream()
+    await asyncio.sleep(0.2)  # the client reconnects meanwhile
+    return "Reconnection test completed"
 
 
 @server.tool

@@ -36,13 +36,20 @@ from nimblemcp.types._meta import RequestMeta
 from nimblemcp.types._tool_headers import HeaderRule
 from nimblemcp.types.methods import MethodSpec
 
-__all__ = ["Ask", "ChangeEvent", "Changes", "Core", "Emit", "LegacyOptions", "NoIO", "Prepared", "RequestIO"]
+__all__ = [
+    "Ask", "ChangeEvent", "Changes", "CloseStream", "Core", "Emit", "LegacyOptions", "NoIO",
+    "Prepared", "RequestIO",
+]
 
 # Sends one request-scoped notification (progress, log, listen events) to the peer.
 Emit = Callable[[dict[str, Any]], None]
 # A back channel: sends one round of server-to-client requests (keyed input requests)
 # and returns the client's answers by key. Only a legacy (2025-11-25) peer has one.
 Ask = Callable[[dict[str, dict[str, Any]]], Awaitable[dict[str, Any]]]
+# Ends the request's response stream now while the request goes on: a resumable
+# stream, which the client reconnects to (`Last-Event-ID`) to get the rest. Returns
+# False when there was nothing to close.
+CloseStream = Callable[[], bool]
 Handler = Callable[[Any, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -69,7 +76,8 @@ class RequestIO(Protocol):
     transport already holds it (saves a look-up), else None. `ask` is the back
     channel of a peer that accepts server-to-client requests, else None: with it the
     core answers a handler's questions inside `execute` instead of ending the round
-    with `input_required`.
+    with `input_required`. `close_stream` is set only where the request's stream is
+    resumable (a 2025-11-25 HTTP session); see `CloseStream`.
 
     Optional, read only when a handler asks (so a transport computes them lazily):
     `headers`, the request's headers as a mapping of lowercased names to values, and
@@ -82,6 +90,8 @@ class RequestIO(Protocol):
     def loop(self) -> asyncio.AbstractEventLoop | None: ...
     @property
     def ask(self) -> Ask | None: ...
+    @property
+    def close_stream(self) -> CloseStream | None: ...
     def emit(self, message: dict[str, Any], /) -> None: ...
 
 
@@ -92,6 +102,7 @@ class NoIO:
     subject = None
     loop = None
     ask = None
+    close_stream = None
 
     def emit(self, message: dict[str, Any], /) -> None:
         return None

@@ -20,6 +20,7 @@
     ├── InvalidToolHeaders        (also a ValueError) `x-mcp-header` annotations break TOOL-11
     ├── SchemaRefused             (also a ValueError) a schema with an unknown dialect or external `$ref`
     ├── StateError                a `requestState` refused: tampered, expired, replayed, unbound
+    ├── InvalidDPoPProof          a resource server refused a DPoP proof; `error` (RFC 9449 §7.1)
     ├── BackendError              a shared-state backend (Redis) failed; the cause is chained
     ├── SlowListener              a bus subscription fell too far behind and was ended
     ├── ConfigError               (also a ValueError) an `mcp.json` host configuration cannot be read
@@ -70,6 +71,7 @@ __all__ = [
     "InputTimeout",
     "InsufficientScope",
     "InternalError",
+    "InvalidDPoPProof",
     "InvalidParams",
     "InvalidRequest",
     "InvalidToolHeaders",
@@ -245,6 +247,16 @@ class SchemaRefused(McpError, ValueError):
 
 class StateError(McpError):
     """A requestState that must be refused; `str(exc)` is the reason for the log."""
+
+
+class InvalidDPoPProof(McpError):
+    """A DPoP proof (RFC 9449) the resource server refuses. `error` is the challenge's
+    error code: `invalid_dpop_proof`, or `use_dpop_nonce` when only a fresh nonce is
+    missing."""
+
+    def __init__(self, message: str, error: str = "invalid_dpop_proof") -> None:
+        super().__init__(message)
+        self.error = error
 
 
 class BackendError(McpError):

@@ -408,6 +408,7 @@ class Client:
         prompts: bool = False,
         resources_list: bool = False,
         resources: Sequence[str] = (),
+        tasks: Sequence[str] = (),
         reconnect: bool = True,
         max_reconnects: int = 8,
         backoff: float = 0.1,
@@ -416,9 +417,10 @@ class Client:
         """`async with client.listen(tools=True, resources=[uri]) as events:` (SUB-01..10).
 
         Yields `ListenEvent`s; see `nimblemcp.client._listen` for reconnect semantics.
+        `tasks`: ids of tasks to get `task_status` events about (tasks extension).
         """
         wanted = listen_filter(tools=tools, prompts=prompts, resources_list=resources_list,
-                               resources=resources)
+                               resources=resources, tasks=tasks)
         return Listener(self._pipe, self._legacy, wanted, reconnect=reconnect,
                         max_reconnects=max_reconnects, backoff=backoff, max_backoff=max_backoff)
 

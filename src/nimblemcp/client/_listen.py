@@ -48,7 +48,7 @@ logger = logging.getLogger("nimblemcp.client")
 
 EventKind = Literal[
     "acknowledged", "tools_changed", "prompts_changed", "resources_changed",
-    "resource_updated", "missed", "closed",
+    "resource_updated", "task_status", "missed", "closed",
 ]
 _KINDS: dict[str, EventKind] = {
     "notifications/subscriptions/acknowledged": "acknowledged",
@@ -56,19 +56,22 @@ _KINDS: dict[str, EventKind] = {
     "notifications/prompts/list_changed": "prompts_changed",
     "notifications/resources/list_changed": "resources_changed",
     "notifications/resources/updated": "resource_updated",
+    "notifications/tasks": "task_status",  # tasks extension (SEP-2663)
 }
 
 
 @dataclass(frozen=True, slots=True)
 class ListenEvent:
     """One thing that happened on a listen: `kind`, the `uri` for `resource_updated`,
-    the wire message (`raw`; for `missed` the new acknowledgement) and the id of the
-    listen request that delivered it."""
+    the wire message (`raw`; for `missed` the new acknowledgement), the id of the
+    listen request that delivered it and, for `task_status`, the `task_id` (the full
+    task state is `raw["params"]`, as `tasks/get` would answer)."""
 
     kind: EventKind
     uri: str | None = None
     raw: dict[str, Any] | None = field(default=None, repr=False)
     subscription_id: Any = None
+    task_id: str | None = None
 
 
 class _Dropped(Exception):
@@ -117,12 +120,12 @@ class Listener:
         ack = self.acknowledged or {}
         missing: dict[str, Any] = {
             k: v for k, v in self.requested.items()
-            if k != "resourceSubscriptions" and v and not ack.get(k)
+            if k not in _LISTS and v and not ack.get(k)
         }
-        uris = [u for u in self.requested.get("resourceSubscriptions", [])
-                if u not in (ack.get("resourceSubscriptions") or [])]
-        if uris:
-            missing["resourceSubscriptions"] = uris
+        for key in _LISTS:
+            left = [u for u in self.requested.get(key, []) if u not in (ack.get(key) or [])]
+            if left:
+                missing[key] = left
         return missing
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -252,6 +255,11 @@ class Listener:
             return
         self.pipeline.evict_for(note)  # CACHE-08
         uri = params.get("uri") if isinstance(params.get("uri"), str) else None
+        if kind == "task_status":
+            task_id = params.get("taskId")
+            if isinstance(task_id, str):
+                self._queue.put_nowait(ListenEvent(kind, None, note, rid, task_id))
+            return
         if kind == "acknowledged":
             honoured = params.get("notifications")
             self.acknowledged = honoured if isinstance(honoured, dict) else {}
@@ -300,7 +308,7 @@ class Listener:
         """A session notification (already evicted from the cache by the client)."""
         kind = _KINDS.get(note.get("method") or "")
         ack = self.acknowledged or {}
-        if kind is None or kind == "acknowledged":
+        if kind is None or kind in ("acknowledged", "task_status"):
             return
         raw = note.get("params")
         params: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -335,9 +343,13 @@ _LEGACY_KEYS = {"tools_changed": "toolsListChanged", "prompts_changed": "prompts
                 "resources_changed": "resourcesListChanged"}
 
 
+_LISTS = ("resourceSubscriptions", "taskIds")  # filter keys that hold lists
+
+
 def listen_filter(*, tools: bool, prompts: bool, resources_list: bool,
-                  resources: Sequence[str]) -> dict[str, Any]:
-    """The `notifications` filter of a `subscriptions/listen` request (SUB-01)."""
+                  resources: Sequence[str], tasks: Sequence[str] = ()) -> dict[str, Any]:
+    """The `notifications` filter of a `subscriptions/listen` request (SUB-01); `tasks`:
+    task ids to get `notifications/tasks` about (tasks extension)."""
     wanted: dict[str, Any] = {}
     if tools:
         wanted["toolsListChanged"] = True
@@ -347,4 +359,6 @@ def listen_filter(*, tools: bool, prompts: bool, resources_list: bool,
         wanted["resourcesListChanged"] = True
     if resources:
         wanted["resourceSubscriptions"] = list(resources)
+    if tasks:
+        wanted["taskIds"] = list(tasks)
     return wanted

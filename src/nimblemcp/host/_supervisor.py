@@ -286,7 +286,8 @@ class ServerSupervisor:
         generation = self._generation
         try:
             async with client.listen(resources=sorted(self.subscriptions), reconnect=False,
-                                     **wanted) as events:
+                                     tools=wanted["tools"], prompts=wanted["prompts"],
+                                     resources_list=wanted["resources_list"]) as events:
                 async with self._acked:
                     self._acked_generation = generation
                     self._acked.notify_all()

@@ -19,6 +19,7 @@ from nimblemcp.types._meta import LOG_LEVELS, RequestMeta, log_rank
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from nimblemcp._port import CloseStream
     from nimblemcp.server._handles import BoundHandles
     from nimblemcp.server._server import Server
 
@@ -47,6 +48,7 @@ class Context:
 
     __slots__ = (
         "_cancelled",
+        "_close_stream",
         "_done",
         "_emit",
         "_io",
@@ -84,6 +86,7 @@ class Context:
         self.subject = subject
         self._meta = meta
         self._emit = emit
+        self._close_stream: CloseStream | None = getattr(io, "close_stream", None)
         self._loop = asyncio.get_running_loop() if loop is None else loop  # the caller's running loop
         self._loop_thread = threading.get_ident()
         self._last_progress: float | None = None
@@ -164,6 +167,20 @@ class Context:
             emit(message)
         else:
             self._loop.call_soon_threadsafe(self._send, message)
+
+    def close_sse_stream(self) -> bool:
+        """End this request's SSE stream now, while the handler goes on: the client
+        reconnects after the server's `retry` delay with `Last-Event-ID` and receives
+        what follows there, the result included (2025-11-25 HTTP sessions; SEP-1699).
+        Lets a long call free its connection, e.g. behind a proxy with a read timeout.
+        False (and nothing happens) where the transport has no resumable stream."""
+        close = self._close_stream
+        if close is None or self._done:
+            return False
+        if threading.get_ident() == self._loop_thread:
+            return close()
+        self._loop.call_soon_threadsafe(close)
+        return True
 
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

@@ -56,6 +56,7 @@ class _CallIO:
     __slots__ = ("_emit", "subject")
     loop = None
     ask = None
+    close_stream = None
 
     def __init__(self, emit: Emit | None, subject: str | None) -> None:
         self._emit = emit

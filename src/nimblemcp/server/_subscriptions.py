@@ -5,7 +5,8 @@ one notification per matching bus event on its own stream, each tagged with the
 subscription id (the listen request's id, same JSON type). The client ends it by
 closing the stream / `notifications/cancelled` (the task is cancelled); the server
 ends it gracefully with the closing result, or, for a listener too slow to keep up,
-with `notifications/cancelled` giving the reason. Must not import transports.
+with `notifications/cancelled` giving the reason. Task status notifications
+(`notifications.taskIds`) are `_task_events`. Must not import transports.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.backends.bus import Event, SlowListener
-from nimblemcp.errors import InvalidParams, MissingClientCapability
+from nimblemcp.errors import InvalidParams
+from nimblemcp.server._task_events import TaskWatch
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 if TYPE_CHECKING:
@@ -86,21 +88,24 @@ async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     opts = server.listen_options
     requested = params.get("notifications")
     honoured = honoured_filter(requested, server.dispatcher.capabilities, opts.max_uris, opts.max_filter_chars)
-    if isinstance(requested, dict) and requested.get("taskIds") is not None:
-        # SEP-2663: task notifications need the declared extension (-32021). This
-        # server sends none, so with the extension declared they are just omitted.
-        from nimblemcp.server._tasks import REQUIRED, client_supports_tasks
-
-        if not client_supports_tasks(ctx):
-            raise MissingClientCapability(REQUIRED)
     sid = ctx.request_id
     methods = {cap: method for key, cap, method in _LIST_FILTERS if honoured.get(key)}
     uris: list[str] = honoured.get("resourceSubscriptions", [])
     async with server.bus.subscribe(server.listen_queue) as events:
+        tasks = await TaskWatch.open(ctx, params.get("notifications"))  # after subscribing: no change missed
+        if tasks is not None:
+            honoured["taskIds"] = tasks.ids
         ctx._send(_notification("notifications/subscriptions/acknowledged", sid, {"notifications": honoured}))
         try:
+            for task_id in tasks.ids if tasks is not None else ():
+                current = await tasks.notification(task_id) if tasks is not None else None
+                if current is not None:
+                    ctx._send(current)
             async for event in events:
-                out = _translate(event, methods, uris, sid)
+                if event.kind == "task":
+                    out = await tasks.notification(event.uri or "") if tasks is not None else None
+                else:
+                    out = _translate(event, methods, uris, sid)
                 if out is not None:
                     ctx._send(out)
         except SlowListener as exc:

@@ -159,6 +159,7 @@ class TaskManager:
                 record["status"] = "working"
                 record.pop("inputRequests", None)
                 await self._save(record)
+                self.server.bus.publish(_task_event(task_id))
                 return {k.split(".", 1)[1]: answers[k] for k in wire}
             if wake is not None:
                 wake.clear()

@@ -32,6 +32,7 @@ class Exchange:
         "watch_entry", "watcher",
     )
     ask = None  # RequestIO: no back channel on this wire
+    close_stream = None  # nor a resumable stream
 
     # A reader that lets this much pile up is cut off: memory stays bounded and a
     # slow listen stream cannot hold the bus (see backends/bus.py).

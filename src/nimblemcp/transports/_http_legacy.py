@@ -36,11 +36,12 @@ from nimblemcp.transports._asgi import (
     respond,
     respond_json,
 )
-from nimblemcp.transports._http_exchange import Exchange
 from nimblemcp.transports._http_headers import ACCEPT, SESSION, VERSION, RequestHeaders
+from nimblemcp.transports._http_resume import ResumableExchange, last_event_id, replay
 from nimblemcp.transports._http_sessions import HttpSession, Sessions
 from nimblemcp.transports._legacy import LegacySession, is_enveloped
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
+from nimblemcp.transports._sse_log import EventLog
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
 __all__ = ["LegacyHttp"]
@@ -68,6 +69,7 @@ class LegacyHttp:
             opts.max_sessions if max_sessions is None else max_sessions,
             opts.idle_timeout if idle_timeout is None else idle_timeout,
         )
+        self.events = EventLog()  # resumable POST streams (see _http_resume)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, message: Any) -> None:
         h = RequestHeaders(scope["headers"])
@@ -97,10 +99,15 @@ class LegacyHttp:
             return
         if method == "DELETE":
             self.sessions.drop(session.id)
+            self.events.drop_owner(session.id)
             await respond(send, 200)
         elif method == "GET":
+            last = last_event_id(scope["headers"])
+            found = self.events.find(last, session.id) if last is not None else None
             if not accepts_sse(accepted(h.values[ACCEPT])):
                 await _refuse(send, 406, "Not Acceptable: the GET stream needs Accept: text/event-stream")
+            elif found is not None:  # resume that POST's stream (SEP-1699)
+                await replay(receive, send, found[0], found[1], self.keepalive, [(_SID, session.id.encode())])
             else:
                 await self._stream(receive, send, session)
         elif "method" not in message:  # a response to one of our requests (LEG-06)
@@ -153,7 +160,8 @@ class LegacyHttp:
             await respond_json(send, 200, error_response(rid, InvalidRequest("Request id already in use")))
             return
         loop = running_loop()
-        ex = Exchange(loop, receive, send, self.keepalive, scope=scope)  # headers, auth on demand
+        ex = ResumableExchange(loop, receive, send, self.keepalive, self.events, session.id,
+                               scope=scope)  # headers, auth on demand
         task = ex.owner = asyncio.current_task(loop)
         assert task is not None
         # No disconnect watch: hanging up is not cancellation on this wire (LEG-07).
@@ -161,9 +169,11 @@ class LegacyHttp:
             ex.commit_timer = loop.call_later(self.keepalive, ex._commit)
         subject = scope.get("user")
         try:
-            response = await legacy.run(prepared, ex.emit, subject if isinstance(subject, str) else None, ex)
+            response = await legacy.run(prepared, ex.emit, subject if isinstance(subject, str) else None,
+                                        ex, ex.detach)
         except asyncio.CancelledError:
             ex.finish()
+            ex.abandon()
             if not (legacy.closed or rid in legacy.cancelled or ex.slow):
                 raise
             task.uncancel()
@@ -183,9 +193,7 @@ class LegacyHttp:
         if ex.pump is None:
             await respond_json(send, 200, response)
             return
-        ex.frames.append(frame(encode(response)))
-        ex.closed = True
-        ex._wake()
+        ex.deliver(response)
         await ex.pump
 
     # -- the GET stream ------------------------------------------------------------------

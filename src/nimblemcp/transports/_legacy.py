@@ -25,7 +25,7 @@ import logging
 import uuid
 from typing import Any
 
-from nimblemcp._port import ChangeEvent, Changes, Core, Emit, Prepared
+from nimblemcp._port import ChangeEvent, Changes, CloseStream, Core, Emit, Prepared
 from nimblemcp.errors import (
     InputTimeout,
     InternalError,
@@ -70,14 +70,16 @@ class _SessionIO:
     """The `RequestIO` of one legacy request: its sink, its subject, the back channel;
     `headers` and `auth` from the transport's own request (`facts`), when it has them."""
 
-    __slots__ = ("emit", "facts", "session", "subject")
+    __slots__ = ("close_stream", "emit", "facts", "session", "subject")
     loop = None
 
-    def __init__(self, session: LegacySession, sink: Emit, subject: str | None, facts: Any = None) -> None:
+    def __init__(self, session: LegacySession, sink: Emit, subject: str | None, facts: Any = None,
+                 close_stream: CloseStream | None = None) -> None:
         self.session = session
         self.emit = sink
         self.subject = subject
         self.facts = facts
+        self.close_stream = close_stream
 
     @property
     def headers(self) -> Any:
@@ -161,15 +163,17 @@ class LegacySession:
 
     async def run(
         self, req: Prepared, sink: Emit, subject: str | None = None, facts: Any = None,
+        close_stream: CloseStream | None = None,
     ) -> dict[str, Any]:
         """Run a prepared request with `sink` for its notifications and questions;
         cancellable by id while it runs (`cancel`). `facts`: the transport's request
-        (optional `headers` and `auth`, e.g. the HTTP exchange)."""
+        (optional `headers` and `auth`, e.g. the HTTP exchange); `close_stream`: set when
+        the sink's stream is resumable."""
         task = asyncio.current_task()
         if task is not None:
             self.requests[req.id] = task
         try:
-            response = await self.core.execute(req, _SessionIO(self, sink, subject, facts))
+            response = await self.core.execute(req, _SessionIO(self, sink, subject, facts, close_stream))
         finally:
             if self.requests.get(req.id) is task:
                 del self.requests[req.id]

@@ -2,8 +2,8 @@
 
 Writing (HTTP-07/08/09): frames are bytes ready for an ASGI `http.response.body`
 message. Our JSON never holds a raw newline (orjson escapes them), so one message is
-one `data:` line. No event ids are written: the 2026-07-28 revision has no
-resumability (HTTP-09).
+one `data:` line. `frame` writes no event id: the 2026-07-28 revision has no
+resumability (HTTP-09); the legacy leg's resumable streams frame with ids in `_sse_log`.
 
 Reading: `SSEDecoder` applies the WHATWG event-stream rules one line at a time:
 `data:` lines join with newlines, one leading space after the colon is dropped,
@@ -11,7 +11,8 @@ comment lines (starting with `:`, our keep-alives, HTTP-08) are counted and othe
 ignored, a blank line dispatches the event (one without data is dropped), `id` sticks
 until changed (never with a NUL), `retry:` must be all digits. Two faces over it:
 `iter_sse` for an async iterator of text lines (the HTTP client, over httpx) and
-`SSEParser` for raw byte chunks (tests, or any caller holding bytes).
+`SSEParser` for raw byte chunks (tests, or any caller holding bytes; it skips events
+with empty data, such as a resumable stream's priming event).
 Pure: imports only `types`; must not import asyncio, httpx, the server, the client or
 any transport.
 """
@@ -141,5 +142,5 @@ class SSEParser:
             line = self._buf[:cut].rstrip(b"\r")
             self._buf = self._buf[cut + 1 :]
             event = self._decoder.line(line.decode("utf-8"))
-            if event is not None:
+            if event is not None and event.data:
                 events.append(event.data.encode("utf-8"))

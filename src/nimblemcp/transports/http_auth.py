@@ -10,7 +10,13 @@
   `WWW-Authenticate: Bearer` challenge naming the metadata URL and the scopes
   (AUTH-RS-03/06/08);
 - the authenticated subject becomes `scope["user"]`, which the MCP app binds
-  requestState, state handles, tasks and legacy sessions to.
+  requestState, state handles, tasks and legacy sessions to;
+- with `dpop=DPoPVerifier(...)` it also accepts DPoP-bound tokens (RFC 9449):
+  `Authorization: DPoP <token>` with a `DPoP` proof checked by `_dpop` (signature,
+  `htm`/`htu`, `iat` window, `ath`, `jti` replay, nonce when required) whose key must
+  be the one the token's `cnf.jkt` names (`AccessToken.jkt`); a bound token sent as
+  Bearer is refused (§7.2); challenges name both schemes (§7.1) and a nonce error
+  carries `DPoP-Nonce` (§9).
 Tokens are never logged. Must not import the server or the dispatcher.
 """
 
@@ -24,17 +30,18 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from nimblemcp.errors import HeaderMismatch
+from nimblemcp.errors import HeaderMismatch, InvalidDPoPProof
 from nimblemcp.transports._asgi import endpoint_path, respond
+from nimblemcp.transports._dpop import DPoPVerifier
 from nimblemcp.types._http import HEADER_NAME
 from nimblemcp.types._tool_headers import decode_header_value
 
 if TYPE_CHECKING:
-    from nimblemcp.transports._asgi import Receive, Scope, Send
+    from nimblemcp.transports._asgi import Message, Receive, Scope, Send
 
 App = Callable[[Any, Any, Any], Awaitable[None]]
 
-__all__ = ["AccessToken", "BearerAuth", "StaticTokens", "TokenVerifier"]
+__all__ = ["AccessToken", "BearerAuth", "DPoPVerifier", "StaticTokens", "TokenVerifier"]
 
 _WELL_KNOWN = "/.well-known/oauth-protected-resource"
 _TARGETED = frozenset({b"tools/call", b"prompts/get", b"resources/read"})
@@ -49,6 +56,18 @@ class AccessToken:
     audience: tuple[str, ...] = ()
     expires_at: float | None = None  # epoch seconds
     claims: dict[str, Any] = field(default_factory=dict)
+    #: The DPoP key thumbprint the token is bound to (`cnf.jkt`, RFC 9449 §6);
+    #: when None, read from `claims["cnf"]["jkt"]` if present.
+    jkt: str | None = None
+
+    @property
+    def bound_to(self) -> str | None:
+        """The thumbprint of the key this token is bound to, None for a bearer token."""
+        if self.jkt is not None:
+            return self.jkt
+        cnf = self.claims.get("cnf")
+        jkt = cnf.get("jkt") if isinstance(cnf, dict) else None
+        return jkt if isinstance(jkt, str) else None
 
 
 class TokenVerifier(Protocol):
@@ -88,11 +107,13 @@ class BearerAuth:
         required_scopes: Iterable[str] = (),
         resource_name: str | None = None,
         scopes_for: Callable[[str, str | None], frozenset[str]] | None = None,
+        dpop: DPoPVerifier | None = None,
     ) -> None:
         self.app = app
         # Per-target scopes (`Server.scopes_needed`), read from Mcp-Method / Mcp-Name:
         # the app refuses a request whose headers disagree with its body.
         self.scopes_for = scopes_for
+        self.dpop = dpop
         self.verifier = verifier
         self.resource = resource  # the canonical URI tokens must name (RFC 8707)
         self.path = path
@@ -110,6 +131,8 @@ class BearerAuth:
             document["scopes_supported"] = scopes
         if resource_name:
             document["resource_name"] = resource_name
+        if dpop is not None:  # RFC 9728 §2
+            document["dpop_signing_alg_values_supported"] = list(dpop.algorithms)
         self.metadata = orjson.dumps(document)
         parts = urlsplit(resource)
         self.metadata_url = f"{parts.scheme}://{parts.netloc}{_WELL_KNOWN}{path if path != '/' else ''}"
@@ -126,20 +149,34 @@ class BearerAuth:
         if request_path != self.path or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)
             return
-        token = self._bearer(scope)
-        if token is None:
+        scheme, token, proofs = self._credentials(scope)
+        if token is None or (scheme == "dpop" and self.dpop is None):
             await self._challenge(send, 401, None)
             return
         access = await self.verifier.verify(token)
         if access is None or (access.expires_at is not None and access.expires_at <= time.time()):
-            await self._challenge(send, 401, "invalid_token", "The access token is invalid or expired")
+            await self._challenge(send, 401, "invalid_token", "The access token is invalid or expired",
+                                  scheme="DPoP" if scheme == "dpop" else None)
             return
         if access.audience and self.resource not in access.audience:
-            await self._challenge(send, 401, "invalid_token", "The access token is for another resource")
+            await self._challenge(send, 401, "invalid_token", "The access token is for another resource",
+                                  scheme="DPoP" if scheme == "dpop" else None)
             return
         if not self.required <= access.scopes:
             await self._challenge(send, 403, "insufficient_scope", "More scope is needed")
             return
+        bound = access.bound_to
+        if scheme == "bearer" and bound is not None:  # RFC 9449 §7.2
+            await self._challenge(send, 401, "invalid_token", "A DPoP-bound token needs the DPoP scheme",
+                                  scheme="DPoP")
+            return
+        if scheme == "dpop":
+            assert self.dpop is not None
+            stale = await self._check_proof(scope, send, token, bound, proofs)
+            if stale is None:
+                return
+            if stale:
+                send = _with_nonce(send, self.dpop.current_nonce())
         if self.scopes_for is not None:
             needed = self._target_scopes(scope)
             if needed and not needed <= access.scopes:
@@ -147,16 +184,29 @@ class BearerAuth:
                 return
         await self.app({**scope, "user": access.subject, "auth": access}, receive, send)
 
-    @staticmethod
-    def _bearer(scope: Scope) -> str | None:
-        for key, value in scope["headers"]:
-            if key == b"authorization":
-                scheme, _, rest = value.decode("latin-1").partition(" ")
-                token: str = rest.strip()
-                if scheme.lower() == "bearer" and token:
-                    return token
-                return None
-        return None
+    async def _check_proof(
+        self, scope: Scope, send: Send, token: str, bound: str | None, proofs: list[str],
+    ) -> bool | None:
+        """None when refused (the answer is sent); else whether the proof's nonce
+        is no longer the current one (the response then carries a fresh one)."""
+        dpop = self.dpop
+        assert dpop is not None
+        if len(proofs) != 1:
+            await self._challenge(send, 401, "invalid_dpop_proof", "Exactly one DPoP proof is needed",
+                                  scheme="DPoP")
+            return None
+        try:
+            jkt, nonce = await dpop.verify(proofs[0], method=scope["method"], urls=_urls(self.resource, scope),
+                                           access_token=token)
+        except InvalidDPoPProof as exc:
+            headers = [(b"dpop-nonce", dpop.current_nonce().encode())] if exc.error == "use_dpop_nonce" else []
+            await self._challenge(send, 401, exc.error, str(exc), scheme="DPoP", headers=headers)
+            return None
+        if bound is None or bound != jkt:
+            await self._challenge(send, 401, "invalid_token", "The token is not bound to the proof's key",
+                                  scheme="DPoP")
+            return None
+        return dpop.require_nonce and not dpop.nonce_is_current(nonce)
 
     def _target_scopes(self, scope: Scope) -> frozenset[str]:
         assert self.scopes_for is not None
@@ -174,19 +224,68 @@ class BearerAuth:
             return frozenset()  # the app answers the malformed header with 400
         return self.scopes_for(method.decode("latin-1"), target)
 
+    @staticmethod
+    def _credentials(scope: Scope) -> tuple[str, str | None, list[str]]:
+        """The authorization scheme (lower case), its token and the DPoP proofs."""
+        scheme, token, proofs = "", None, []
+        for key, value in scope["headers"]:
+            if key == b"authorization" and token is None and not scheme:
+                name, _, rest = value.decode("latin-1").partition(" ")
+                scheme = name.lower()
+                if scheme in ("bearer", "dpop") and rest.strip():
+                    token = rest.strip()
+            elif key == b"dpop":
+                proofs.append(value.decode("latin-1"))
+        return scheme, token, proofs
+
     async def _challenge(
         self, send: Send, status: int, error: str | None, description: str | None = None,
-        scopes: frozenset[str] | None = None,
+        scopes: frozenset[str] | None = None, *, scheme: str | None = None,
+        headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
-        parts = [f"resource_metadata={_quote(self.metadata_url)}"]
+        """401/403 with `WWW-Authenticate`: the error goes on `scheme`'s challenge (or on
+        Bearer's); with DPoP on, both schemes are offered (RFC 9449 §7.1). `scopes`: the
+        target's own scopes, named beside the server-wide ones."""
+        common = [f"resource_metadata={_quote(self.metadata_url)}"]
         wanted = self.required | scopes if scopes else self.required
         if wanted:
-            parts.append(f"scope={_quote(' '.join(sorted(wanted)))}")
+            common.append(f"scope={_quote(' '.join(sorted(wanted)))}")
+        detail = []
         if error:
-            parts.append(f"error={_quote(error)}")
+            detail.append(f"error={_quote(error)}")
         if description:
-            parts.append(f"error_description={_quote(description)}")
-        header = ("Bearer " + ", ".join(parts)).encode()
+            detail.append(f"error_description={_quote(description)}")
+        schemes = ["Bearer", "DPoP"] if self.dpop is not None else ["Bearer"]
+        target = scheme or "Bearer"
+        out = list(headers or [])
+        for name in schemes:
+            parts = list(common)
+            if name == "DPoP" and self.dpop is not None:
+                parts.insert(0, f"algs={_quote(' '.join(self.dpop.algorithms))}")
+            if name == target:
+                parts += detail
+            out.append((b"www-authenticate", (name + " " + ", ".join(parts)).encode()))
         body = orjson.dumps({"error": error or "unauthorized", "error_description": description or
                              "Authorization required"})
-        await respond(send, status, body, [(b"www-authenticate", header)], content_type=b"application/json")
+        await respond(send, status, body, out, content_type=b"application/json")
+
+
+def _urls(resource: str, scope: Scope) -> list[str]:
+    """The URLs a proof's `htu` may name: the canonical resource, and the URL this
+    request was sent to (as the Host header says)."""
+    host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
+    urls = [resource]
+    if host:
+        urls.append(f"{scope.get('scheme', 'http')}://{host}{scope.get('root_path', '')}{scope['path']}")
+    return urls
+
+
+def _with_nonce(send: Send, nonce: str) -> Send:
+    """`send` that adds a fresh `DPoP-Nonce` to the response (RFC 9449 §9)."""
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (b"dpop-nonce", nonce.encode())]}
+        await send(message)
+
+    return wrapped

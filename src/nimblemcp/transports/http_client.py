@@ -46,7 +46,7 @@ from collections.abc import (
     Mapping,
 )
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -88,6 +88,9 @@ from ._http_answers import (
 from ._limits import MAX_MESSAGE_BYTES, MAX_REDIRECTS
 from ._sse import iter_sse
 from ._tls import verify_for
+
+if TYPE_CHECKING:
+    from .sse_client import SseTransport
 
 __all__ = [
     "HttpStatusError", "HttpTransport", "SessionExpired", "StreamBroken",
@@ -134,10 +137,16 @@ class HttpTransport:
         auth: httpx.Auth | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         max_redirects: int = MAX_REDIRECTS,
+        sse_fallback: bool = True,
     ) -> None:
         self.url = url
         self.max_message_bytes = max_message_bytes
         self.max_redirects = max_redirects
+        #: Fall back to the 2024-11-05 HTTP+SSE transport (`sse_client`) when the first
+        #: POST gets 400/404/405 and a GET of the URL opens a stream with `endpoint`.
+        self.sse_fallback = sse_fallback
+        self._sse: SseTransport | None = None
+        self._settled = False  # a POST got its answer: no fallback any more
         #: Runs every request (e.g. `nimblemcp.client.auth.OAuth`: Bearer tokens, 401/403).
         self.auth = auth
         self._auth: dict[str, Any] = {"auth": auth} if auth is not None else {}
@@ -238,6 +247,43 @@ class HttpTransport:
     async def send(
         self, request: dict[str, Any], *, param_headers: Mapping[str, Any] | None = None
     ) -> AsyncIterator[dict[str, Any]]:
+        if self._sse is None and self.sse_fallback and not self._settled:
+            try:
+                async with contextlib.aclosing(self._send_http(request, param_headers)) as stream:
+                    async for message in stream:
+                        self._settled = True
+                        yield message
+                return
+            except HttpStatusError as exc:
+                if exc.status not in (400, 404, 405) or self._settled or not await self._fall_back():
+                    raise
+        stream = self._sse.send(request, param_headers=param_headers) if self._sse is not None \
+            else self._send_http(request, param_headers)
+        async with contextlib.aclosing(stream):
+            async for message in stream:
+                yield message
+
+    async def _fall_back(self) -> bool:
+        """Backwards compatibility (2025-11-25 transports): is `url` a 2024-11-05
+        HTTP+SSE server? If so, every later message goes through it."""
+        self._settled = True  # one try
+        from nimblemcp.transports.sse_client import SseTransport
+
+        sse = SseTransport(self.url, headers=self.extra_headers, http=self._http,
+                           auth=self.auth, connect_timeout=self._connect_timeout)
+        try:
+            await sse.open()
+        except (TimeoutError, TransportError):
+            await sse.close()
+            return False
+        logger.info("%s speaks the 2024-11-05 HTTP+SSE transport: using it", self.url)
+        sse.on_notification, sse.on_request = self.on_notification, self.on_request
+        self._sse = sse
+        return True
+
+    async def _send_http(
+        self, request: dict[str, Any], param_headers: Mapping[str, Any] | None
+    ) -> AsyncGenerator[dict[str, Any], None]:
         if self._http is None:
             await self.open()
         rid = request.get("id")
@@ -432,6 +478,9 @@ class HttpTransport:
 
     async def notify(self, message: dict[str, Any]) -> None:
         """Send a notification or a response (no JSON-RPC answer expected; 202)."""
+        if self._sse is not None:
+            await self._sse.notify(message)
+            return
         if self._http is None:
             await self.open()
         try:
@@ -446,6 +495,9 @@ class HttpTransport:
             logger.warning("%s refused: HTTP %s", message.get("method", "a response"), status)
 
     async def close(self) -> None:
+        if self._sse is not None:
+            sse, self._sse = self._sse, None
+            await sse.close()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()

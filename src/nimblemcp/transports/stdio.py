@@ -83,6 +83,7 @@ class _StdioIO:
     __slots__ = ("emit", "loop")
     subject = None
     ask = None
+    close_stream = None
 
     def __init__(self, emit: Emit, loop: asyncio.AbstractEventLoop) -> None:
         self.emit = emit

@@ -1,0 +1,143 @@
+"""Resumable SSE streams on the legacy (2025-11-25) HTTP leg: the writer and the replay.
+
+`ResumableExchange` is the `Exchange` of a legacy POST: every message it writes is
+logged in an `EventLog` stream (see `_sse_log`) and framed with its event id; the SSE
+stream opens with the priming event (id, `retry:`, empty data). Its `detach`
+(a handler's `ctx.close_sse_stream()`) ends the HTTP response at once while the
+request goes on: later messages, the response included, are only logged. `replay`
+serves a GET carrying `Last-Event-ID`: what the stream logged after that id, then its
+live events until the response went out, then the end of the response. The log entry
+is made lazily, when the answer turns out to be a stream (a plain JSON answer costs
+nothing). Must not import the server or uvicorn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from nimblemcp.jsonrpc import encode
+from nimblemcp.transports._asgi import Receive, Send
+from nimblemcp.transports._http_exchange import Exchange
+from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS
+from nimblemcp.transports._sse_log import EventLog, LoggedStream
+
+__all__ = ["ResumableExchange", "last_event_id", "replay"]
+
+
+def last_event_id(headers: list[tuple[bytes, bytes]]) -> str | None:
+    for key, value in headers:
+        if key == b"last-event-id":
+            text = value.decode("latin-1").strip()
+            return text or None
+    return None
+
+
+class ResumableExchange(Exchange):
+    """An `Exchange` whose SSE events carry ids and are kept for a reconnect."""
+
+    __slots__ = ("detached", "events", "log", "session_id")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, receive: Receive, send: Send, keepalive: float,
+        events: EventLog, session_id: str, scope: Any = None,
+    ) -> None:
+        super().__init__(loop, receive, send, keepalive, scope=scope)
+        self.events = events
+        self.session_id = session_id
+        self.log: LoggedStream | None = None
+        self.detached = False  # detach() ended the response; the request goes on
+
+    def _stream_log(self) -> LoggedStream:
+        log = self.log
+        if log is None:
+            log = self.log = self.events.open(self.session_id)
+        return log
+
+    def emit(self, message: dict[str, Any]) -> None:
+        log = self._stream_log()
+        if log.done:
+            return
+        framed = log.append(encode(message))
+        if self.detached or self.closed or self.disconnected:
+            return  # logged: a reconnecting client gets it
+        self.buffered += len(framed)
+        if self.buffered > self.max_buffer:
+            self._cut(message)
+            return
+        self.frames.append(framed)
+        self._wake()
+        if self.pump is None:
+            self.pump = self.loop.create_task(self._pump())
+
+    async def _pump(self) -> None:
+        self.frames.insert(0, self._stream_log().priming(self.events.retry_ms))
+        await super()._pump()
+
+    def detach(self) -> bool:
+        """End the HTTP response now (after the priming event and what is queued)."""
+        if self.detached or self.closed or self.done:
+            return False
+        self.detached = True
+        self.closed = True
+        if self.pump is None:
+            self.pump = self.loop.create_task(self._pump())
+        self._wake()
+        return True
+
+    def deliver(self, response: dict[str, Any]) -> None:
+        """The request's response: logged (and written, when still attached); the end."""
+        log = self._stream_log()
+        framed = log.append(encode(response))
+        log.end()
+        if not self.detached and not self.closed:
+            self.frames.append(framed)
+        self.closed = True
+        self._wake()
+
+    def abandon(self) -> None:
+        """The request ended without a response (cancelled): the stream just ends."""
+        if self.log is not None:
+            self.log.end()
+
+
+async def replay(
+    receive: Receive, send: Send, stream: LoggedStream, after: int, keepalive: float,
+    headers: list[tuple[bytes, bytes]],
+) -> None:
+    """Serve a resumed stream: the logged events after `after`, then live ones until
+    the stream ends (or the client hangs up)."""
+    gone = asyncio.get_running_loop().create_future()
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not gone.done():
+            gone.set_result(None)
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
+        position = after
+        while True:
+            batch = stream.after(position)
+            if batch:
+                position = batch[-1][0]
+                await send({"type": "http.response.body", "body": b"".join(f for _, f in batch),
+                            "more_body": True})
+                continue
+            if stream.done or gone.done():
+                break
+            changed = stream.wait()
+            done, _ = await asyncio.wait({changed, gone}, timeout=keepalive if keepalive > 0 else None,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                changed.cancel()
+                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+        if not gone.done():
+            await send({"type": "http.response.body", "body": b""})
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher

@@ -1,0 +1,234 @@
+"""The 2024-11-05 HTTP+SSE transport on the client (deprecated wire, for old servers).
+
+`SseTransport(url)` opens GET `url` as an SSE stream and waits for the `endpoint`
+event (the URL to POST to, resolved against `url`; only the same origin is accepted,
+so a server cannot redirect our messages elsewhere). Every message then goes out as a
+POST to that endpoint (202), and everything the server says comes back as `message`
+events on the one stream: responses are routed to their request by id,
+notifications to the request that owns their progress token, or else to
+`on_notification`; server-to-client requests go to `on_request` and the answer is
+POSTed back. Leaving a request early sends `notifications/cancelled`. The stream
+breaking ends every request in flight with `TransportError`.
+
+It speaks only the `initialize` era: use it with `Client(transport, mode="legacy")`,
+or let `HttpTransport` fall back to it (the spec's backwards-compatibility rule: a
+POST answered 400/404/405, then a GET whose first event is `endpoint`).
+Must not import `nimblemcp.client` or `nimblemcp.server`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from nimblemcp.errors import TransportError
+from nimblemcp.jsonrpc import decode, encode
+from nimblemcp.transports._sse import ServerSentEvent, iter_sse
+from nimblemcp.types._http import JSON_TYPE, SSE_TYPE
+
+__all__ = ["SseTransport"]
+
+logger = logging.getLogger("nimblemcp.sse_client")
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+class SseTransport:
+    """One old-style SSE connection: GET for the stream, POST for each message."""
+
+    carries_param_headers = False
+    wire = "sse"
+
+    def __init__(
+        self, url: str, *, headers: Mapping[str, str] | None = None, http: httpx.AsyncClient | None = None,
+        auth: httpx.Auth | None = None, connect_timeout: float = 10.0,
+    ) -> None:
+        self.url = url
+        parts = urlsplit(url)
+        self.peer = f"{parts.scheme}://{parts.netloc}"
+        self.extra_headers = dict(headers or {})
+        self._http = http
+        self._owns_http = http is None
+        self._auth: dict[str, Any] = {"auth": auth} if auth is not None else {}
+        self._connect_timeout = connect_timeout
+        self.endpoint: str | None = None
+        self.on_notification: Callable[[dict[str, Any]], None] | None = None
+        self.on_request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+        self._pending: dict[tuple[type, Any], asyncio.Queue[dict[str, Any] | None]] = {}
+        self._tokens: dict[tuple[type, Any], tuple[type, Any]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._lost: str | None = None
+        self._open_lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        async with self._open_lock:
+            if self.endpoint is not None:
+                return
+            if self._http is None:
+                self._http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self._connect_timeout))
+                self._owns_http = True
+            ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            self._reader = asyncio.create_task(self._read(ready))
+            try:
+                self.endpoint = await asyncio.wait_for(asyncio.shield(ready), self._connect_timeout)
+            except BaseException:
+                self._reader.cancel()
+                raise
+
+    async def _read(self, ready: asyncio.Future[str]) -> None:
+        assert self._http is not None
+        headers = {**self.extra_headers, "Accept": SSE_TYPE}
+        try:
+            async with self._http.stream("GET", self.url, headers=headers, **self._auth) as response:
+                ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if response.status_code != 200 or ctype != SSE_TYPE:
+                    raise TransportError(f"GET {self.url} is not an SSE stream (HTTP {response.status_code})")
+                async for event in iter_sse(response.aiter_lines()):
+                    if not ready.done():
+                        ready.set_result(self._endpoint_of(event))
+                    elif event.event == "message" and event.data.strip():
+                        self._route(event.data)
+            self._lost = "the server closed the SSE stream"
+        except asyncio.CancelledError:
+            self._lost = "the transport is closed"
+            raise
+        except (httpx.HTTPError, TransportError) as exc:
+            self._lost = f"the SSE stream broke: {exc}"
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, TransportError) else TransportError(self._lost))
+        finally:
+            if not ready.done():
+                ready.set_exception(TransportError(self._lost or "no endpoint event"))
+            for queue in self._pending.values():
+                queue.put_nowait(None)
+
+    def _endpoint_of(self, event: ServerSentEvent) -> str:
+        if event.event != "endpoint" or not event.data.strip():
+            raise TransportError("the first SSE event is not `endpoint`: not a 2024-11-05 server")
+        endpoint = urljoin(self.url, event.data.strip())
+        if _origin(endpoint) != _origin(self.url):
+            raise TransportError(f"the endpoint {endpoint!r} is on another origin")
+        return endpoint
+
+    def _route(self, data: str) -> None:
+        try:
+            message = decode(data)
+        except Exception:
+            logger.warning("ignoring a non-JSON SSE message: %r", data[:200])
+            return
+        if not isinstance(message, dict):
+            return
+        if "method" not in message:
+            rid = message.get("id")
+            queue = self._pending.get((type(rid), rid))
+            if queue is not None:
+                queue.put_nowait(message)
+            return
+        if "id" in message:
+            if self.on_request is None:
+                logger.warning("ignoring a server-to-client request %s", message["method"])
+            else:
+                self._serve(message)
+            return
+        params = message.get("params")
+        token = params.get("progressToken") if isinstance(params, dict) else None
+        target = self._tokens.get((type(token), token)) if token is not None else None
+        if target is None and isinstance(params, dict) and message["method"] == "notifications/cancelled":
+            rid = params.get("requestId")
+            target = (type(rid), rid)
+        queue = self._pending.get(target) if target is not None else None
+        if queue is not None:
+            queue.put_nowait(message)
+        elif self.on_notification is not None:
+            self.on_notification(message)
+
+    def _serve(self, message: dict[str, Any]) -> None:
+        assert self.on_request is not None
+        handler = self.on_request
+
+        async def run() -> None:
+            response = await handler(message)
+            with contextlib.suppress(TransportError):
+                await self.notify(response)
+
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _post(self, message: dict[str, Any]) -> None:
+        await self.open()
+        if self._lost is not None:
+            raise TransportError(self._lost)
+        assert self._http is not None and self.endpoint is not None
+        try:
+            response = await self._http.post(
+                self.endpoint, content=encode(message),
+                headers={**self.extra_headers, "Content-Type": JSON_TYPE}, **self._auth)
+        except httpx.HTTPError as exc:
+            raise TransportError(f"HTTP transport failed: {exc}") from exc
+        if response.status_code >= 400:
+            raise TransportError(f"the server refused a message: HTTP {response.status_code}")
+
+    async def send(
+        self, request: dict[str, Any], *, param_headers: Mapping[str, Any] | None = None
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        await self.open()
+        rid = request["id"]
+        key = (type(rid), rid)
+        if key in self._pending:
+            raise TransportError(f"request id {rid!r} is already in flight")
+        meta = (request.get("params") or {}).get("_meta") or {}
+        token = meta.get("progressToken")
+        token_key = (type(token), token)
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._pending[key] = queue
+        if token is not None:
+            self._tokens[token_key] = key
+        finished = False
+        try:
+            await self._post(request)
+            while True:
+                message = await queue.get()
+                if message is None:
+                    raise TransportError(self._lost or "connection lost")
+                finished = "method" not in message
+                yield message
+                if finished:
+                    return
+        finally:
+            self._pending.pop(key, None)
+            if token is not None:
+                self._tokens.pop(token_key, None)
+            if not finished and self._lost is None:
+                with contextlib.suppress(TransportError):
+                    await asyncio.shield(self._post({
+                        "jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": rid, "reason": "the client abandoned the request"}}))
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        await self._post(message)
+
+    async def close(self) -> None:
+        tasks = list(self._tasks)
+        if self._reader is not None:
+            tasks.append(self._reader)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._reader = None
+        self.endpoint = None
+        if self._lost is None:
+            self._lost = "the transport is closed"
+        if self._http is not None and self._owns_http:
+            await self._http.aclose()
+        self._http = None
