@@ -88,6 +88,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(client_main(argv))
     args = _parser().parse_args(argv)
     if args.command == "run":
+        if args.transport == "stdio":  # before the module runs: its print() is not protocol
+            from nimblemcp.transports.stdio import protect_stdout
+
+            protect_stdout()
         server = load_server(args.target)
         if args.transport == "stdio":
             server.run("stdio")

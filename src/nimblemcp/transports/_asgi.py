@@ -14,7 +14,7 @@ from typing import Any, Final
 from nimblemcp.jsonrpc import encode
 
 __all__ = [
-    "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse", "accepts_sse",
+    "SUBJECT", "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse", "accepts_sse",
     "respond", "respond_json", "send_json",
 ]
 
@@ -22,6 +22,10 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+# The scope key under which an auth middleware leaves the authenticated subject (a
+# str). Namespaced: `scope["user"]` belongs to Starlette's AuthenticationMiddleware.
+SUBJECT: Final = "nimblemcp.subject"
 
 JSON: Final = (b"content-type", b"application/json")
 _TEXT: Final = (b"content-type", b"text/plain; charset=utf-8")

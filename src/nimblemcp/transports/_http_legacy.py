@@ -24,8 +24,9 @@ from typing import Any
 from nimblemcp._loop import running_loop
 from nimblemcp._port import Changes, Core, Prepared
 from nimblemcp.errors import InvalidRequest, ProtocolError
-from nimblemcp.jsonrpc import encode, error_response
+from nimblemcp.jsonrpc import encode, encode_reply, error_response
 from nimblemcp.transports._asgi import (
+    SUBJECT,
     Receive,
     Scope,
     Send,
@@ -65,7 +66,7 @@ class LegacyHttp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send, message: Any) -> None:
         h = RequestHeaders(scope["headers"])
         method = scope["method"]
-        owner = scope.get("user")
+        owner = scope.get(SUBJECT)
         if message is not None and method == "POST" and type(message) is dict and h.values[SESSION] is None \
                 and message.get("method") == "initialize" and "id" in message:
             await self._initialize(send, message, owner)
@@ -155,7 +156,7 @@ class LegacyHttp:
         # No disconnect watch: hanging up is not cancellation on this wire (LEG-07).
         if self.keepalive > 0:
             ex.commit_timer = loop.call_later(self.keepalive, ex._commit)
-        subject = scope.get("user")
+        subject = scope.get(SUBJECT)
         try:
             response = await legacy.run(prepared, ex.emit, subject if isinstance(subject, str) else None)
         except asyncio.CancelledError:
@@ -178,7 +179,7 @@ class LegacyHttp:
         if ex.pump is None:
             await respond_json(send, 200, response)
             return
-        ex.frames.append(frame(encode(response)))
+        ex.frames.append(frame(encode_reply(response)))
         ex.closed = True
         ex._wake()
         await ex.pump

@@ -9,8 +9,10 @@
 - missing or invalid tokens get 401 and insufficient scope 403, each with a
   `WWW-Authenticate: Bearer` challenge naming the metadata URL and the scopes
   (AUTH-RS-03/06/08);
-- the authenticated subject becomes `scope["user"]`, which the MCP app binds
-  requestState, state handles, tasks and legacy sessions to.
+- the authenticated subject becomes `scope["nimblemcp.subject"]` (`_asgi.SUBJECT`; never
+  `scope["user"]`, which Starlette's AuthenticationMiddleware owns), and the verified
+  `AccessToken` `scope["nimblemcp.access"]`; the MCP app binds requestState, state
+  handles, tasks and legacy sessions to the subject.
 Tokens are never logged. Must not import the server or the dispatcher.
 """
 
@@ -24,7 +26,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from nimblemcp.transports._asgi import respond
+from nimblemcp.transports._asgi import SUBJECT, respond
 
 if TYPE_CHECKING:
     from nimblemcp.transports._asgi import Receive, Scope, Send
@@ -34,6 +36,7 @@ App = Callable[[Any, Any, Any], Awaitable[None]]
 __all__ = ["AccessToken", "BearerAuth", "StaticTokens", "TokenVerifier"]
 
 _WELL_KNOWN = "/.well-known/oauth-protected-resource"
+ACCESS = "nimblemcp.access"  # the scope key of the verified AccessToken
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ class BearerAuth:
         if not self.required <= access.scopes:
             await self._challenge(send, 403, "insufficient_scope", "More scope is needed")
             return
-        await self.app({**scope, "user": access.subject, "auth": access}, receive, send)
+        await self.app({**scope, SUBJECT: access.subject, ACCESS: access}, receive, send)
 
     @staticmethod
     def _bearer(scope: Scope) -> str | None:

@@ -56,7 +56,12 @@ class HttpSecurity:
     `allow_localhost`: localhost Origins and Hosts pass. `max_body`: bytes per request
     body (413 above; None = no limit). `max_headers` / `max_header_bytes`: header
     count and total size (431 above). `cors`: answer preflights and add CORS headers
-    for allowed Origins; `cors_max_age`: seconds a preflight may be cached."""
+    for allowed Origins; `cors_max_age`: seconds a preflight may be cached.
+    `body_timeout`: seconds a POST body may take to arrive in full, counted from the
+    request head (408 and the connection closed after, checked once a second; None =
+    no deadline). A timeout rather than a rate: it bounds how long one slow client
+    holds a connection and a task, and at the 4 MiB default body a client still
+    needs only ~1.1 Mbit/s."""
 
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] | None = None
@@ -66,6 +71,7 @@ class HttpSecurity:
     max_header_bytes: int = 32 * 1024
     cors: bool = False
     cors_max_age: int = 600
+    body_timeout: float | None = 30.0
 
     def override(self, **given: Any) -> HttpSecurity:
         """These options with the given (not None) keyword arguments replacing theirs."""
@@ -76,8 +82,9 @@ class HttpSecurity:
         return replace(self, **given) if given else self
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyTooLarge(BaseException):
+    """Raised out of `receive` through the wrapped app: a BaseException, so that an
+    app's last-resort `except Exception` (ours, Starlette's) lets it pass."""
 
 
 async def _reject(send: Send, status: int, body: bytes) -> None:
@@ -294,7 +301,8 @@ def secure_app(
         max_body=max_body, max_headers=max_headers, max_header_bytes=max_header_bytes, cors=cors,
     )
     app: Any = asgi_app(
-        core, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc
+        core, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc,
+        body_timeout=config.body_timeout,
     )
     if auth is not None:
         from nimblemcp.transports.http_auth import BearerAuth
