@@ -15,10 +15,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import orjson
+import pydantic
 import pytest
 from _serving import serving
 
@@ -374,3 +375,64 @@ async def test_subject_is_namespaced_and_legacy_sessions_work_behind_starlette_a
             assert "hi" in str(text)
     assert all(isinstance(s["user"], StarletteLikeAuth.User) for s in seen)  # left alone
     assert all(SUBJECT not in s for s in seen)  # ours is set further in, on our own copy
+
+
+# -- headers -------------------------------------------------------------------------------
+
+def header_server() -> m.Server:
+    server = build_server()
+
+    @server.tool()
+    def limited(limit: Annotated[int, pydantic.Field(json_schema_extra={"x-mcp-header": "Limit"})]) -> int:
+        return limit
+
+    return server
+
+
+async def test_legacy_version_header_on_a_modern_body_is_a_header_mismatch() -> None:
+    app = secure_app(build_server())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1") as c:
+        body = call("echo", rid=4, message="x")
+        r = await c.post("/mcp", content=dumps(body),
+                         headers={**headers_for(body), "mcp-protocol-version": "2025-11-25"})
+        assert r.status_code == 400
+        assert r.json()["id"] == 4 and r.json()["error"]["code"] == -32020
+
+
+@pytest.mark.parametrize("sent", ["4_2", "\u0664\u0662", "42 x", "inf", "0x2a", "+42"])
+async def test_integer_param_headers_accept_ascii_digits_only(sent: str) -> None:
+    app = secure_app(header_server())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1") as c:
+        body = call("limited", limit=42)
+        h = {**headers_for(body), "mcp-param-limit": sent}
+        r = await c.post("/mcp", content=dumps(body), headers={k: v.encode() for k, v in h.items()})
+        assert r.status_code == 400 and r.json()["error"]["code"] == -32020, sent
+        for good in ("42", "42.0"):
+            r = await c.post("/mcp", content=dumps(body), headers={**headers_for(body), "mcp-param-limit": good})
+            assert r.status_code == 200 and r.json()["result"]["structuredContent"] == {"result": 42}
+
+
+@pytest.mark.parametrize("accept", [
+    "application/json;q=0, text/event-stream;q=0",
+    "application/json;q=0, text/event-stream",
+    "application/json, text/event-stream;Q=0.0",
+    "application/json;q=0, */*",
+])
+async def test_accept_refusing_a_type_with_q0_is_406(accept: str) -> None:
+    app = secure_app(build_server())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1") as c:
+        body = call("echo", message="x")
+        r = await c.post("/mcp", content=dumps(body), headers={**headers_for(body), "accept": accept})
+        assert r.status_code == 406
+        r = await c.post("/mcp", content=dumps(body), headers={**headers_for(body), "accept": "*/*;q=0.1"})
+        assert r.status_code == 200
+
+
+async def test_two_host_headers_are_a_400() -> None:
+    app = secure_app(build_server())
+    body = dumps(call("echo", message="x"))
+    head = (b"POST /mcp HTTP/1.1\r\nhost: evil.example\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"accept: " + ACCEPT.encode() + b"\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n")
+    async with serving(app) as base:
+        answer, _ = await _raw_exchange(base, head + body, b"", every=0.0)
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:200]

@@ -239,7 +239,14 @@ class McpHttpApp:
         # COMPAT-S04: the version header decides; a modern one wins over a stray
         # `Mcp-Session-Id` and makes `initialize` a removed method (-32601).
         if version is not None:
-            return version in _LEGACY_HEADER
+            if version not in _LEGACY_HEADER:
+                return False
+            # A legacy header on a body enveloped for a modern revision contradicts
+            # itself: the modern path answers it 400 -32020 (HTTP-17).
+            params = msg.get("params") if type(msg) is dict else None
+            meta = params.get("_meta") if type(params) is dict else None
+            body_version = meta.get(PROTOCOL_VERSION) if type(meta) is dict else None
+            return type(body_version) is not str or body_version.encode() in _LEGACY_HEADER
         return h.values[SESSION] is not None or (type(msg) is dict and msg.get("method") == "initialize")
 
     def _prepare(self, h: RequestHeaders, msg: dict[str, Any]) -> Prepared:

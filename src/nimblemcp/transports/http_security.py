@@ -39,6 +39,7 @@ def _error_body(code: int, message: str) -> bytes:
 _FORBIDDEN_ORIGIN = _error_body(-32600, "Forbidden: Origin not allowed")
 _FORBIDDEN_HOST = _error_body(-32600, "Forbidden: Host not allowed")
 _TOO_LARGE = _error_body(-32600, "Request body too large")
+_TWO_HOSTS = _error_body(-32600, "Bad Request: more than one Host header")
 _BAD_LENGTH = _error_body(-32600, "Invalid Content-Length")
 _TOO_MANY_HEADERS = _error_body(-32600, "Request header fields too large")
 _PREFLIGHT_HEADERS = (
@@ -100,8 +101,8 @@ def _host_name(value: str) -> str:
 
 
 class SecurityMiddleware:
-    """Rejects foreign Origins (403) and Hosts (403), oversized bodies (413) and
-    header floods (431) before the wrapped app sees the request."""
+    """Rejects foreign Origins (403) and Hosts (403), a repeated Host (400), oversized
+    bodies (413) and header floods (431) before the wrapped app sees the request."""
 
     def __init__(self, app: Any, security: HttpSecurity | None = None, **options: Any) -> None:
         """`security`, or the `HttpSecurity` fields as keyword arguments."""
@@ -175,6 +176,9 @@ class SecurityMiddleware:
                     return
                 origin = value
             elif key == b"host":
+                if host is not None:  # RFC 9112 §3.2: more than one Host is a 400
+                    await _reject(send, 400, _TWO_HOSTS)
+                    return
                 host = value
             elif key == b"content-length":
                 length = value
