@@ -62,7 +62,12 @@ class HttpSecurity:
     request head (408 and the connection closed after, checked once a second; None =
     no deadline). A timeout rather than a rate: it bounds how long one slow client
     holds a connection and a task, and at the 4 MiB default body a client still
-    needs only ~1.1 Mbit/s."""
+    needs only ~1.1 Mbit/s.
+    Connection limits, applied by `run_http` to uvicorn (an app mounted elsewhere
+    gets them from its own server): `head_timeout`, seconds a request head (request
+    line and headers) may take, counted from the connection or the previous
+    response (the connection is closed after); `idle_timeout`, seconds an idle
+    keep-alive connection is kept."""
 
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] | None = None
@@ -73,6 +78,8 @@ class HttpSecurity:
     cors: bool = False
     cors_max_age: int = 600
     body_timeout: float | None = 30.0
+    head_timeout: float = 10.0
+    idle_timeout: float = 5.0
 
     def override(self, **given: Any) -> HttpSecurity:
         """These options with the given (not None) keyword arguments replacing theirs."""
