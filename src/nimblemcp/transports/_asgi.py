@@ -92,6 +92,7 @@ def accepted(value: bytes | None) -> frozenset[bytes]:
         media, *params = part.split(b";")
         media = media.strip().lower()
         (refused if params and _refused(params) else kinds).add(media)
+    kinds -= refused  # listed twice, once with q=0: refused
     for kind in refused & _OURS:
         for wildcard in _WILDCARDS[kind] & kinds:
             kinds.discard(wildcard)
