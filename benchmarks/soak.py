@@ -157,7 +157,7 @@ async def _abandon(port: int, rid: int, tally: Tally) -> None:
     """A call to a slow tool, closed before the answer (the server must cancel it)."""
     body = json.dumps(_call(rid, "slow", {"seconds": 0.5})).encode()
     head = "".join(f"{k}: {v}\r\n" for k, v in _headers("slow").items())
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n{head}content-length: {len(body)}\r\n\r\n".encode()
                  + body)
     await writer.drain()
@@ -185,7 +185,7 @@ async def _listener(c: httpx.AsyncClient, url: str, rid: int, tally: Tally, stop
                     return
                 reading.result()  # keep-alives; StopAsyncIteration = ended early
                 reading = asyncio.ensure_future(chunks.__anext__())
-    except (StopAsyncIteration, httpx.HTTPError, asyncio.TimeoutError) as exc:
+    except (StopAsyncIteration, httpx.HTTPError, TimeoutError) as exc:
         tally.listens_failed += 1
         tally.errors[f"listen {type(exc).__name__}"] = tally.errors.get(f"listen {type(exc).__name__}", 0) + 1
 
