@@ -8,7 +8,8 @@ must be acknowledged and stay open), and `--workers` loops that each pick, per t
 a tool call (70%), an MRTR flow (20%: `input_required`, then the retry with the
 answer and the `requestState`), or an abrupt disconnect (10%: a raw socket sends a
 call to a slow tool and closes mid-request). A warm-up round runs first (imports,
-caches, pools), then round 1 and round 2 with the same mix and length.
+caches, pools), then round 1 (time-bound) and round 2, which replays exactly the
+turns of round 1 (same seeds, same count per worker): identical work.
 
 Reported: responses lost (a request that did not get its complete, correct answer;
 the deliberately abandoned ones are not expected to), listens not acknowledged or
@@ -190,7 +191,13 @@ async def _listener(c: httpx.AsyncClient, url: str, rid: int, tally: Tally, stop
         tally.errors[f"listen {type(exc).__name__}"] = tally.errors.get(f"listen {type(exc).__name__}", 0) + 1
 
 
-async def _round(port: int, seconds: float, listeners: int, workers: int, seed: int) -> Tally:
+MIX = (0.7, 0.2, 0.1)  # calls, MRTR flows, abrupt disconnects
+
+
+async def _round(port: int, seconds: float, listeners: int, workers: int, seed: int,
+                 quotas: list[int] | None = None) -> tuple[Tally, list[int]]:
+    """One round: time-bound, or (given `quotas`) exactly that many turns per worker,
+    each worker replaying the same random plan as the round that set the quotas."""
     url = f"http://127.0.0.1:{port}/mcp"
     tally = Tally()
     rng = random.Random(seed)
@@ -201,23 +208,28 @@ async def _round(port: int, seconds: float, listeners: int, workers: int, seed: 
         deadline = time.monotonic() + seconds
         ids = iter(range(seed * 10_000_000, (seed + 1) * 10_000_000, 2))
 
-        async def worker(plan: random.Random) -> None:
-            while time.monotonic() < deadline:
+        async def worker(plan: random.Random, quota: int | None) -> int:
+            turns = 0
+            while (time.monotonic() < deadline) if quota is None else (turns < quota):
                 pick, rid = plan.random(), next(ids)
+                turns += 1
                 try:
-                    if pick < 0.7:
+                    if pick < MIX[0]:
                         await _one_call(c, url, rid, tally)
-                    elif pick < 0.9:
+                    elif pick < MIX[0] + MIX[1]:
                         await _mrtr_flow(c, url, rid, tally)
                     else:
                         await _abandon(port, rid, tally)
                 except (httpx.HTTPError, OSError, ValueError) as exc:
                     tally.lose(type(exc).__name__)
+            return turns
 
-        await asyncio.gather(*(worker(random.Random(rng.random())) for _ in range(workers)))
+        plans = [random.Random(rng.random()) for _ in range(workers)]
+        done = await asyncio.gather(*(worker(plans[i], None if quotas is None else quotas[i])
+                                      for i in range(workers)))
         stop.set()
         await asyncio.gather(*streams)
-    return tally
+    return tally, list(done)
 
 
 async def _wait_ready(port: int) -> None:
@@ -236,7 +248,11 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=60.0, help="seconds for the two measured rounds together")
     parser.add_argument("--listeners", type=int, default=200)
     parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--mix", default="70,20,10", help="weights of calls, MRTR flows, abrupt disconnects")
     args = parser.parse_args()
+    global MIX
+    weights = [float(w) for w in args.mix.split(",")]
+    MIX = tuple(w / sum(weights) for w in weights)  # type: ignore[assignment]
     duration = min(args.duration, MAX_DURATION - 30)
     warmup, each = min(10.0, max(2.0, duration / 10)), duration / 2
     port = _free_port()
@@ -247,9 +263,12 @@ def main() -> int:
         try:
             asyncio.run(_wait_ready(port))
             rounds: list[tuple[str, Tally, float, int]] = []
+            quotas: list[int] | None = None
             for name, seconds, seed in (("warm-up", warmup, 1), ("round 1", each, 2), ("round 2", each, 2)):
                 began = time.monotonic()
-                tally = asyncio.run(_round(port, seconds, args.listeners, args.workers, seed))
+                tally, turns = asyncio.run(_round(port, seconds, args.listeners, args.workers, seed,
+                                                  quotas if name == "round 2" else None))
+                quotas = turns
                 took = time.monotonic() - began
                 time.sleep(1.0)  # let cancelled work and closed streams settle
                 rounds.append((name, tally, took, _rss_kib(proc.pid)))

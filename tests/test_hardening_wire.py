@@ -28,6 +28,7 @@ import nimblemcp as m
 from nimblemcp.errors import InvalidRequest
 from nimblemcp.jsonrpc import MAX_DEPTH, classify, decode, decode_request, encode_reply
 from nimblemcp.transports._asgi import SUBJECT
+from nimblemcp.transports._http_exchange import Exchange, _ping
 from nimblemcp.transports.http import McpHttpApp
 from nimblemcp.transports.http_auth import AccessToken, StaticTokens
 from nimblemcp.transports.http_security import HttpSecurity, secure_app
@@ -524,3 +525,27 @@ async def test_run_http_times_out_slow_heads_and_idle_connections(tmp_path: Path
         proc.wait(HANG)
         assert proc.stderr is not None
         proc.stderr.close()
+
+
+async def test_a_cancelled_sse_pump_leaves_no_timer_behind() -> None:
+    """Found by benchmarks/soak.py: every listen stream that ended left its keep-alive
+    timer (and the future it holds) in the loop for up to an hour (keepalive=0)."""
+    loop = asyncio.get_running_loop()
+    sent: list[Any] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def receive() -> Any:
+        await asyncio.sleep(3600)
+
+    ex = Exchange(loop, receive, send, keepalive=0)
+    ex.frames.append(b": hi\n\n")
+    ex.pump = loop.create_task(ex._pump())
+    while ex.waiter is None:
+        await asyncio.sleep(0)
+    ex.pump.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await ex.pump
+    pending = [h for h in loop._scheduled if not h.cancelled()]  # type: ignore[attr-defined]
+    assert not [h for h in pending if getattr(h, "_callback", None) is _ping]

@@ -137,8 +137,10 @@ class Exchange:
                 return
             w = self.waiter = self.loop.create_future()
             timer = self.loop.call_later(self.keepalive or 3600.0, _ping, w)
-            woke = await w
-            timer.cancel()
+            try:
+                woke = await w
+            finally:  # also when the stream is cancelled: a live timer holds `w` for its delay
+                timer.cancel()
             if not woke and not self.frames and not self.closed:
                 await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
 
