@@ -180,30 +180,31 @@ class McpHttpApp:
         loop = running_loop()  # once, without a syscall (see `_loop`), and handed on
         task: asyncio.Task[Any] = asyncio.current_task(loop)  # type: ignore[assignment]  # in a task
         watchlist = self._watchlist(loop)
+        reading = watchlist.reading
+        if self.body_timeout is not None:
+            reading[task] = watchlist.sweeps
+            if watchlist.body_timer is None:
+                watchlist.arm_body_sweep()
+        # Outside the last resort below: what `receive` raises (a guard's signal, a
+        # server's error) belongs to whoever wrapped us.
+        try:
+            message = await receive()
+            body = message.get("body", b"")
+            if message.get("more_body"):
+                chunks = [body]
+                while message.get("more_body"):
+                    message = await receive()
+                    chunks.append(message.get("body", b""))
+                body = b"".join(chunks)
+        except asyncio.CancelledError:
+            if reading.pop(task, 0) >= 0:
+                raise
+            task.uncancel()  # the body deadline passed (see `Watchlist.sweep_bodies`)
+            await respond(send, 408, _BODY_TIMEOUT, [(b"connection", b"close")], content_type=b"application/json")
+            return
+        reading.pop(task, None)
         msg: Any = None
         try:
-            reading = watchlist.reading
-            if self.body_timeout is not None:
-                reading[task] = watchlist.sweeps
-                if watchlist.body_timer is None:
-                    watchlist.arm_body_sweep()
-            try:
-                message = await receive()
-                body = message.get("body", b"")
-                if message.get("more_body"):
-                    chunks = [body]
-                    while message.get("more_body"):
-                        message = await receive()
-                        chunks.append(message.get("body", b""))
-                    body = b"".join(chunks)
-            except asyncio.CancelledError:
-                if reading.pop(task, 0) >= 0:
-                    raise
-                task.uncancel()  # the body deadline passed (see `Watchlist.sweep_bodies`)
-                await respond(send, 408, _BODY_TIMEOUT, [(b"connection", b"close")],
-                              content_type=b"application/json")
-                return
-            reading.pop(task, None)
             try:
                 msg = decode_request(body)
                 kind = classify(msg)
@@ -229,7 +230,6 @@ class McpHttpApp:
             # The last resort: a JSON-RPC answer, never the HTTP server's plain-text 500
             # (if the response had begun, the send fails and the connection just ends).
             logger.exception("unexpected error serving a POST")
-            watchlist.reading.pop(task, None)
             with contextlib.suppress(Exception):
                 await respond_json(send, 500, error_response(
                     request_id_of(msg), InternalError("Internal error")))

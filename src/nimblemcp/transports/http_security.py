@@ -90,9 +90,9 @@ class HttpSecurity:
         return replace(self, **given) if given else self
 
 
-class _BodyTooLarge(BaseException):
-    """Raised out of `receive` through the wrapped app: a BaseException, so that an
-    app's last-resort `except Exception` (ours, Starlette's) lets it pass."""
+class _BodyTooLarge(Exception):
+    """Raised out of `receive` through the wrapped app (ours reads its body outside
+    its last-resort handler, so it passes)."""
 
 
 async def _reject(send: Send, status: int, body: bytes) -> None:
