@@ -179,12 +179,15 @@ PUBLIC_API: dict[str, list[str]] = {
         "error_from_wire",
     ],
     "nimblemcp.jsonrpc": [
+        "MAX_DEPTH",
         "NOTIFICATION",
         "REQUEST",
         "RESPONSE",
         "classify",
         "decode",
+        "decode_request",
         "encode",
+        "encode_reply",
         "error_response",
         "notification",
         "request",
@@ -217,6 +220,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "connect",
     ],
     "nimblemcp.transports.http": [
+        "DEFAULT_BODY_TIMEOUT",
         "LegacyHandler",
         "McpHttpApp",
         "YOUNG_GC_THRESHOLD",

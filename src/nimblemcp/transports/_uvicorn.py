@@ -6,6 +6,8 @@ connecting and sending nothing, holds a connection for ever, and the httptools p
 buffers whatever head it is sent. `guarded_httptools` is uvicorn's httptools protocol
 with a deadline and a size cap on each request head: past either, the connection is
 closed (no response: the request was never read, and the peer may not be HTTP at all).
+The deadline runs from the connection's start and from the first byte of each later
+request; between requests uvicorn's keep-alive timeout applies.
 With h11 (uvicorn without httptools) uvicorn's own `h11_max_incomplete_event_size`
 caps the head; there is no head deadline then.
 
@@ -34,7 +36,7 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
     class HeadGuardedProtocol(HttpToolsProtocol):
         head_timer: asyncio.TimerHandle | None = None
         head_bytes = 0
-        in_head = True  # between requests, or reading one's head
+        in_head = True  # reading a request head (or connected, nothing sent yet)
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -56,7 +58,11 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
             if self.in_head:
                 self.head_bytes += len(data)
                 if self.head_bytes > max_head:
-                    self.transport.close()
+                    # One read may hold the head and the start of the body: parse it
+                    # first, and close only if the head is still not complete.
+                    super().data_received(data)
+                    if self.in_head and not self.transport.is_closing():
+                        self.transport.close()
                     return
             super().data_received(data)
 
@@ -67,10 +73,10 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
                 self.head_timer = None
             super().on_headers_complete()
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._arm()  # the next request's head (uvicorn's keep-alive covers idling)
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if not self.in_head:  # the first byte of the next request on this connection
+                self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self.head_timer is not None:
