@@ -89,18 +89,25 @@ def headers_for(body: dict[str, Any]) -> dict[str, str]:
 
 # -- the codec -----------------------------------------------------------------------------
 
+def _request_with(value: Any) -> bytes:
+    return dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": value}})
+
+
 def test_depth_cap_is_exact() -> None:
-    ok = dumps(nested(MAX_DEPTH))
-    assert decode(ok) == nested(MAX_DEPTH)
-    deep = dumps(nested(MAX_DEPTH + 1))
+    # The message and its params are two levels: the value may add MAX_DEPTH - 2.
+    assert classify(decode_request(_request_with(nested(MAX_DEPTH - 2)))) == "request"
     with pytest.raises(InvalidRequest, match="nested deeper"):
-        decode(deep)
-    arrays = b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1)
+        classify(decode_request(_request_with(nested(MAX_DEPTH - 1))))
+    arrays = [[]]
+    for _ in range(MAX_DEPTH):
+        arrays = [arrays]
     with pytest.raises(InvalidRequest):
-        decode(arrays)
+        classify(decode_request(_request_with(arrays)))
     # Many brackets side by side are not depth.
-    wide = dumps([[{}] for _ in range(5 * MAX_DEPTH)])
-    assert len(decode(wide)) == 5 * MAX_DEPTH
+    wide = _request_with([[{}] for _ in range(5 * MAX_DEPTH)])
+    assert classify(decode_request(wide)) == "request"
+    # `decode` (what clients use) has no cap: a deep answer from a server is still read.
+    assert decode(dumps(nested(3 * MAX_DEPTH)))
 
 
 def test_decode_request_keeps_the_id_of_a_too_deep_request() -> None:

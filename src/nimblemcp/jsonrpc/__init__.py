@@ -9,9 +9,9 @@ Nesting is capped at `MAX_DEPTH` levels when a message is read: orjson reads 102
 but writes at most 254, so a deeper message could be accepted and then never answered.
 The check is near-free: only a text with more than `MAX_DEPTH` opening brackets can be
 that deep, and only such a text gets its decoded value walked. `decode_request` (the
-servers' reader) turns a too-deep message into a stub that `classify` refuses with
--32600 and the request's id; `encode_reply` answers -32603 for a response that cannot
-be encoded, so every request gets an answer.
+servers' reader; `decode`, for everything else, has no cap) turns a too-deep message
+into a stub that `classify` refuses with -32600 and the request's id; `encode_reply`
+answers -32603 for a response that cannot be encoded, so every request gets an answer.
 """
 
 from __future__ import annotations
@@ -66,28 +66,13 @@ def _deeper(value: Any, limit: int) -> bool:
     return False
 
 
-def _maybe_deep(data: bytes | bytearray | memoryview | str, message: Any) -> bool:
-    # A text needs MAX_DEPTH + 1 opening brackets (and as many closing) to be too deep.
-    if len(data) <= _SHALLOW or (type(message) is not dict and type(message) is not list):
-        return False
-    if isinstance(data, str):
-        opened = data.count("{") + data.count("[")
-    else:
-        raw = bytes(data)
-        opened = raw.count(b"{") + raw.count(b"[")
-    return opened > MAX_DEPTH and _deeper(message, MAX_DEPTH)
-
-
 def decode(data: bytes | bytearray | memoryview | str) -> Any:
-    """Parse one JSON text; invalid JSON (or UTF-8) raises ParseError (-32700), nesting
-    deeper than `MAX_DEPTH` InvalidRequest (-32600)."""
+    """Parse one JSON text; invalid JSON (or UTF-8) raises ParseError (-32700).
+    No depth cap: that is a rule for what a server accepts (`decode_request`)."""
     try:
-        message = _loads(data)
+        return _loads(data)
     except orjson.JSONDecodeError:
         raise ParseError() from None
-    if _maybe_deep(data, message):
-        raise InvalidRequest(_DEPTH_MESSAGE)
-    return message
 
 
 def decode_request(data: bytes) -> Any:
