@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 import nimblemcp as m
+from nimblemcp.transports._asgi import SUBJECT
 from nimblemcp.transports._http_legacy import LegacyHttp
 from nimblemcp.transports.http import asgi_app
 from nimblemcp.transports.http_security import secure_app
@@ -213,7 +214,7 @@ async def test_leg_04_sessions_are_bound_to_the_credential() -> None:
     async def with_user(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             raw = dict(scope["headers"]).get(b"x-user")
-            scope = {**scope, "user": raw.decode() if raw else None}
+            scope = {**scope, SUBJECT: raw.decode() if raw else None}
         await inner(scope, receive, send)
 
     transport = httpx.ASGITransport(app=with_user)

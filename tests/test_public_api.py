@@ -253,12 +253,15 @@ PUBLIC_API: dict[str, list[str]] = {
         "parse_tool_call",
     ],
     "nimblemcp.jsonrpc": [
+        "MAX_DEPTH",
         "NOTIFICATION",
         "REQUEST",
         "RESPONSE",
         "classify",
         "decode",
+        "decode_request",
         "encode",
+        "encode_reply",
         "error_response",
         "notification",
         "request",
@@ -310,6 +313,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "connect",
     ],
     "nimblemcp.transports.http": [
+        "DEFAULT_BODY_TIMEOUT",
         "LegacyHandler",
         "McpHttpApp",
         "YOUNG_GC_THRESHOLD",

@@ -149,10 +149,13 @@ def run_http(
         security=security, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body,
         cors=cors, auth=auth,
     )
+    from nimblemcp.transports._uvicorn import uvicorn_limits
+
     config = uvicorn.Config(
-        app, host=host, port=port, loop="auto", http="auto", lifespan="on",
+        app, host=host, port=port, loop="auto", lifespan="on",
         log_level=log_level, access_log=access_log, server_header=False,
         timeout_graceful_shutdown=max(1, round(shutdown_timeout)),
+        **uvicorn_limits(app.security),  # head deadline and size, keep-alive (SECURITY.md)
     )
 
     class _Uvicorn(uvicorn.Server):

@@ -123,6 +123,10 @@ def _main(argv: list[str]) -> None:
         raise SystemExit(command.main(argv[1:]))
     args = _parser().parse_args(argv)
     if args.command == "run":
+        if args.transport == "stdio":  # before the module runs: its print() is not protocol
+            from nimblemcp.transports.stdio import protect_stdout
+
+            protect_stdout()
         server = load_server(args.target)
         if args.transport == "stdio":
             server.run("stdio")

@@ -4,6 +4,14 @@
 `nimblemcp.errors.error_from_wire` gives one for a bare code and message).
 Messages stay plain JSON-ready dicts end to end so that a request costs one decode and
 one encode (orjson): no model classes are built on the hot path.
+
+Nesting is capped at `MAX_DEPTH` levels when a message is read: orjson reads 1024 levels
+but writes at most 254, so a deeper message could be accepted and then never answered.
+The check is near-free: only a text with more than `MAX_DEPTH` opening brackets can be
+that deep, and only such a text gets its decoded value walked. `decode_request` (the
+servers' reader; `decode`, for everything else, has no cap) turns a too-deep message
+into a stub that `classify` refuses with -32600 and the request's id; `encode_reply`
+answers -32603 for a response that cannot be encoded, so every request gets an answer.
 """
 
 from __future__ import annotations
@@ -12,15 +20,18 @@ from typing import Any, Final
 
 import orjson
 
-from nimblemcp.errors import InvalidRequest, ParseError, ProtocolError
+from nimblemcp.errors import InternalError, InvalidRequest, ParseError, ProtocolError
 
 __all__ = [
+    "MAX_DEPTH",
     "NOTIFICATION",
     "REQUEST",
     "RESPONSE",
     "classify",
     "decode",
+    "decode_request",
     "encode",
+    "encode_reply",
     "error_response",
     "notification",
     "request",
@@ -31,16 +42,53 @@ REQUEST: Final = "request"
 NOTIFICATION: Final = "notification"
 RESPONSE: Final = "response"
 
+MAX_DEPTH: Final = 100
+"""Deepest nesting of arrays and objects a message may have (the message itself is 1)."""
+
 _dumps = orjson.dumps
 _loads = orjson.loads
+_TOO_DEEP: Final = "2.0 (nested too deeply)"  # the stub's `jsonrpc` (compared by identity)
+_DEPTH_MESSAGE: Final = f"JSON nested deeper than {MAX_DEPTH} levels"
+_SHALLOW: Final = 2 * MAX_DEPTH + 1  # no shorter text can be nested deeper
+
+
+def _deeper(value: Any, limit: int) -> bool:
+    """`value` nests arrays/objects more than `limit` levels (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if type(item) is dict else item
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                stack.append((child, depth + 1))
+    return False
 
 
 def decode(data: bytes | bytearray | memoryview | str) -> Any:
-    """Parse one JSON text; invalid JSON (or UTF-8) raises ParseError (-32700)."""
+    """Parse one JSON text; invalid JSON (or UTF-8) raises ParseError (-32700).
+    No depth cap: that is a rule for what a server accepts (`decode_request`)."""
     try:
         return _loads(data)
     except orjson.JSONDecodeError:
         raise ParseError() from None
+
+
+def decode_request(data: bytes) -> Any:
+    """`decode` for a server's incoming messages (bytes): a message nested deeper than
+    `MAX_DEPTH` comes back as a stub holding only its id, which `classify` refuses
+    with -32600, so the error can still name the request. The gate is inlined: on
+    the hot path it costs a length test and two single-byte counts."""
+    try:
+        message = _loads(data)
+    except orjson.JSONDecodeError:
+        raise ParseError() from None
+    if len(data) > _SHALLOW and data.count(b"{") + data.count(b"[") > MAX_DEPTH \
+            and type(message) is dict and _deeper(message, MAX_DEPTH):
+        rid = request_id_of(message)
+        return {"jsonrpc": _TOO_DEEP} if rid is None else {"jsonrpc": _TOO_DEEP, "id": rid}
+    return message
 
 
 def encode(message: Any) -> bytes:
@@ -48,9 +96,24 @@ def encode(message: Any) -> bytes:
     return _dumps(message)
 
 
+def encode_reply(response: Any) -> bytes:
+    """`encode` for a message that may be a response: a response that cannot be
+    written (nested past orjson's limit, a value JSON has no form for) becomes a
+    -32603 error for its id; anything else that cannot be written raises TypeError."""
+    try:
+        return _dumps(response)
+    except TypeError:  # orjson.JSONEncodeError
+        if type(response) is not dict or "id" not in response:
+            raise  # a notification: the caller's error to handle
+        return _dumps(error_response(
+            request_id_of(response), InternalError("The response could not be encoded as JSON")))
+
+
 def classify(message: Any) -> str:
     """Tell a request, a notification and a response apart; anything else is -32600."""
     if type(message) is not dict or message.get("jsonrpc") != "2.0":
+        if type(message) is dict and message.get("jsonrpc") is _TOO_DEEP:
+            raise InvalidRequest(_DEPTH_MESSAGE)
         raise InvalidRequest("not a JSON-RPC 2.0 message")
     method = message.get("method")
     if method is not None:

@@ -14,14 +14,19 @@ from typing import Any, Final
 from nimblemcp.jsonrpc import encode
 
 __all__ = [
-    "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse", "accepts_sse",
-    "endpoint_path", "respond", "respond_json", "send_json",
+    "ACCESS", "SUBJECT", "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse",
+    "accepts_sse", "endpoint_path", "respond", "respond_json", "send_json",
 ]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+# The scope key under which an auth middleware leaves the authenticated subject (a
+# str). Namespaced: `scope["user"]` belongs to Starlette's AuthenticationMiddleware.
+SUBJECT: Final = "nimblemcp.subject"
+ACCESS: Final = "nimblemcp.access"  # the scope key of the verified AccessToken
 
 JSON: Final = (b"content-type", b"application/json")
 _TEXT: Final = (b"content-type", b"text/plain; charset=utf-8")
@@ -67,15 +72,43 @@ def endpoint_path(scope: Scope) -> str:
     return path
 
 
-def accepted(value: bytes | None) -> frozenset[bytes]:
-    """The media ranges an `Accept` value lists: lowercased, parameters dropped."""
-    if value is None:
-        return frozenset()
-    return frozenset(part.split(b";", 1)[0].strip().lower() for part in value.split(b","))
-
-
 _JSON_RANGES: Final = frozenset({b"application/json", b"application/*", b"*/*"})
 _SSE_RANGES: Final = frozenset({b"text/event-stream", b"text/*", b"*/*"})
+_OURS: Final = frozenset({b"application/json", b"text/event-stream"})
+_WILDCARDS: Final = {b"application/json": _JSON_RANGES - _OURS, b"text/event-stream": _SSE_RANGES - _OURS}
+
+
+def _refused(params: list[bytes]) -> bool:
+    """A media range's parameters carry `q=0` (RFC 9110 §12.4.2: not acceptable)."""
+    for param in params:
+        name, _, value = param.partition(b"=")
+        if name.strip().lower() == b"q":
+            try:
+                return float(value.strip()) <= 0.0
+            except ValueError:
+                return False
+    return False
+
+
+def accepted(value: bytes | None) -> frozenset[bytes]:
+    """The media ranges an `Accept` value lists as acceptable: lowercased, parameters
+    dropped, `q=0` ranges left out. A concrete type refused with `q=0` is not let back
+    in by a wildcard (the more specific range wins): the wildcard is replaced by the
+    types this transport negotiates that it still covers."""
+    if value is None:
+        return frozenset()
+    kinds: set[bytes] = set()
+    refused: set[bytes] = set()
+    for part in value.split(b","):
+        media, *params = part.split(b";")
+        media = media.strip().lower()
+        (refused if params and _refused(params) else kinds).add(media)
+    kinds -= refused  # listed twice, once with q=0: refused
+    for kind in refused & _OURS:
+        for wildcard in _WILDCARDS[kind] & kinds:
+            kinds.discard(wildcard)
+            kinds.update(other for other in _OURS - refused if wildcard in _WILDCARDS[other])
+    return frozenset(kinds)
 
 
 def accepts_json(kinds: frozenset[bytes]) -> bool:
@@ -88,10 +121,11 @@ def accepts_sse(kinds: frozenset[bytes]) -> bool:
 
 def accepts_json_and_sse(value: bytes | None) -> bool:
     """Both JSON and SSE are acceptable (wildcards count); what a Streamable HTTP
-    POST must say (HTTP-04). The common spelling costs two substring searches."""
+    POST must say (HTTP-04). The common spelling (no parameters) costs three substring
+    searches; anything with a parameter (`q=0` may refuse a type) is parsed."""
     if value is None:
         return False
-    if b"application/json" in value and b"text/event-stream" in value:
+    if b"application/json" in value and b"text/event-stream" in value and b"=" not in value:
         return True
     kinds = accepted(value)
     return accepts_json(kinds) and accepts_sse(kinds)

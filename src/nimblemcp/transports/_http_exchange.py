@@ -16,11 +16,12 @@ from collections import deque
 from typing import Any
 
 from nimblemcp.jsonrpc import encode
-from nimblemcp.transports._asgi import Receive, Send
+from nimblemcp.transports._asgi import ACCESS, Receive, Send
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 WATCH_DELAY = 0.02  # seconds
+BODY_SWEEP = 1.0  # seconds between checks of the body read deadlines
 
 
 class Exchange:
@@ -71,7 +72,7 @@ class Exchange:
     @property
     def auth(self) -> Any:
         """RequestIO (optional): the verified access token (`http_auth`), else None."""
-        return None if self.scope is None else self.scope.get("auth")
+        return None if self.scope is None else self.scope.get(ACCESS)
 
     def emit(self, message: dict[str, Any]) -> None:
         """Called by Context on the loop thread for progress/log notifications."""
@@ -150,8 +151,10 @@ class Exchange:
                 return
             w = self.waiter = self.loop.create_future()
             timer = self.loop.call_later(self.keepalive or 3600.0, _ping, w)
-            woke = await w
-            timer.cancel()
+            try:
+                woke = await w
+            finally:  # also when the stream is cancelled: a live timer holds `w` for its delay
+                timer.cancel()
             if not woke and not self.frames and not self.closed:
                 await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
 
@@ -174,14 +177,39 @@ def _ping(w: asyncio.Future[bool]) -> None:
 class Watchlist:
     """Starts the disconnect watch (and keep-alive timer) of the requests still in
     flight WATCH_DELAY after they began, with one timer for all of them: a quick
-    request costs a list append instead of arming and cancelling its own timer."""
+    request costs a list append instead of arming and cancelling its own timer.
+    Likewise it keeps the body read deadlines of one event loop's requests."""
 
-    __slots__ = ("entries", "loop", "timer")
+    __slots__ = ("body_sweeps", "body_timer", "entries", "loop", "reading", "sweeps", "timer")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.entries: deque[list[Any]] = deque()  # [due, Exchange | None], in due order
         self.timer: asyncio.TimerHandle | None = None
+        # The tasks reading a request body, each with the sweep count it began in;
+        # `sweep_bodies` (once per BODY_SWEEP seconds while any read is under way)
+        # cancels those older than the deadline and marks them -1. Counting sweeps
+        # instead of reading the clock keeps the per-request cost at a dict set and pop.
+        self.reading: dict[asyncio.Task[Any], int] = {}
+        self.sweeps = 0
+        self.body_timer: asyncio.TimerHandle | None = None
+        self.body_sweeps = 30  # sweeps a body may take; the app sets it from its deadline
+
+    def arm_body_sweep(self) -> None:
+        self.body_timer = self.loop.call_later(BODY_SWEEP, self.sweep_bodies)
+
+    def sweep_bodies(self) -> None:
+        self.sweeps = now = self.sweeps + 1
+        reading, limit = self.reading, self.body_sweeps
+        for task, began in list(reading.items()):
+            if task.done():
+                del reading[task]
+            elif began >= 0 and now - began > limit:  # a whole `limit` sweeps have passed
+                reading[task] = -1
+                task.cancel()
+        self.body_timer = None
+        if reading:
+            self.arm_body_sweep()
 
     def add(self, ex: Exchange) -> None:
         due = self.loop.time() + WATCH_DELAY

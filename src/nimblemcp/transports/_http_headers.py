@@ -12,6 +12,7 @@ the server.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -51,6 +52,7 @@ WANTED: Final[dict[bytes, int]] = {
 _ROUTING = (VERSION, METHOD, NAME)
 _PARAM_PREFIX: Final = header_key(PARAM_HEADER_PREFIX)
 _DUP: Final = b"\x00dup"
+_NUMBER: Final = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?", re.ASCII)
 
 
 class RequestHeaders:
@@ -175,5 +177,8 @@ class ParamRules:
             if raw is _DUP:
                 raise HeaderMismatch(f"Header mismatch: {label} header appears more than once")
             text = decode_header_value(raw, label)
+            if type(value) is not str and type(value) is not bool and not _NUMBER.fullmatch(text):
+                # int()/float() also read `4_2`, `٤٢`, ` 42`, `inf`: a number is ASCII (HTTP-13).
+                raise _mismatch(label, text, value)
             if not header_matches(text, value):
                 raise _mismatch(label, text, value)

@@ -28,6 +28,7 @@ from nimblemcp._port import Changes, Core, Prepared
 from nimblemcp.errors import InvalidRequest, ProtocolError
 from nimblemcp.jsonrpc import encode, error_response
 from nimblemcp.transports._asgi import (
+    SUBJECT,
     Receive,
     Scope,
     Send,
@@ -74,7 +75,7 @@ class LegacyHttp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send, message: Any) -> None:
         h = RequestHeaders(scope["headers"])
         method = scope["method"]
-        owner = scope.get("user")
+        owner = scope.get(SUBJECT)
         if message is not None and method == "POST" and type(message) is dict and h.values[SESSION] is None \
                 and message.get("method") == "initialize" and "id" in message:
             await self._initialize(send, message, owner)
@@ -167,7 +168,7 @@ class LegacyHttp:
         # No disconnect watch: hanging up is not cancellation on this wire (LEG-07).
         if self.keepalive > 0:
             ex.commit_timer = loop.call_later(self.keepalive, ex._commit)
-        subject = scope.get("user")
+        subject = scope.get(SUBJECT)
         try:
             response = await legacy.run(prepared, ex.emit, subject if isinstance(subject, str) else None,
                                         ex, ex.detach)

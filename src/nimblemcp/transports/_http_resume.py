@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from nimblemcp.jsonrpc import encode
+from nimblemcp.jsonrpc import encode, encode_reply
 from nimblemcp.transports._asgi import Receive, Send
 from nimblemcp.transports._http_exchange import Exchange
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS
@@ -89,7 +89,7 @@ class ResumableExchange(Exchange):
     def deliver(self, response: dict[str, Any]) -> None:
         """The request's response: logged (and written, when still attached); the end."""
         log = self._stream_log()
-        framed = log.append(encode(response))
+        framed = log.append(encode_reply(response))
         log.end()
         if not self.detached and not self.closed:
             self.frames.append(framed)

@@ -21,14 +21,28 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from nimblemcp._loop import running_loop
 from nimblemcp._port import Core, Prepared
-from nimblemcp.errors import InvalidRequest, ProtocolError, UnsupportedProtocolVersion
-from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
+from nimblemcp.errors import (
+    InternalError,
+    InvalidRequest,
+    ProtocolError,
+    UnsupportedProtocolVersion,
+)
+from nimblemcp.jsonrpc import (
+    classify,
+    decode_request,
+    encode,
+    encode_reply,
+    error_response,
+    request_id_of,
+)
 from nimblemcp.transports._asgi import (
+    SUBJECT,
     Receive,
     Scope,
     Send,
@@ -38,7 +52,7 @@ from nimblemcp.transports._asgi import (
     respond_json,
     send_json,
 )
-from nimblemcp.transports._http_exchange import Exchange, Watchlist
+from nimblemcp.transports._http_exchange import BODY_SWEEP, Exchange, Watchlist
 from nimblemcp.transports._http_headers import (
     ACCEPT,
     CONTENT_TYPE,
@@ -53,7 +67,7 @@ from nimblemcp.transports._sse import frame
 from nimblemcp.types._meta import CLIENT_CAPABILITIES, PROTOCOL_VERSION
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
-__all__ = ["YOUNG_GC_THRESHOLD", "LegacyHandler", "McpHttpApp", "asgi_app"]
+__all__ = ["DEFAULT_BODY_TIMEOUT", "YOUNG_GC_THRESHOLD", "LegacyHandler", "McpHttpApp", "asgi_app"]
 
 logger = logging.getLogger("nimblemcp.http")
 
@@ -71,8 +85,13 @@ _STATUS: dict[int, int] = {
     -32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400,
     -32601: 404, -32001: 403,
 }
+_BODY_TIMEOUT = encode(error_response(None, InvalidRequest("Request body not received in time")))
 _LEGACY_HEADER = frozenset(v.encode() for v in LEGACY_VERSIONS)  # MCP-Protocol-Version values
 
+
+# Seconds a POST body may take to arrive in full (408 after; None: no deadline);
+# `HttpSecurity.body_timeout` carries the same default.
+DEFAULT_BODY_TIMEOUT = 30.0
 
 # Young-generation GC threshold while serving (CPython's default is 700).
 YOUNG_GC_THRESHOLD = 10_000
@@ -109,10 +128,12 @@ class McpHttpApp:
         legacy: LegacyHandler | None = None,
         freeze_gc: bool = False,
         routes: Mapping[str, App] | None = None,
+        body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
     ) -> None:
         self.core = core
         # Plain routes beside the endpoint (`_routes`): looked at only off the endpoint path.
         self.routes: dict[str, App] = dict(routes or {})
+        self.body_timeout = body_timeout
         self.path = path
         self.keepalive = keepalive
         self.legacy = legacy
@@ -126,6 +147,8 @@ class McpHttpApp:
             for old in [k for k in self.watchlists if k.is_closed()]:
                 del self.watchlists[old]
             watchlist = self.watchlists[loop] = Watchlist(loop)
+            if self.body_timeout is not None:  # whole sweeps, rounded up; at least one
+                watchlist.body_sweeps = max(1, math.ceil(self.body_timeout / BODY_SWEEP))
         return watchlist
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -178,43 +201,76 @@ class McpHttpApp:
         if not accepts_json_and_sse(h.values[ACCEPT]):
             await respond(send, 406, b"Accept must list application/json and text/event-stream")
             return
-        message = await receive()
-        body = message.get("body", b"")
-        if message.get("more_body"):
-            chunks = [body]
-            while message.get("more_body"):
-                message = await receive()
-                chunks.append(message.get("body", b""))
-            body = b"".join(chunks)
+        loop = running_loop()  # once, without a syscall (see `_loop`), and handed on
+        task: asyncio.Task[Any] = asyncio.current_task(loop)  # type: ignore[assignment]  # in a task
+        watchlist = self._watchlist(loop)
+        reading = watchlist.reading
+        if self.body_timeout is not None:
+            reading[task] = watchlist.sweeps
+            if watchlist.body_timer is None:
+                watchlist.arm_body_sweep()
+        # Outside the last resort below: what `receive` raises (a guard's signal, a
+        # server's error) belongs to whoever wrapped us.
+        try:
+            message = await receive()
+            body = message.get("body", b"")
+            if message.get("more_body"):
+                chunks = [body]
+                while message.get("more_body"):
+                    message = await receive()
+                    chunks.append(message.get("body", b""))
+                body = b"".join(chunks)
+        except asyncio.CancelledError:
+            if reading.pop(task, 0) >= 0:
+                raise
+            task.uncancel()  # the body deadline passed (see `Watchlist.sweep_bodies`)
+            await respond(send, 408, _BODY_TIMEOUT, [(b"connection", b"close")], content_type=b"application/json")
+            return
+        reading.pop(task, None)
         msg: Any = None
         try:
-            msg = decode(body)
-            kind = classify(msg)
-        except ProtocolError as exc:  # -32700 / -32600 (HTTP-19)
-            await respond_json(send, 400, error_response(request_id_of(msg), exc))
-            return
-        if self.legacy is not None and self._is_legacy(h, msg):
-            await self.legacy(scope, receive, send, msg)
-            return
-        if kind != "request":
-            if kind == "notification":  # HTTP-05: accepted, nothing to answer
-                await respond(send, 202)
-            else:  # HTTP-03: clients never send responses in this revision
-                await respond_json(send, 400, error_response(None, InvalidRequest("responses are not accepted")))
-            return
-        try:
-            prepared = self._prepare(h, msg)
-        except ProtocolError as exc:
-            await respond_json(send, _STATUS.get(exc.code, 200), error_response(msg["id"], exc))
-            return
-        await self._run(prepared, scope, receive, send)
+            try:
+                msg = decode_request(body)
+                kind = classify(msg)
+            except ProtocolError as exc:  # -32700 / -32600 (HTTP-19)
+                await respond_json(send, 400, error_response(request_id_of(msg), exc))
+                return
+            if self.legacy is not None and self._is_legacy(h, msg):
+                await self.legacy(scope, receive, send, msg)
+                return
+            if kind != "request":
+                if kind == "notification":  # HTTP-05: accepted, nothing to answer
+                    await respond(send, 202)
+                else:  # HTTP-03: clients never send responses in this revision
+                    await respond_json(send, 400, error_response(None, InvalidRequest("responses are not accepted")))
+                return
+            try:
+                prepared = self._prepare(h, msg)
+            except ProtocolError as exc:
+                await respond_json(send, _STATUS.get(exc.code, 200), error_response(msg["id"], exc))
+                return
+            await self._run(prepared, scope, receive, send, loop, task, watchlist)
+        except Exception:
+            # The last resort: a JSON-RPC answer, never the HTTP server's plain-text 500
+            # (if the response had begun, the send fails and the connection just ends).
+            logger.exception("unexpected error serving a POST")
+            with contextlib.suppress(Exception):
+                await respond_json(send, 500, error_response(
+                    request_id_of(msg), InternalError("Internal error")))
 
     def _is_legacy(self, h: RequestHeaders, msg: Any) -> bool:
         version = h.values[VERSION]
         # COMPAT-S04: the version header decides; a modern one wins over a stray
         # `Mcp-Session-Id` and makes `initialize` a removed method (-32601).
         if version is not None:
-            return version in _LEGACY_HEADER
+            if version not in _LEGACY_HEADER:
+                return False
+            # A legacy header on a body enveloped for a modern revision contradicts
+            # itself: the modern path answers it 400 -32020 (HTTP-17).
+            params = msg.get("params") if type(msg) is dict else None
+            meta = params.get("_meta") if type(params) is dict else None
+            body_version = meta.get(PROTOCOL_VERSION) if type(meta) is dict else None
+            return type(body_version) is not str or body_version.encode() in _LEGACY_HEADER
         return h.values[SESSION] is not None or (type(msg) is dict and msg.get("method") == "initialize")
 
     def _prepare(self, h: RequestHeaders, msg: dict[str, Any]) -> Prepared:
@@ -237,14 +293,15 @@ class McpHttpApp:
             self.param_rules.check(h, prepared.params)
         return prepared
 
-    async def _run(self, prepared: Prepared, scope: Scope, receive: Receive, send: Send) -> None:
-        # Look the loop up once, without a syscall (see `_loop`), and hand it on.
-        loop = running_loop()
-        subject = scope.get("user")
+    async def _run(
+        self, prepared: Prepared, scope: Scope, receive: Receive, send: Send,
+        loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], watchlist: Watchlist,
+    ) -> None:
+        subject = scope.get(SUBJECT)
         ex = Exchange(loop, receive, send, self.keepalive, subject if isinstance(subject, str) else None, scope)
-        ex.owner = asyncio.current_task(loop)
+        ex.owner = task
         step = self.core.execute(prepared, ex)
-        self._watchlist(loop).add(ex)
+        watchlist.add(ex)
         try:
             response = await step
         except asyncio.CancelledError:
@@ -264,7 +321,7 @@ class McpHttpApp:
         ex.finish()
         if ex.pump is None:
             status = 200 if "result" in response else _STATUS.get(response["error"]["code"], 200)
-            body = encode(response)
+            body = encode_reply(response)
             # Answer on the loop's next pass, not in the middle of this one: under load
             # the answers to one batch of requests then leave together, and the client's
             # next requests all make the next poll instead of trailing a whole batch
@@ -272,7 +329,7 @@ class McpHttpApp:
             await asyncio.sleep(0)
             await send_json(send, status, body)
             return
-        ex.frames.append(frame(encode(response)))
+        ex.frames.append(frame(encode_reply(response)))
         ex.closed = True
         ex._wake()
         await ex.pump
@@ -287,11 +344,14 @@ def asgi_app(
     legacy_sessions: bool = True,
     freeze_gc: bool = False,
     routes: Mapping[str, App] | None = None,
+    body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
 ) -> McpHttpApp:
     """The bare MCP endpoint as an ASGI app (no Origin/size checks: wrap it, see
     `http_security.secure_app`). `keepalive` <= 0 turns keep-alive comments off.
     `freeze_gc=True` (what `run_http` uses) tunes the process's cyclic GC for serving
     at lifespan start-up: collect, `gc.freeze()`, young threshold `YOUNG_GC_THRESHOLD`.
+    A POST whose body has not fully arrived `body_timeout` seconds after the request
+    began is answered 408 and its connection closed (None: wait forever).
 
     Dual-era by default: 2025-11-25 clients (`initialize`, `Mcp-Session-Id`) are
     served by the legacy session leg; `legacy_sessions=False` serves only 2026-07-28.
@@ -300,4 +360,6 @@ def asgi_app(
         from nimblemcp.transports._http_legacy import LegacyHttp
 
         legacy = LegacyHttp(core, keepalive=keepalive)
-    return McpHttpApp(core, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc, routes=routes)
+    return McpHttpApp(
+        core, path=path, keepalive=keepalive, legacy=legacy, freeze_gc=freeze_gc, routes=routes,
+        body_timeout=body_timeout)

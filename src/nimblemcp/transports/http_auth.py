@@ -9,8 +9,10 @@
 - missing or invalid tokens get 401 and insufficient scope 403, each with a
   `WWW-Authenticate: Bearer` challenge naming the metadata URL and the scopes
   (AUTH-RS-03/06/08);
-- the authenticated subject becomes `scope["user"]`, which the MCP app binds
-  requestState, state handles, tasks and legacy sessions to;
+- the authenticated subject becomes `scope["nimblemcp.subject"]` (`_asgi.SUBJECT`; never
+  `scope["user"]`, which Starlette's AuthenticationMiddleware owns), and the verified
+  `AccessToken` `scope["nimblemcp.access"]`; the MCP app binds requestState, state
+  handles, tasks and legacy sessions to the subject.
 - with `dpop=DPoPVerifier(...)` it also accepts DPoP-bound tokens (RFC 9449):
   `Authorization: DPoP <token>` with a `DPoP` proof checked by `_dpop` (signature,
   `htm`/`htu`, `iat` window, `ath`, `jti` replay, nonce when required) whose key must
@@ -31,7 +33,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from nimblemcp.errors import HeaderMismatch, InvalidDPoPProof
-from nimblemcp.transports._asgi import endpoint_path, respond
+from nimblemcp.transports._asgi import ACCESS, SUBJECT, endpoint_path, respond
 from nimblemcp.transports._dpop import DPoPVerifier
 from nimblemcp.types._http import HEADER_NAME
 from nimblemcp.types._tool_headers import decode_header_value
@@ -182,7 +184,7 @@ class BearerAuth:
             if needed and not needed <= access.scopes:
                 await self._challenge(send, 403, "insufficient_scope", "More scope is needed", needed)
                 return
-        await self.app({**scope, "user": access.subject, "auth": access}, receive, send)
+        await self.app({**scope, SUBJECT: access.subject, ACCESS: access}, receive, send)
 
     async def _check_proof(
         self, scope: Scope, send: Send, token: str, bound: str | None, proofs: list[str],

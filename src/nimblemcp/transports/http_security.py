@@ -39,6 +39,7 @@ def _error_body(code: int, message: str) -> bytes:
 _FORBIDDEN_ORIGIN = _error_body(-32600, "Forbidden: Origin not allowed")
 _FORBIDDEN_HOST = _error_body(-32600, "Forbidden: Host not allowed")
 _TOO_LARGE = _error_body(-32600, "Request body too large")
+_TWO_HOSTS = _error_body(-32600, "Bad Request: more than one Host header")
 _BAD_LENGTH = _error_body(-32600, "Invalid Content-Length")
 _TOO_MANY_HEADERS = _error_body(-32600, "Request header fields too large")
 _PREFLIGHT_HEADERS = (
@@ -56,7 +57,17 @@ class HttpSecurity:
     `allow_localhost`: localhost Origins and Hosts pass. `max_body`: bytes per request
     body (413 above; None = no limit). `max_headers` / `max_header_bytes`: header
     count and total size (431 above). `cors`: answer preflights and add CORS headers
-    for allowed Origins; `cors_max_age`: seconds a preflight may be cached."""
+    for allowed Origins; `cors_max_age`: seconds a preflight may be cached.
+    `body_timeout`: seconds a POST body may take to arrive in full, counted from the
+    request head (408 and the connection closed after, checked once a second; None =
+    no deadline). A timeout rather than a rate: it bounds how long one slow client
+    holds a connection and a task, and at the 4 MiB default body a client still
+    needs only ~1.1 Mbit/s.
+    Connection limits, applied by `run_http` to uvicorn (an app mounted elsewhere
+    gets them from its own server): `head_timeout`, seconds a request head (request
+    line and headers) may take, counted from the connection or the previous
+    response (the connection is closed after); `idle_timeout`, seconds an idle
+    keep-alive connection is kept."""
 
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] | None = None
@@ -66,6 +77,9 @@ class HttpSecurity:
     max_header_bytes: int = 32 * 1024
     cors: bool = False
     cors_max_age: int = 600
+    body_timeout: float | None = 30.0
+    head_timeout: float = 10.0
+    idle_timeout: float = 5.0
 
     def override(self, **given: Any) -> HttpSecurity:
         """These options with the given (not None) keyword arguments replacing theirs."""
@@ -77,7 +91,8 @@ class HttpSecurity:
 
 
 class _BodyTooLarge(Exception):
-    pass
+    """Raised out of `receive` through the wrapped app (ours reads its body outside
+    its last-resort handler, so it passes)."""
 
 
 async def _reject(send: Send, status: int, body: bytes) -> None:
@@ -93,8 +108,8 @@ def _host_name(value: str) -> str:
 
 
 class SecurityMiddleware:
-    """Rejects foreign Origins (403) and Hosts (403), oversized bodies (413) and
-    header floods (431) before the wrapped app sees the request."""
+    """Rejects foreign Origins (403) and Hosts (403), a repeated Host (400), oversized
+    bodies (413) and header floods (431) before the wrapped app sees the request."""
 
     def __init__(self, app: Any, security: HttpSecurity | None = None, **options: Any) -> None:
         """`security`, or the `HttpSecurity` fields as keyword arguments."""
@@ -168,6 +183,9 @@ class SecurityMiddleware:
                     return
                 origin = value
             elif key == b"host":
+                if host is not None:  # RFC 9112 §3.2: more than one Host is a 400
+                    await _reject(send, 400, _TWO_HOSTS)
+                    return
                 host = value
             elif key == b"content-length":
                 length = value
@@ -297,6 +315,7 @@ def secure_app(
     app: Any = asgi_app(
         core, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc,
         routes=routes,
+        body_timeout=config.body_timeout,
     )
     if auth is not None:
         from nimblemcp.transports.http_auth import BearerAuth

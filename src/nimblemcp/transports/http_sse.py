@@ -7,7 +7,7 @@ an `event: message` on that stream; the client POSTs each of its messages to the
 endpoint and gets `202 Accepted` at once. One stream is one `initialize`-era session
 (`LegacySession`, the same adapter stdio and the 2025-11-25 HTTP leg use), so the
 handlers are the same; closing the stream ends the session and cancels its requests.
-Sessions are bound to the credential that opened them (`scope["user"]`), bounded in
+Sessions are bound to the credential that opened them (`scope[SUBJECT]`), bounded in
 number, and the stream also carries the session's untagged change notifications.
 
 `HttpSseApp(core, app)` serves the two old endpoints and hands every other path to
@@ -28,7 +28,7 @@ from urllib.parse import parse_qs
 from nimblemcp._port import Core
 from nimblemcp.errors import InvalidRequest, ParseError, ProtocolError
 from nimblemcp.jsonrpc import decode, encode, error_response
-from nimblemcp.transports._asgi import Receive, Scope, Send, respond, respond_json
+from nimblemcp.transports._asgi import SUBJECT, Receive, Scope, Send, respond, respond_json
 from nimblemcp.transports._legacy import LegacySession
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS
 
@@ -107,7 +107,7 @@ class HttpSseApp:
             await respond(send, 503, b"Too many sessions", content_type=b"text/plain")
             return
         sid = secrets.token_hex(16)
-        session = self.sessions[sid] = _SseSession(self.core, scope.get("user"))
+        session = self.sessions[sid] = _SseSession(self.core, scope.get(SUBJECT))
         gone = asyncio.ensure_future(self._watch(receive))
         sub = self.core.changes()
         forward = asyncio.ensure_future(session.legacy.forward(sub, session.send)) if sub is not None else None
@@ -150,7 +150,7 @@ class HttpSseApp:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         sid = (query.get("session_id") or [""])[0]
         session = self.sessions.get(sid)
-        if session is None or session.owner != scope.get("user"):
+        if session is None or session.owner != scope.get(SUBJECT):
             await respond(send, 404, b"Could not find session", content_type=b"text/plain")
             return
         body = bytearray()
@@ -171,7 +171,7 @@ class HttpSseApp:
             await respond_json(send, 400, error_response(None, InvalidRequest("One JSON-RPC message per POST")))
             return
         await respond(send, 202, b"Accepted", content_type=b"text/plain")
-        subject = scope.get("user")
+        subject = scope.get(SUBJECT)
         self._take(session, decoded, subject if isinstance(subject, str) else None)
 
     def _take(self, session: _SseSession, message: dict[str, Any], subject: str | None) -> None:

@@ -26,8 +26,8 @@ from typing import Any
 
 from nimblemcp._loop import running_loop
 from nimblemcp._port import Core, Emit
-from nimblemcp.errors import ParseError, ProtocolError
-from nimblemcp.jsonrpc import classify, decode, encode, error_response, request_id_of
+from nimblemcp.errors import InternalError, ParseError, ProtocolError
+from nimblemcp.jsonrpc import classify, decode_request, encode_reply, error_response, request_id_of
 from nimblemcp.transports._legacy import LegacySession, is_enveloped
 from nimblemcp.transports._stdio_lines import pollable, read_lines
 
@@ -37,14 +37,23 @@ MAX_LINE = 16 * 1024 * 1024
 SHUTDOWN_GRACE = 2.0
 
 
+_proto_fd: int | None = None
+
+
 def protect_stdout() -> int:
-    """Reserve the real stdout for the protocol; return the fd to write messages to."""
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-    proto_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return proto_fd
+    """Reserve the real stdout for the protocol; return the fd to write messages to.
+
+    Once per process: `nimblemcp run` calls it before importing the server's module
+    (whose import-time `print()` would otherwise corrupt the stream), the transport
+    again when it starts, and both get the same fd."""
+    global _proto_fd
+    if _proto_fd is None:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        _proto_fd = os.dup(1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+    return _proto_fd
 
 
 class _Writer:
@@ -65,7 +74,7 @@ class _Writer:
             self.transport = None  # a regular file: plain blocking writes are fine
 
     def write(self, message: dict[str, Any]) -> None:
-        data = encode(message) + b"\n"
+        data = encode_reply(message) + b"\n"
         if self.transport is not None:
             if not self.transport.is_closing():
                 self.transport.write(data)
@@ -182,14 +191,17 @@ async def serve_stdio(server: Core, in_fd: int = 0, out_fd: int | None = None) -
         if not line.strip():
             return
         try:
-            message = decode(line)
+            message = decode_request(line)
         except ParseError as exc:
             writer.write(error_response(None, exc))
             return
         try:
             on_message(message)
-        except Exception:  # one bad message must never stop the server
+        except Exception:  # one bad message must never stop the server, nor go unanswered
             logger.exception("failed to handle a message")
+            rid = request_id_of(message)
+            if rid is not None and type(message) is dict and "method" in message:
+                writer.write(error_response(rid, InternalError("Internal error")))
 
     await (await read_lines(in_fd, on_line, MAX_LINE))
 
