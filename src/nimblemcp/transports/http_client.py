@@ -143,7 +143,7 @@ class HttpTransport:
         self.max_message_bytes = max_message_bytes
         self.max_redirects = max_redirects
         #: Fall back to the 2024-11-05 HTTP+SSE transport (`sse_client`) when the first
-        #: POST gets 400/404/405 and a GET of the URL opens a stream with `endpoint`.
+        #: `initialize` POST gets 400/404/405 and a GET of the URL opens an `endpoint` stream.
         self.sse_fallback = sse_fallback
         self._sse: SseTransport | None = None
         self._settled = False  # a POST got its answer: no fallback any more
@@ -247,7 +247,11 @@ class HttpTransport:
     async def send(
         self, request: dict[str, Any], *, param_headers: Mapping[str, Any] | None = None
     ) -> AsyncIterator[dict[str, Any]]:
-        if self._sse is None and self.sse_fallback and not self._settled:
+        # The spec's backwards-compatibility probe: only an `initialize` POST refused with
+        # 400/404/405 makes the client look for a 2024-11-05 `endpoint` stream (a refused
+        # `server/discover` just means "not 2026-07-28").
+        if (self._sse is None and self.sse_fallback and not self._settled
+                and request.get("method") == "initialize"):
             try:
                 async with contextlib.aclosing(self._send_http(request, param_headers)) as stream:
                     async for message in stream:
