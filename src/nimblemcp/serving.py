@@ -91,6 +91,11 @@ def run_http(
     access_log: bool = False,
     legacy_sessions: bool = True,
     auth: dict[str, Any] | None = None,
+    root_path: str = "",
+    proxy_headers: bool = True,
+    forwarded_allow_ips: str | None = None,
+    reuse_port: bool = False,
+    log_config: dict[str, Any] | None = None,
 ) -> None:
     """Serve `server` under uvicorn (uvloop + httptools when installed), blocking.
 
@@ -101,6 +106,12 @@ def run_http(
     lets in-flight requests finish for at most `shutdown_timeout` seconds.
     `legacy_sessions=False` turns the 2025-11-25 session leg off; `auth` makes the
     endpoint an OAuth resource server (see `http_auth.BearerAuth`).
+
+    Behind a proxy: `root_path` is the prefix the proxy strips; `proxy_headers` with
+    `forwarded_allow_ips` (uvicorn's: the proxies trusted for X-Forwarded-For/Proto,
+    default 127.0.0.1) set the client address and scheme. `reuse_port` binds with
+    SO_REUSEPORT so several processes share the port (`nimblemcp run --workers`);
+    `log_config` replaces uvicorn's logging dictConfig (e.g. JSON lines).
     """
     from nimblemcp._extras import needs_extra
 
@@ -109,6 +120,8 @@ def run_http(
 
     if allowed_hosts is None and (security is None or security.allowed_hosts is None) and host not in _LOOPBACK:
         allowed_hosts = ["*"]
+    if root_path:  # uvicorn puts root_path in front of scope["path"]: match the full path
+        path = root_path.rstrip("/") + (path if path.startswith("/") else "/" + path)
     app = asgi_app(
         server, path=path, keepalive=keepalive, freeze_gc=True, legacy_sessions=legacy_sessions,
         security=security, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body,
@@ -118,6 +131,8 @@ def run_http(
         app, host=host, port=port, loop="auto", http="auto", lifespan="on",
         log_level=log_level, access_log=access_log, server_header=False,
         timeout_graceful_shutdown=max(1, round(shutdown_timeout)),
+        root_path=root_path, proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
+        log_config=uvicorn.config.LOGGING_CONFIG if log_config is None else log_config,
     )
 
     class _Uvicorn(uvicorn.Server):
@@ -127,5 +142,21 @@ def run_http(
             server.close_listeners()
             await super().shutdown(sockets)
 
+    sockets = [_reuse_port_socket(host, port)] if reuse_port else None
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the caught SIGINT
-        _Uvicorn(config).run()
+        _Uvicorn(config).run(sockets=sockets)
+
+
+def _reuse_port_socket(host: str, port: int) -> Any:
+    """A listening socket bound with SO_REUSEPORT: the kernel spreads connections over
+    every process bound to the same address (Linux, BSD)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock

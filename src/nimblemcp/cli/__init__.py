@@ -79,12 +79,11 @@ def _parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("install", help="add a server to a host's config (Claude, Cursor, VS Code)",
                    add_help=False)
-    run = sub.add_parser("run", help="serve a nimblemcp Server over stdio or HTTP")
-    run.add_argument("target", help="path/to/server.py[:object] or package.module[:object]")
-    run.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    run.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    run.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
-    run.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    from nimblemcp.cli._run import add_arguments
+
+    add_arguments(sub.add_parser("run", help="serve a nimblemcp Server over stdio or HTTP"))
+    keys = sub.add_parser("keys", help="make requestState sealing keys")
+    keys.add_argument("action", choices=("new",), help="new: print a fresh key")
     return parser
 
 
@@ -99,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _main(argv: list[str]) -> None:
     head = argv[:argv.index("--")] if "--" in argv else argv
-    if head and head[0] not in (*_CLIENT_COMMANDS, *_OWN_PARSERS, "run", "-h", "--help"):
+    if head and head[0] not in (*_CLIENT_COMMANDS, *_OWN_PARSERS, "run", "keys", "-h", "--help"):
         # Client options or the URL before the command word: `nimblemcp URL tools`.
         for i, word in enumerate(head):
             if word in _CLIENT_COMMANDS:
@@ -114,14 +113,13 @@ def _main(argv: list[str]) -> None:
         raise SystemExit(command.main(argv[1:]))
     args = _parser().parse_args(argv)
     if args.command == "run":
-        server = load_server(args.target)
-        if args.transport == "stdio":
-            server.run("stdio")
-        else:
-            print(f"nimblemcp: serving {server.name!r} over Streamable HTTP at "
-                  f"{endpoint_url(args.host, args.port, args.path)}", file=sys.stderr, flush=True)
-            server.run("http", host=args.host, port=args.port, path=args.path)
+        from nimblemcp.cli._run import main as run_main
 
+        run_main(args)
+    elif args.command == "keys":
+        from nimblemcp.server._sealing import new_key
+
+        print(new_key())
 
 def endpoint_url(host: str, port: int, path: str) -> str:
     """The URL a client uses for an endpoint bound to `host:port` at `path`."""
