@@ -18,6 +18,7 @@ serving HTTP), so a stdio server never pays for the HTTP stack.
 from __future__ import annotations
 
 import contextlib
+import signal
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.server._options import ServerSettings
@@ -127,18 +128,36 @@ def run_http(
         security=security, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body,
         cors=cors, auth=auth,
     )
+    from nimblemcp.transports._drain import ListenDrain
+
+    drain = ListenDrain(app)
     config = uvicorn.Config(
-        app, host=host, port=port, loop="auto", http="auto", lifespan="on",
+        drain, host=host, port=port, loop="auto", http="auto", lifespan="on",
         log_level=log_level, access_log=access_log, server_header=False,
         timeout_graceful_shutdown=max(1, round(shutdown_timeout)),
         root_path=root_path, proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
         log_config=uvicorn.config.LOGGING_CONFIG if log_config is None else log_config,
     )
 
+    received: list[int] = []
+
     class _Uvicorn(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            received.append(sig)
+            super().handle_exit(sig, frame)
+
         async def shutdown(self, sockets: Any = None) -> None:
-            # Listen streams never finish by themselves: close them gracefully first
-            # (SUB-09) so the wait below covers only real in-flight requests.
+            # Listen streams never finish by themselves: end them first, so the wait
+            # below covers only real in-flight requests. SIGTERM (a rolling restart:
+            # Kubernetes, docker, systemd) stops accepting, then ends them without the
+            # closing result so clients re-listen elsewhere; any other stop sends the
+            # closing result (SUB-09): the subscription is over.
+            if received[:1] == [signal.SIGTERM]:
+                for listener in self.servers:
+                    listener.close()
+                for sock in sockets or []:
+                    sock.close()
+                await drain.drain()
             server.close_listeners()
             await super().shutdown(sockets)
 
