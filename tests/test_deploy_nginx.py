@@ -175,7 +175,7 @@ def test_compose_and_kubernetes_files_agree_with_the_options() -> None:
     cover the upstream names nginx sends."""
     import yaml
 
-    from nimblemcp.cli._run import RunSettings
+    from nimblemcp.cli.run import RunSettings
 
     known = {"NIMBLEMCP_" + f.upper() for f in RunSettings.__dataclass_fields__}
     root = CONF.parents[1]

@@ -5,7 +5,9 @@ line on start-up with secrets masked, JSON logs, and `--workers N` sharing one p
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -116,7 +118,7 @@ def test_workers_refuse_to_start_without_shared_state(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "nimblemcp", "run", str(src), "--transport", "http", "--port",
          str(free_port()), "--workers", "2"], capture_output=True, text=True, timeout=HANG_GUARD,
-        env={k: v for k, v in __import__("os").environ.items() if not k.startswith("NIMBLEMCP_")})
+        env={k: v for k, v in os.environ.items() if not k.startswith("NIMBLEMCP_")})
     assert proc.returncode != 0
     assert "--workers 2" in proc.stderr and "state keys" in proc.stderr and "Redis URL" in proc.stderr
     assert "nimblemcp keys new" in proc.stderr
@@ -144,5 +146,20 @@ async def test_two_workers_share_the_port_and_mrtr_crosses_them(tmp_path: Path, 
                 answers = {"name": {"action": "accept", "content": {"name": "Ada"}}}
                 done = await call(c, url, "wizard", inputResponses=answers, requestState=first["requestState"])
                 assert text(done).startswith("Ada ran on"), done.text
+            # A worker that dies is replaced by the supervisor.
+            victim = int(sorted(seen)[0].split(":")[1])
+            os.kill(victim, signal.SIGKILL)
+            fresh: set[str] = set()
+            for _ in range(300):
+                try:
+                    r = await call(c, url, "whoami")
+                except httpx.TransportError:  # a connection queued at the killed worker
+                    continue
+                if r.status_code == 200 and text(r) not in seen:
+                    fresh.add(text(r))
+                    break
+                await asyncio.sleep(0.05)
+            assert fresh, log.read_text()
+            assert "restarting it" in log.read_text()
     finally:
         assert stop(proc) in CLEAN, log.read_text()

@@ -2,7 +2,8 @@
 
 argparse rather than click/typer on purpose: `nimblemcp run` is on the cold-start
 path of every stdio server a host spawns. The client commands (discover, tools, call,
-read, prompt, listen) live in `_client_commands`, `dev` in `_dev`, `install` in
+read, prompt, listen) live in `_client_commands`, `dev` in `_dev`, `run` in `run`
+(`RunSettings`: flags, environment and config file), `install` in
 `_install`: each is imported only when asked for, so `run` imports none of them (nor
 the client). A missing optional dependency ends the command with one line naming the
 extra to install, not a traceback.
@@ -79,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("install", help="add a server to a host's config (Claude, Cursor, VS Code)",
                    add_help=False)
-    from nimblemcp.cli._run import add_arguments
+    from nimblemcp.cli.run import add_arguments
 
     add_arguments(sub.add_parser("run", help="serve a nimblemcp Server over stdio or HTTP"))
     keys = sub.add_parser("keys", help="make requestState sealing keys")
@@ -113,7 +114,7 @@ def _main(argv: list[str]) -> None:
         raise SystemExit(command.main(argv[1:]))
     args = _parser().parse_args(argv)
     if args.command == "run":
-        from nimblemcp.cli._run import main as run_main
+        from nimblemcp.cli.run import main as run_main
 
         run_main(args)
     elif args.command == "keys":

@@ -11,18 +11,16 @@ SO_REUSEPORT and supervises them (SIGTERM/SIGINT are passed on, a crashed worker
 restarted). Workers are separate processes, so they need the same state keys and one
 Redis: the command refuses to start without them.
 
-Kept light: it runs on the cold-start path of every stdio server (`tomllib` and
-`json` only when asked for). Imports the server and `serving`, never the client.
+Kept light: it runs on the cold-start path of every stdio server (`tomllib`, `json`,
+`subprocess` only when needed). Public so that programs can build the same
+`RunSettings`; imports the server and `serving`, never the client.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -294,6 +292,10 @@ def _json_log_config(level: str) -> dict[str, Any]:
 def _supervise(settings: RunSettings) -> int:
     """Start `settings.workers` copies of this command on one port; pass SIGTERM/SIGINT
     on and wait for them; restart a worker that dies on its own."""
+    import signal
+    import subprocess
+    import time
+
     argv = [sys.executable, "-m", "nimblemcp", *sys.argv[1:]]  # the same command line
     stopping: list[int] = []
 
