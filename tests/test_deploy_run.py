@@ -80,8 +80,10 @@ async def test_flags_beat_env_beat_config_file_and_root_path_serves_under_prefix
             assert (await call(c, f"http://127.0.0.1:{port}/from-file", "whoami")).status_code == 404
     finally:
         assert stop(proc) in CLEAN
-    first = log.read_text().splitlines()[0]
-    settings = json.loads(first.removeprefix("nimblemcp: settings "))["nimblemcp_settings"]
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith("nimblemcp: serving 'deploy' over Streamable HTTP at ")  # URL first
+    assert lines[1].startswith("nimblemcp: settings ")
+    settings = json.loads(lines[1].removeprefix("nimblemcp: settings "))["nimblemcp_settings"]
     assert (settings["port"], settings["path"], settings["root_path"]) == (port, "/from-env", "/api")
 
 
@@ -105,12 +107,13 @@ def test_settings_line_masks_secrets_and_json_logs(tmp_path: Path, redis: RedisS
     out = log.read_text()
     assert secret_a not in out and secret_b not in out and "hunter2" not in out
     lines = [json.loads(line) for line in out.splitlines() if line.strip()]  # every line is JSON
-    settings = lines[0]["nimblemcp_settings"]
+    assert lines[0]["message"].startswith("serving 'deploy' over Streamable HTTP at")
+    settings = lines[1]["nimblemcp_settings"]
     assert settings["state_keys"] == "<2 key(s), first seals>"
     assert settings["redis_url"].startswith("redis://default:***@127.0.0.1:")
     assert settings["log_format"] == "json"
     assert any(rec.get("logger", "").startswith("uvicorn") and "running" in rec["message"]
-               for rec in lines[1:]), out
+               for rec in lines[2:]), out
 
 
 def test_workers_refuse_to_start_without_shared_state(tmp_path: Path) -> None:

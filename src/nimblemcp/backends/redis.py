@@ -42,15 +42,14 @@ class RedisStore:
     or a `redis.asyncio.Redis` client (the caller keeps ownership)."""
 
     def __init__(self, url_or_client: str | Any, *, prefix: str = "nimblemcp:") -> None:
-        import redis.exceptions
+        from nimblemcp._extras import needs_extra
+
+        with needs_extra("redis", "The Redis store"):
+            import redis.asyncio
+            import redis.exceptions
 
         self._errors: type[Exception] = redis.exceptions.RedisError
         if isinstance(url_or_client, str):
-            from nimblemcp._extras import needs_extra
-
-            with needs_extra("redis", "The Redis store"):
-                import redis.asyncio
-
             self._client: Any = redis.asyncio.Redis.from_url(url_or_client, **client_options())
             self._owned = True
         else:

@@ -223,8 +223,6 @@ def main(args: argparse.Namespace) -> None:
     file_layer = RunSettings.from_config_file(config) if config else {}
     settings = RunSettings.build(file_layer, RunSettings.from_env(), flags)
     worker = os.environ.get(_WORKER_ENV)
-    if settings.transport == "http" and worker is None:
-        _announce(settings)
     server = load_server(args.target)
     settings.server_settings().apply(server)
     if settings.transport == "stdio":
@@ -240,10 +238,12 @@ def main(args: argparse.Namespace) -> None:
         if missing:
             raise SystemExit(f"nimblemcp: --workers {settings.workers} runs separate processes that "
                              f"must share state; missing: {'; and '.join(missing)}")
-        raise SystemExit(_supervise(settings))
-    if worker is None:
+    if worker is None:  # the endpoint first (scripts read it), then the settings
         _say(settings, f"serving {server.name!r} over Streamable HTTP at "
                        f"{endpoint_url(settings.host, settings.port, settings.path)}")
+        _announce(settings)
+        if settings.workers > 1:
+            raise SystemExit(_supervise(settings))
     server.run(
         "http", host=settings.host, port=settings.port, path=settings.path,
         allowed_hosts=None if settings.allowed_hosts is None else list(settings.allowed_hosts),
