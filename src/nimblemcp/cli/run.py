@@ -27,7 +27,7 @@ from typing import Any
 
 from nimblemcp.server._options import ServerSettings
 
-__all__ = ["RunSettings", "add_arguments", "main", "mask_url"]
+__all__ = ["RunSettings", "add_arguments", "main"]
 
 ENV_PREFIX = "NIMBLEMCP_"
 _WORKER_ENV = "NIMBLEMCP_WORKER_ID"  # set by the supervisor in each worker it starts
