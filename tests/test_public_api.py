@@ -88,6 +88,11 @@ PUBLIC_API: dict[str, list[str]] = {
         "load_server",
         "main",
     ],
+    "nimblemcp.cli.run": [
+        "RunSettings",
+        "add_arguments",
+        "main",
+    ],
     "nimblemcp.client": [
         "AuthorizationRequired",
         "CachePolicy",

@@ -18,6 +18,7 @@ serving HTTP), so a stdio server never pays for the HTTP stack.
 from __future__ import annotations
 
 import contextlib
+import signal
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from nimblemcp.errors import StartupError
@@ -126,6 +127,11 @@ def run_http(
     access_log: bool = False,
     legacy_sessions: bool = True,
     auth: dict[str, Any] | None = None,
+    root_path: str = "",
+    proxy_headers: bool = True,
+    forwarded_allow_ips: str | None = None,
+    reuse_port: bool = False,
+    log_config: dict[str, Any] | None = None,
 ) -> None:
     """Serve `server` under uvicorn (uvloop + httptools when installed), blocking.
 
@@ -136,6 +142,12 @@ def run_http(
     lets in-flight requests finish for at most `shutdown_timeout` seconds.
     `legacy_sessions=False` turns the 2025-11-25 session leg off; `auth` makes the
     endpoint an OAuth resource server (see `http_auth.BearerAuth`).
+
+    Behind a proxy: `root_path` is the prefix the proxy strips; `proxy_headers` with
+    `forwarded_allow_ips` (uvicorn's: the proxies trusted for X-Forwarded-For/Proto,
+    default 127.0.0.1) set the client address and scheme. `reuse_port` binds with
+    SO_REUSEPORT so several processes share the port (`nimblemcp run --workers`);
+    `log_config` replaces uvicorn's logging dictConfig (e.g. JSON lines).
     """
     from nimblemcp._extras import needs_extra
 
@@ -149,27 +161,62 @@ def run_http(
         security=security, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body,
         cors=cors, auth=auth,
     )
+    from nimblemcp.transports._drain import ListenDrain
     from nimblemcp.transports._uvicorn import uvicorn_limits
 
+    drain = ListenDrain(app)
     config = uvicorn.Config(
-        app, host=host, port=port, loop="auto", lifespan="on",
+        drain, host=host, port=port, loop="auto", lifespan="on",
         log_level=log_level, access_log=access_log, server_header=False,
         timeout_graceful_shutdown=max(1, round(shutdown_timeout)),
+        root_path=root_path, proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
+        log_config=uvicorn.config.LOGGING_CONFIG if log_config is None else log_config,
         **uvicorn_limits(app.security),  # head deadline and size, keep-alive (SECURITY.md)
     )
 
+    received: list[int] = []
+
     class _Uvicorn(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            received.append(sig)
+            super().handle_exit(sig, frame)
+
         async def shutdown(self, sockets: Any = None) -> None:
-            # Listen streams never finish by themselves: close them gracefully first
-            # (SUB-09) so the wait below covers only real in-flight requests.
+            # Listen streams never finish by themselves: end them first, so the wait
+            # below covers only real in-flight requests. SIGTERM (a rolling restart:
+            # Kubernetes, docker, systemd) stops accepting, then ends them without the
+            # closing result so clients re-listen elsewhere; any other stop sends the
+            # closing result (SUB-09): the subscription is over.
+            if received[:1] == [signal.SIGTERM]:
+                for listener in self.servers:
+                    listener.close()
+                for sock in sockets or []:
+                    sock.close()
+                await drain.drain()
             server.close_listeners()
             await super().shutdown(sockets)
 
     served = _Uvicorn(config)
+    sockets = [_reuse_port_socket(host, port)] if reuse_port else None
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the caught SIGINT
-        served.run()
+        served.run(sockets=sockets)
     if not served.started:  # the lifespan failed (uvicorn logged why): exit non-zero
         import sys
 
         print(f"error: server {server.name!r} failed to start", file=sys.stderr)
         raise SystemExit(1)
+
+
+def _reuse_port_socket(host: str, port: int) -> Any:
+    """A listening socket bound with SO_REUSEPORT: the kernel spreads connections over
+    every process bound to the same address (Linux, BSD)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock

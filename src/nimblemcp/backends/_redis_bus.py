@@ -35,7 +35,9 @@ from nimblemcp.backends.bus import Event, InProcessBus
 logger = logging.getLogger("nimblemcp.backends.redis")
 
 _MAX_PENDING = 10_000  # distinct unsent events; beyond this, new ones are dropped
-_BACKOFF_MIN, _BACKOFF_MAX = 0.05, 5.0
+# Reconnect attempts while Redis is away: at most every 0.5 s, so that listeners hear
+# events again within about a second of Redis coming back.
+_BACKOFF_MIN, _BACKOFF_MAX = 0.05, 0.5
 
 
 def encode(event: Event) -> bytes:
@@ -51,6 +53,36 @@ def decode(data: bytes) -> Event | None:
     if not isinstance(kind, str) or not (uri is None or isinstance(uri, str)):
         return None
     return Event(kind, uri)
+
+
+def client_options() -> dict[str, Any]:
+    """redis.asyncio client options for the store and the bus: retries with backoff on
+    connection errors and timeouts, health checks of idle pooled connections."""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+    from redis.exceptions import ConnectionError, TimeoutError
+
+    return {
+        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3),
+        "retry_on_error": [ConnectionError, TimeoutError],
+        "health_check_interval": 10,
+        "socket_connect_timeout": 5.0,
+    }
+
+
+def describe(exc: BaseException) -> str:
+    """What went wrong, without the address redis-py puts in its messages."""
+    from redis.exceptions import AuthenticationError, ConnectionError, ResponseError, TimeoutError
+
+    if isinstance(exc, AuthenticationError):
+        return "Redis refused the credentials"
+    if isinstance(exc, TimeoutError):
+        return "Redis did not answer in time"
+    if isinstance(exc, ConnectionError):
+        return "cannot connect to Redis (refused or lost)"
+    if isinstance(exc, ResponseError):
+        return f"Redis replied with an error: {str(exc).split(chr(10))[0][:200]}"
+    return f"Redis error ({type(exc).__name__})"
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -212,7 +244,7 @@ class RedisBus:
         self._wake = asyncio.Event()
         if self._pending:
             self._wake.set()
-        client = self._redis.Redis.from_url(self.url)
+        client = self._redis.Redis.from_url(self.url, **client_options())
         try:
             await asyncio.gather(self._publisher(client), self._reader(client))
         finally:
@@ -230,7 +262,7 @@ class RedisBus:
                     await client.publish(self.channel, encode(event))
                 except Exception as exc:  # never let the publisher die
                     # Keep it pending and retry after a pause; Redis may be restarting.
-                    logger.warning("redis bus: publish failed (%s); retrying in %.2fs", exc, delay)
+                    logger.warning("redis bus: publish failed (%s); retrying in %.2fs", describe(exc), delay)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, _BACKOFF_MAX)
                     continue
@@ -257,7 +289,7 @@ class RedisBus:
                         else:
                             self._local.publish(event)
             except Exception as exc:  # never let the reader die: Redis errors, a bug
-                logger.warning("redis bus: subscription lost (%s); reconnecting in %.2fs", exc, delay)
+                logger.warning("redis bus: subscription lost (%s); reconnecting in %.2fs", describe(exc), delay)
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()

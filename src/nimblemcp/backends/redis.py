@@ -9,9 +9,14 @@ Store contracts (see `_store`): keys live under `prefix`; TTLs are Redis `PX`
 milliseconds (rounded up, so a key never outlives a shorter wish by less than 1 ms);
 `set_if_absent` is one `SET NX PX`, atomic across every instance on the same Redis.
 The redis.asyncio client binds its connections to the event loop that first uses
-them: use one store from one loop (the server's). A Redis failure (connection refused
-or lost, timeout, an error reply) is raised as `nimblemcp.errors.BackendError` with the
-redis exception as its `__cause__`: callers never see the redis package's errors.
+them: use one store from one loop (the server's). Connection errors and timeouts are
+retried (3 times, exponential backoff from 50 ms, capped at 1 s): every operation is
+safe to repeat (a repeated `SET NX` whose first try landed answers False: the replay
+guard fails closed). Pooled connections idle for more than 10 s are checked with a PING
+before use, so a Redis restart costs no operation. A failure that remains (Redis down,
+an error reply) is raised as `nimblemcp.errors.BackendError` naming the operation and
+the kind of failure, never the Redis address or the key (keys can be handle ids), with
+the redis exception as its `__cause__`: callers never see the redis package's errors.
 Must not import server, transports or client modules.
 """
 
@@ -22,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from nimblemcp.backends._redis_bus import RedisBus
+from nimblemcp.backends._redis_bus import RedisBus, client_options, describe
 from nimblemcp.errors import BackendError
 
 __all__ = ["RedisBus", "RedisStore"]
@@ -45,7 +50,7 @@ class RedisStore:
 
         self._errors: type[Exception] = redis.exceptions.RedisError
         if isinstance(url_or_client, str):
-            self._client: Any = redis.asyncio.Redis.from_url(url_or_client)
+            self._client: Any = redis.asyncio.Redis.from_url(url_or_client, **client_options())
             self._owned = True
         else:
             self._client = url_or_client
@@ -58,7 +63,7 @@ class RedisStore:
         try:
             yield
         except self._errors as exc:
-            raise BackendError(f"redis store: {op} {self.prefix + key!r} failed: {exc}") from exc
+            raise BackendError(f"redis store: {op} failed: {describe(exc)}") from exc
 
     async def get(self, key: str) -> bytes | None:
         with self._translated("GET", key):

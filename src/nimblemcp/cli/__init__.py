@@ -2,7 +2,8 @@
 
 argparse rather than click/typer on purpose: `nimblemcp run` is on the cold-start
 path of every stdio server a host spawns. The client commands (discover, tools, call,
-read, prompt, listen) live in `_client_commands`, `dev` in `_dev`, `install` in
+read, prompt, listen) live in `_client_commands`, `dev` in `_dev`, `run` in `run`
+(`RunSettings`: flags, environment and config file), `install` in
 `_install`: each is imported only when asked for, so `run` imports none of them (nor
 the client); `proxy` imports `nimblemcp.proxy` when asked for. A missing optional dependency ends the command with one line naming the
 extra to install, not a traceback.
@@ -79,12 +80,11 @@ def _parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("install", help="add a server to a host's config (Claude, Cursor, VS Code)",
                    add_help=False)
-    run = sub.add_parser("run", help="serve a nimblemcp Server over stdio or HTTP")
-    run.add_argument("target", help="path/to/server.py[:object] or package.module[:object]")
-    run.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    run.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    run.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
-    run.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    from nimblemcp.cli.run import add_arguments
+
+    add_arguments(sub.add_parser("run", help="serve a nimblemcp Server over stdio or HTTP"))
+    keys = sub.add_parser("keys", help="make requestState sealing keys")
+    keys.add_argument("action", choices=("new",), help="new: print a fresh key")
     proxy = sub.add_parser("proxy", help="serve another MCP server (URL or command) as a 2026-07-28 server",
                            usage="nimblemcp proxy [options] (URL | -- command args...)")
     proxy.add_argument("--transport", choices=("stdio", "http"), default="http")
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _main(argv: list[str]) -> None:
     head = argv[:argv.index("--")] if "--" in argv else argv
-    if head and head[0] not in (*_CLIENT_COMMANDS, *_OWN_PARSERS, "run", "-h", "--help"):
+    if head and head[0] not in (*_CLIENT_COMMANDS, *_OWN_PARSERS, "run", "keys", "-h", "--help"):
         # Client options or the URL before the command word: `nimblemcp URL tools`.
         for i, word in enumerate(head):
             if word in _CLIENT_COMMANDS:
@@ -123,17 +123,9 @@ def _main(argv: list[str]) -> None:
         raise SystemExit(command.main(argv[1:]))
     args = _parser().parse_args(argv)
     if args.command == "run":
-        if args.transport == "stdio":  # before the module runs: its print() is not protocol
-            from nimblemcp.transports.stdio import protect_stdout
+        from nimblemcp.cli.run import main as run_main
 
-            protect_stdout()
-        server = load_server(args.target)
-        if args.transport == "stdio":
-            server.run("stdio")
-        else:
-            print(f"nimblemcp: serving {server.name!r} over Streamable HTTP at "
-                  f"{endpoint_url(args.host, args.port, args.path)}", file=sys.stderr, flush=True)
-            server.run("http", host=args.host, port=args.port, path=args.path)
+        run_main(args)
     elif args.command == "proxy":
         from nimblemcp.proxy import proxy
 
@@ -149,6 +141,10 @@ def _main(argv: list[str]) -> None:
             front.run("stdio")
         else:
             front.run("http", host=args.host, port=args.port, path=args.path)
+    elif args.command == "keys":
+        from nimblemcp.server._sealing import new_key
+
+        print(new_key())
 
 
 def endpoint_url(host: str, port: int, path: str) -> str:

@@ -36,8 +36,12 @@ def _error_body(code: int, message: str) -> bytes:
     return encode(error_response(None, error_from_wire({"code": code, "message": message})))
 
 
-_FORBIDDEN_ORIGIN = _error_body(-32600, "Forbidden: Origin not allowed")
-_FORBIDDEN_HOST = _error_body(-32600, "Forbidden: Host not allowed")
+_FORBIDDEN_ORIGIN = _error_body(
+    -32600, "Forbidden: Origin not allowed (list it in allowed_origins: nimblemcp run --allowed-origins,"
+    " NIMBLEMCP_ALLOWED_ORIGINS)")
+_FORBIDDEN_HOST = _error_body(
+    -32600, "Forbidden: Host not allowed (list it in allowed_hosts: nimblemcp run --allowed-hosts,"
+    " NIMBLEMCP_ALLOWED_HOSTS; behind a proxy, the name it sends, e.g. the upstream name)")
 _TOO_LARGE = _error_body(-32600, "Request body too large")
 _TWO_HOSTS = _error_body(-32600, "Bad Request: more than one Host header")
 _BAD_LENGTH = _error_body(-32600, "Invalid Content-Length")

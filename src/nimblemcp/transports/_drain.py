@@ -1,0 +1,89 @@
+"""Ending open `subscriptions/listen` streams for a rolling restart (issue 13).
+
+`ListenDrain` wraps the HTTP app that `serving.run_http` serves and remembers the
+response of every listen request in flight (recognised by its `Mcp-Method` header,
+which 2026-07-28 clients must send). `drain()` ends each of those responses cleanly
+but *without* the listen's closing result: per SUB-10 that reads to the client as "the
+stream went away", so a client re-listens (through the load balancer, on another
+instance), where the closing result (SUB-09) would tell it the subscription is over.
+Whatever the handler sends afterwards is dropped.
+
+Cost per request: one scan of the header list; only listens get a wrapped `send`.
+Imports nothing from the server; stdlib only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nimblemcp.transports._asgi import Receive, Scope, Send
+
+__all__ = ["ListenDrain"]
+
+_LISTEN = b"subscriptions/listen"
+
+
+class _Stream:
+    __slots__ = ("ended", "send", "started")
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.started = False
+        self.ended = False
+
+    async def relay(self, message: Any) -> None:
+        if self.ended:
+            return
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.ended = True
+        await self.send(message)
+
+    async def end(self) -> None:
+        if self.started and not self.ended:
+            self.ended = True
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class ListenDrain:
+    """ASGI middleware: `await drain()` ends every open listen stream (see module doc)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.streams: set[_Stream] = set()
+        self.draining = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        for key, value in scope["headers"]:
+            if key == b"mcp-method":
+                if value == _LISTEN:
+                    break
+                await self.app(scope, receive, send)
+                return
+        else:
+            await self.app(scope, receive, send)
+            return
+        stream = _Stream(send)
+        self.streams.add(stream)
+        try:
+            await self.app(scope, receive, stream.relay)
+        finally:
+            self.streams.discard(stream)
+
+    async def drain(self) -> int:
+        """End the open listen streams; how many were ended."""
+        self.draining = True
+        ended = 0
+        for stream in list(self.streams):
+            if stream.started and not stream.ended:
+                try:
+                    await stream.end()
+                    ended += 1
+                except Exception:  # the connection is already gone: nothing to end
+                    stream.ended = True
+        return ended
