@@ -44,7 +44,7 @@ from nimblemcp.types.methods import METHODS
 from ._cache import ResultCache
 from ._mrtr import Callback, answer_round
 from ._options import TASKS_EXTENSION, Callbacks, RetryPolicy
-from ._tracing import trace_context
+from ._tracing import trace_context, traced
 from ._transport import ParamValue, QuietAbandon, Transport
 
 __all__ = ["IDEMPOTENT_METHODS", "EraName", "EraStrategy", "Mode", "Pipeline", "ProgressCallback"]
@@ -289,6 +289,21 @@ class Pipeline:
         ) from exc
 
     async def _attempt(
+        self, method: str, params: Mapping[str, Any], limit: float | None,
+        on_progress: ProgressCallback | None, traceparent: str | None,
+        meta: Mapping[str, Any] | None, param_headers: Mapping[str, ParamValue] | None,
+        quiet: bool, require_open: bool, request_id: int | None, on_note: NoteHandler | None,
+    ) -> dict[str, Any]:
+        """`_send_once`, inside a CLIENT span when the app traces with OpenTelemetry."""
+        if traceparent is not None or "opentelemetry" not in sys.modules:
+            return await self._send_once(method, params, limit, on_progress, traceparent, meta,
+                                         param_headers, quiet, require_open, request_id, on_note)
+        rid = self.next_id() if request_id is None else request_id
+        return await traced(method, params, rid, self.version, lambda: self._send_once(
+            method, params, limit, on_progress, traceparent, meta, param_headers, quiet,
+            require_open, rid, on_note))
+
+    async def _send_once(
         self,
         method: str,
         params: Mapping[str, Any],
