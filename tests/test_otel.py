@@ -29,7 +29,7 @@ def run_scenario(mode: str) -> dict[str, list[dict[str, Any]]]:
     return dict(json.loads(done.stdout))
 
 
-@pytest.mark.parametrize("mode", ["http", "stdio"])
+@pytest.mark.parametrize("mode", ["http", "stdio", "http-legacy"])
 def test_server_spans_are_children_of_the_client_spans(mode: str) -> None:
     spans = run_scenario(mode)
     client = {s["attributes"]["jsonrpc.request.id"]: s for s in spans["client"] if s["kind"] == "CLIENT"}
@@ -52,10 +52,17 @@ def test_server_spans_are_children_of_the_client_spans(mode: str) -> None:
     assert missing["attributes"]["error.type"] == "-32602"
     assert missing["attributes"]["rpc.response.status_code"] == "-32602"
     assert client[missing["attributes"]["jsonrpc.request.id"]]["attributes"]["error.type"] == "-32602"
-    if mode == "http":
+    if mode.startswith("http"):
         assert add["attributes"]["network.transport"] == "tcp"
     else:
         assert "network.transport" not in add["attributes"]
+    if mode == "http-legacy":  # a 2025-11-25 session: its id, hashed (it is a credential)
+        assert add["attributes"]["mcp.protocol.version"] == "2025-11-25"
+        labels = {s["attributes"]["mcp.session.id"] for s in server}
+        assert len(labels) == 1 and len(labels.pop()) == 16
+    else:
+        assert add["attributes"]["mcp.protocol.version"] == "2026-07-28"
+        assert all("mcp.session.id" not in s["attributes"] for s in server)
 
 
 def recorded_server() -> tuple[Server, InMemorySpanExporter]:

@@ -64,7 +64,7 @@ async def traced(
         return await send()  # nobody records: propagate the current context only
     name, attributes = _name_and_attributes(method, params)
     attributes["jsonrpc.request.id"] = str(request_id)
-    if version:
+    if version and method != "initialize":  # initialize is where the version is agreed
         attributes["mcp.protocol.version"] = version
     tracer = provider.get_tracer(_INSTRUMENTATION)
     with tracer.start_as_current_span(

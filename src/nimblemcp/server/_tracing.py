@@ -5,7 +5,8 @@ name; the bare method otherwise), parented from the `traceparent`/`tracestate` (
 `baggage`) the client put in the request's `_meta`, with the attribute names of the
 OpenTelemetry semantic conventions for MCP: `mcp.method.name`, `jsonrpc.request.id`,
 `mcp.protocol.version` (the request's era), `mcp.session.id` (a 2025-11-25 HTTP
-session), `mcp.resource.uri`, `gen_ai.tool.name` + `gen_ai.operation.name`,
+session: the first 16 hex digits of its SHA-256, never the id itself, which is a
+credential; it still tells one session's spans from another's), `mcp.resource.uri`, `gen_ai.tool.name` + `gen_ai.operation.name`,
 `gen_ai.prompt.name`, `network.transport` (`tcp` on HTTP), and on failure `error.type`
 (the JSON-RPC code, `tool_error` for a tool result with `isError`, or the exception's
 class) with `rpc.response.status_code` for a JSON-RPC error.
@@ -19,6 +20,7 @@ types only; `opentelemetry` lazily, naming the `[otel]` extra when it is missing
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp._extras import needs_extra
@@ -29,7 +31,7 @@ from nimblemcp.server._mrtr import InputRequired
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
 
-__all__ = ["Tracing", "span_name_and_attributes"]
+__all__ = ["Tracing", "session_label", "span_name_and_attributes"]
 
 _INSTRUMENTATION = "nimblemcp"
 
@@ -52,6 +54,11 @@ def span_name_and_attributes(method: str, params: dict[str, Any]) -> tuple[str, 
     elif "uri" in params and isinstance(params["uri"], str):
         attributes["mcp.resource.uri"] = params["uri"]  # not in the name: high cardinality
     return (f"{method} {target}" if target else method), attributes
+
+
+def session_label(session_id: str) -> str:
+    """What a span records of a session id: enough to correlate, useless to replay."""
+    return hashlib.sha256(session_id.encode()).hexdigest()[:16]
 
 
 def error_type_of(result: dict[str, Any]) -> str | None:
@@ -92,7 +99,7 @@ class Tracing:
             attributes["network.transport"] = "tcp"
             session = headers.get("mcp-session-id")
             if session:
-                attributes["mcp.session.id"] = session
+                attributes["mcp.session.id"] = session_label(session)
         parent = self._extract(ctx.meta)  # traceparent / tracestate / baggage from _meta
         tracer = self._current_tracer()
         with tracer.start_as_current_span(
