@@ -225,9 +225,14 @@ class Pipeline:
         current = dict(base)
         while True:
             try:
-                result = await self._attempt(method, current, limit, on_progress, traceparent,
-                                             meta, param_headers, quiet, require_open,
-                                             request_id, on_note)
+                if traceparent is None and "opentelemetry" in sys.modules:  # the app traces
+                    result = await self._traced_attempt(method, current, limit, on_progress, meta,
+                                                        param_headers, quiet, require_open,
+                                                        request_id, on_note)
+                else:
+                    result = await self._attempt(method, current, limit, on_progress, traceparent,
+                                                 meta, param_headers, quiet, require_open,
+                                                 request_id, on_note)
                 request_id = None
             except UnsupportedProtocolVersion as exc:
                 if renegotiated or not self._renegotiate(exc):
@@ -288,22 +293,20 @@ class Pipeline:
             f"this client {self.versions}",
         ) from exc
 
-    async def _attempt(
+    async def _traced_attempt(
         self, method: str, params: Mapping[str, Any], limit: float | None,
-        on_progress: ProgressCallback | None, traceparent: str | None,
-        meta: Mapping[str, Any] | None, param_headers: Mapping[str, ParamValue] | None,
-        quiet: bool, require_open: bool, request_id: int | None, on_note: NoteHandler | None,
+        on_progress: ProgressCallback | None, meta: Mapping[str, Any] | None,
+        param_headers: Mapping[str, ParamValue] | None, quiet: bool, require_open: bool,
+        request_id: int | None, on_note: NoteHandler | None,
     ) -> dict[str, Any]:
-        """`_send_once`, inside a CLIENT span when the app traces with OpenTelemetry."""
-        if traceparent is not None or "opentelemetry" not in sys.modules:
-            return await self._send_once(method, params, limit, on_progress, traceparent, meta,
-                                         param_headers, quiet, require_open, request_id, on_note)
+        """`_attempt` inside a CLIENT span when the app traces with OpenTelemetry (the
+        span's context is what `build_meta` puts in `_meta`)."""
         rid = self.next_id() if request_id is None else request_id
-        return await traced(method, params, rid, self.version, lambda: self._send_once(
-            method, params, limit, on_progress, traceparent, meta, param_headers, quiet,
+        return await traced(method, params, rid, self.version, lambda: self._attempt(
+            method, params, limit, on_progress, None, meta, param_headers, quiet,
             require_open, rid, on_note))
 
-    async def _send_once(
+    async def _attempt(
         self,
         method: str,
         params: Mapping[str, Any],
