@@ -279,6 +279,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "RateLimit",
         "RequestLogging",
         "Timing",
+        "Tracing",
         "caller_of",
     ],
     "nimblemcp.proxy": [

@@ -10,6 +10,9 @@ A middleware is `async def mw(ctx, call_next) -> result`; add it with
 - `RateLimit(rate, burst)`: a token bucket per caller (the authenticated subject, else
   the client's self-reported name, else "anonymous"; or your own `key`); a caller over
   its rate gets `RateLimited` (-32000, `data: {"retryAfterMs": n}`).
+- `Tracing()`: one OpenTelemetry SERVER span per request, parented from the trace
+  context in the request's `_meta`, with the MCP semantic-convention attributes (needs
+  the `[otel]` extra; opt-in: a server without it never imports OpenTelemetry).
 
 Imports the server's types only; never a transport.
 """
@@ -26,8 +29,9 @@ from nimblemcp.errors import ProtocolError, RateLimited
 from nimblemcp.server._context import Context
 from nimblemcp.server._middleware import CallNext, Middleware
 from nimblemcp.server._mrtr import InputRequired
+from nimblemcp.server._tracing import Tracing
 
-__all__ = ["CallNext", "MethodStats", "Middleware", "RateLimit", "RequestLogging", "Timing", "caller_of"]
+__all__ = ["CallNext", "MethodStats", "Middleware", "RateLimit", "RequestLogging", "Timing", "Tracing", "caller_of"]
 
 _clock = time.perf_counter
 

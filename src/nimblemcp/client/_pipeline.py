@@ -44,7 +44,7 @@ from nimblemcp.types.methods import METHODS
 from ._cache import ResultCache
 from ._mrtr import Callback, answer_round
 from ._options import TASKS_EXTENSION, Callbacks, RetryPolicy
-from ._tracing import trace_context
+from ._tracing import trace_context, traced
 from ._transport import ParamValue, QuietAbandon, Transport
 
 __all__ = ["IDEMPOTENT_METHODS", "EraName", "EraStrategy", "Mode", "Pipeline", "ProgressCallback"]
@@ -225,9 +225,14 @@ class Pipeline:
         current = dict(base)
         while True:
             try:
-                result = await self._attempt(method, current, limit, on_progress, traceparent,
-                                             meta, param_headers, quiet, require_open,
-                                             request_id, on_note)
+                if traceparent is None and "opentelemetry" in sys.modules:  # the app traces
+                    result = await self._traced_attempt(method, current, limit, on_progress, meta,
+                                                        param_headers, quiet, require_open,
+                                                        request_id, on_note)
+                else:
+                    result = await self._attempt(method, current, limit, on_progress, traceparent,
+                                                 meta, param_headers, quiet, require_open,
+                                                 request_id, on_note)
                 request_id = None
             except UnsupportedProtocolVersion as exc:
                 if renegotiated or not self._renegotiate(exc):
@@ -287,6 +292,19 @@ class Pipeline:
             f"no protocol version in common: the server supports {exc.supported}, "
             f"this client {self.versions}",
         ) from exc
+
+    async def _traced_attempt(
+        self, method: str, params: Mapping[str, Any], limit: float | None,
+        on_progress: ProgressCallback | None, meta: Mapping[str, Any] | None,
+        param_headers: Mapping[str, ParamValue] | None, quiet: bool, require_open: bool,
+        request_id: int | None, on_note: NoteHandler | None,
+    ) -> dict[str, Any]:
+        """`_attempt` inside a CLIENT span when the app traces with OpenTelemetry (the
+        span's context is what `build_meta` puts in `_meta`)."""
+        rid = self.next_id() if request_id is None else request_id
+        return await traced(method, params, rid, self.version, lambda: self._attempt(
+            method, params, limit, on_progress, None, meta, param_headers, quiet,
+            require_open, rid, on_note))
 
     async def _attempt(
         self,
