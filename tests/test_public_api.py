@@ -340,6 +340,10 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.stdio_client": [
         "StdioTransport",
     ],
+    "nimblemcp.transports.verifiers": [
+        "IntrospectionVerifier",
+        "JwtVerifier",
+    ],
     "nimblemcp.types": [
         "ACCEPT_BOTH",
         "CLIENT_CAPABILITIES",
