@@ -38,6 +38,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ResourceNotFound",
         "RetryPolicy",
         "SUPPORTED_VERSIONS",
+        "SampleResult",
         "Server",
         "ServerSettings",
         "StartupError",
