@@ -5,6 +5,7 @@ principal's subject, scopes and claims on the handler's context."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
 from typing import Any
@@ -30,6 +31,7 @@ class AuthWorld:
     def __init__(self) -> None:
         self.keys = [jwk.generate_key("EC", "P-256", parameters={"kid": "k1"})]
         self.jwks_hits = 0
+        self.jwks_status = 200
         self.introspect_hits = 0
         self.active: dict[str, dict[str, Any]] = {}
         self.client_auth = "Basic " + base64.b64encode(b"rs:s3cret").decode()
@@ -51,7 +53,7 @@ class AuthWorld:
         status, answer = 404, {}
         if scope["path"] == "/jwks":
             self.jwks_hits += 1
-            status, answer = 200, {"keys": [k.as_dict(private=False) for k in self.keys]}
+            status, answer = self.jwks_status, {"keys": [k.as_dict(private=False) for k in self.keys]}
         elif scope["path"] == "/introspect" and scope["method"] == "POST":
             self.introspect_hits += 1
             headers = dict(scope["headers"])
@@ -154,6 +156,21 @@ async def test_jwt_issuer_unreachable_fails_closed() -> None:
         assert await verifier.verify(world.sign(_claims())) is None
     finally:
         await verifier.aclose()
+    # An issuer that fails after the first fetch: the old keys stay, and it is asked
+    # again only after miss_interval, not on every request.
+    async with serving(world) as base:
+        verifier = JwtVerifier(jwks_uri=base + "/jwks", issuer=ISSUER, audience=RESOURCE,
+                               cache_ttl=0.2, miss_interval=30)
+        try:
+            assert await verifier.verify(world.sign(_claims())) is not None
+            assert world.jwks_hits == 1
+            world.jwks_status = 503
+            await asyncio.sleep(0.3)  # the cache expires
+            for _ in range(5):
+                assert await verifier.verify(world.sign(_claims())) is not None  # old keys kept
+            assert world.jwks_hits == 2
+        finally:
+            await verifier.aclose()
 
 
 async def test_introspection_active_inactive_cached_and_checked() -> None:

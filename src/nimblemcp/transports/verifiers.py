@@ -10,7 +10,8 @@ the token's subject, scopes, audience, expiry and claims, which handlers see as
   not know (the issuer rotated its keys) fetches the set again, at most once per
   `miss_interval` seconds, so forged key ids cannot make it hammer the issuer. Checks
   the signature (asymmetric algorithms only unless told otherwise; never `none`), `iss`,
-  `aud`, `exp` and `nbf` (with `leeway`). Built on joserfc (the `[auth]` extra).
+  `aud`, `exp` and `nbf` (with `leeway`). An unreachable issuer is asked again after
+  `miss_interval`, keeping the keys it had. Built on joserfc (the `[auth]` extra).
 - `IntrospectionVerifier(endpoint, client_id=..., client_secret=...)`: asks the
   authorization server (RFC 7662) whether the token is active; answers are cached per
   token hash for `cache_ttl` seconds (never past the token's `exp`), in a bounded table.
@@ -176,6 +177,8 @@ class JwtVerifier:
                 keys = self._import(orjson.loads(response.content))
             except Exception as exc:  # fail closed, keep the old keys
                 log.warning("JWKS fetch from %s failed: %s", self.jwks_uri, type(exc).__name__)
+                # Try again after miss_interval, not on every request while the issuer is down.
+                self._fetched_at = time.monotonic() - self.cache_ttl + self.miss_interval
                 return
             self._keys = keys
             self._fetched_at = time.monotonic()
