@@ -1,7 +1,7 @@
 """README "Coming from FastMCP / the official SDK" (issue 19): the nimblemcp version of the
-example server is no longer than the FastMCP or official-SDK version, and the nimblemcp and
-official-SDK versions (mcp 2.3.0, from tests/_peers.py) run over real stdio and expose the
-same tools, templates and prompts, reached by one nimblemcp client."""
+example server is no longer than the FastMCP or official-SDK version, and all three
+(FastMCP 4.1.6 and mcp 2.3.0 from tests/_peers.py) run over real stdio and expose the same
+tools, templates and prompts with the same results, reached by one nimblemcp client."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _peers import mcp_python
+from _peers import fastmcp_python, mcp_python
 
 from nimblemcp.client import Client
 from nimblemcp.transports.stdio_client import StdioTransport
@@ -69,16 +69,22 @@ def peer_python() -> Path:
     return mcp_python()
 
 
-async def test_nimblemcp_and_official_versions_expose_the_same_server(
-    tmp_path: Path, peer_python: Path
+@pytest.fixture(scope="module")
+def fastmcp_peer() -> Path:
+    return fastmcp_python()
+
+
+async def test_all_three_versions_expose_the_same_server(
+    tmp_path: Path, peer_python: Path, fastmcp_peer: Path
 ) -> None:
     blocks = _blocks()
-    ours = tmp_path / "notes_nimblemcp.py"
-    ours.write_text(blocks["nimblemcp"])
-    theirs = tmp_path / "notes_official.py"
-    theirs.write_text(blocks["official"])
-    nimble = await _surface(sys.executable, ours)
-    official = await _surface(str(peer_python), theirs)
+    scripts = {}
+    for name, code in blocks.items():
+        scripts[name] = tmp_path / f"notes_{name}.py"
+        scripts[name].write_text(code)
+    nimble = await _surface(sys.executable, scripts["nimblemcp"])
+    official = await _surface(str(peer_python), scripts["official"])
+    fastmcp = await _surface(str(fastmcp_peer), scripts["fastmcp"])
     assert nimble["tools"] == {"add_note": ["body"]}
     assert nimble["templates"] == ["notes://{id}"]
     assert nimble["prompts"] == {"summarize": ["topic"]}
@@ -86,3 +92,4 @@ async def test_nimblemcp_and_official_versions_expose_the_same_server(
     assert nimble["read"] == "note 7"
     assert "food" in nimble["prompt"]
     assert nimble == official
+    assert nimble == fastmcp
