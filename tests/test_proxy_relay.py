@@ -116,3 +116,32 @@ async def test_list_changes_after_start_up_reach_the_front(backend: list[str], m
             await asyncio.sleep(0.05)
         else:
             raise AssertionError("the removed tool stayed on the front")
+
+
+async def test_rounds_may_land_on_another_front_instance(backend: list[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two fronts (each with its own backend process), one key ring: the first round on one
+    instance, the retries on the other, as behind a round-robin balancer."""
+    from nimblemcp import new_state_key
+
+    monkeypatch.setenv("NIMBLEMCP_STATE_KEYS", new_state_key())
+    one, two = proxy(backend, mode="modern"), proxy(backend, mode="modern")
+    caps_meta = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}, "sampling": {}}}
+    async with _uvicorn(one.asgi_app(allowed_hosts=["*"])) as base_one, \
+            _uvicorn(two.asgi_app(allowed_hosts=["*"])) as base_two, \
+            Client(base_one + "/mcp", mode="modern") as first_client, \
+            Client(base_two + "/mcp", mode="modern") as second_client:
+        params: dict[str, Any] = {"name": "plan_trip", "arguments": {"city": "Porto"}}
+        first = await first_client.request("tools/call", params, manual=True, meta=caps_meta)
+        assert list(first["inputRequests"]) == ["1.confirm"]
+        second = await second_client.request("tools/call", {
+            **params, "requestState": first["requestState"],
+            "inputResponses": {"1.confirm": {"action": "accept", "content": {"days": 2}}}},
+            manual=True, meta=caps_meta)
+        assert list(second["inputRequests"]) == ["2.idea"]
+        done = await first_client.request("tools/call", {
+            **params, "requestState": second["requestState"],
+            "inputResponses": {"2.idea": {"role": "assistant", "model": "m",
+                                          "content": {"type": "text", "text": "the bridge"}}}},
+            manual=True, meta=caps_meta)
+        assert done["content"][0]["text"] == "Porto for 2 days: the bridge (m)"
