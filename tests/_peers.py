@@ -1,6 +1,7 @@
 """Independent peers for interop tests, installed into `.cache/` (gitignored) on first use.
 
 - `mcp_python()`: a private venv with the official Python SDK `mcp` 2.3.0.
+- `fastmcp_python()`: a private venv with FastMCP 4.1.6 (the README comparison).
 - `ts_client_modules()`: `node_modules` with the official TypeScript client
   `@modelcontextprotocol/client` (v2, the line that speaks 2026-07-28; the v1 package
   `@modelcontextprotocol/sdk` does not), run with the machine's Node (>= 20).
@@ -30,6 +31,8 @@ INTEROP = Path(__file__).resolve().parent / "interop"
 
 MCP_VERSION = "2.3.0"
 MCP_VENV = CACHE / f"interop-mcp-{MCP_VERSION}"
+FASTMCP_VERSION = "4.1.6"
+FASTMCP_VENV = CACHE / f"interop-fastmcp-{FASTMCP_VERSION}"
 TS_CLIENT_VERSION = "2.4.0"
 NPM_PEERS = CACHE / "npm-peers"
 
@@ -54,6 +57,19 @@ def mcp_python() -> Path:
             venv.EnvBuilder(with_pip=True, clear=True).create(MCP_VENV)
             subprocess.run([str(python), "-m", "pip", "install", "-q", f"mcp=={MCP_VERSION}"],
                            check=True, timeout=300, capture_output=True)
+            marker.write_text("ok\n")
+    return python
+
+
+def fastmcp_python() -> Path:
+    """The python of a venv holding `fastmcp==4.1.6` (created once)."""
+    python = FASTMCP_VENV / "bin" / "python"
+    marker = FASTMCP_VENV / f"installed-fastmcp-{FASTMCP_VERSION}"
+    with _locked(FASTMCP_VENV.name):
+        if not marker.exists():
+            venv.EnvBuilder(with_pip=True, clear=True).create(FASTMCP_VENV)
+            subprocess.run([str(python), "-m", "pip", "install", "-q", f"fastmcp=={FASTMCP_VERSION}"],
+                           check=True, timeout=600, capture_output=True)
             marker.write_text("ok\n")
     return python
 

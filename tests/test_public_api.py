@@ -38,6 +38,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ResourceNotFound",
         "RetryPolicy",
         "SUPPORTED_VERSIONS",
+        "SampleResult",
         "Server",
         "ServerSettings",
         "StartupError",
@@ -357,6 +358,10 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "nimblemcp.transports.stdio_client": [
         "StdioTransport",
+    ],
+    "nimblemcp.transports.verifiers": [
+        "IntrospectionVerifier",
+        "JwtVerifier",
     ],
     "nimblemcp.types": [
         "ACCEPT_BOTH",

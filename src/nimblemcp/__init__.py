@@ -65,7 +65,7 @@ from nimblemcp.types import LATEST_VERSION, SUPPORTED_VERSIONS
 if TYPE_CHECKING:
     from nimblemcp.client import Callbacks, Client, RetryPolicy
     from nimblemcp.host import ClientGroup
-    from nimblemcp.server._mrtr import ElicitResult
+    from nimblemcp.server._mrtr import ElicitResult, SampleResult
     from nimblemcp.server._sealing import new_key as new_state_key
     from nimblemcp.transports.http_security import HttpSecurity
 
@@ -76,6 +76,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Client": ("nimblemcp.client", "Client"),
     "ElicitResult": ("nimblemcp.server._mrtr", "ElicitResult"),
+    "SampleResult": ("nimblemcp.server._mrtr", "SampleResult"),
     "new_state_key": ("nimblemcp.server._sealing", "new_key"),
     "Callbacks": ("nimblemcp.client", "Callbacks"),
     "ClientGroup": ("nimblemcp.host", "ClientGroup"),
@@ -118,6 +119,7 @@ __all__ = [
     "RequestTimeout",
     "ResourceNotFound",
     "RetryPolicy",
+    "SampleResult",
     "Server",
     "ServerSettings",
     "StartupError",

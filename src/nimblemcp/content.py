@@ -207,9 +207,28 @@ def is_content_block(value: Any) -> bool:
     return type(value) is dict and value.get("type") in CONTENT_TYPES
 
 
+def _is_block_model(tp: Any) -> bool:
+    """A pydantic model shaped like a content block (the official SDK's `TextContent`,
+    `ImageContent`, ...): its `type` field is a Literal of content types."""
+    fields = getattr(tp, "model_fields", None) if isinstance(tp, type) else None
+    field = fields.get("type") if isinstance(fields, dict) else None
+    if field is None:
+        return False
+    kinds = typing.get_args(getattr(field, "annotation", None))
+    return bool(kinds) and all(k in CONTENT_TYPES for k in kinds)
+
+
+def block_from_model(value: Any) -> dict[str, Any] | None:
+    """The wire form of a content-block model instance, or None if `value` is not one."""
+    if not _is_block_model(type(value)):
+        return None
+    block = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return cast("dict[str, Any]", block) if is_content_block(block) else None
+
+
 def is_content_hint(tp: Any) -> bool:
     """True for return annotations that mean "content blocks", not structured output."""
-    if tp in _BLOCK_CLASSES:
+    if tp in _BLOCK_CLASSES or _is_block_model(tp):
         return True
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)

@@ -10,16 +10,32 @@ stateless (no sessions), so instances scale out behind a round-robin balancer, e
 with its own pooled connection to the target. Protocol errors of the target reach
 the front's client with their code.
 
-Not forwarded (yet): the target's questions to the user (elicitation/sampling
-answered on the front's MRTR rounds), list-change notifications after start-up (the
-mirror is taken at start-up), tasks. Sits above the client and the server (imports
-both), like `nimblemcp.serving`.
+Questions the target asks (elicitation, sampling, roots) reach the front's own client
+as MRTR `input_required` rounds, when the target speaks 2026-07-28: the front calls the
+target with the front client's own capabilities (so the target asks only what that
+client can answer), turns the target's `inputRequests` into its own (keys prefixed with
+the target's round number, `1.confirm`), keeps the target's `requestState` in its
+sealed `ctx.state`, and on the retry sends the answers back with that state. Any
+instance can take any round (set `NIMBLEMCP_STATE_KEYS` alike on all of them).
+A 2025-11-25 target asks over its session's back channel in the middle of a call,
+expecting the answer on that same open call; a stateless front would have to hold the
+call open across its client's rounds, which may land on other instances, so to a
+legacy target the proxy declares no elicitation, sampling or roots (the target may
+not ask; if it does the question fails and the target sees an error).
+
+List changes after start-up are followed: the front listens to the target
+(`subscriptions/listen`, or the legacy session's notifications), re-lists what
+changed and updates its mirror, which notifies the front's own listeners. A target
+that cannot notify keeps the start-up mirror. Not forwarded: tasks. Sits above the
+client and the server (imports both), like `nimblemcp.serving`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
+import logging
 import re
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Mapping
@@ -28,12 +44,18 @@ from typing import Any
 from nimblemcp.client import Client
 from nimblemcp.errors import InvalidParams, MethodNotFound
 from nimblemcp.server._context import Context
+from nimblemcp.server._mrtr import InputRequired
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._server import Server
 from nimblemcp.server._tools import ToolResult
+from nimblemcp.types._meta import CLIENT_CAPABILITIES
 
 __all__ = ["proxy"]
+
+log = logging.getLogger("nimblemcp.proxy")
+_ASKABLE = ("elicitation", "sampling", "roots")
+_PENDING = "nimblemcp.proxy/pending"  # ctx.state: the target's open round
 
 _VAR = re.compile(r"\{([+]?)([A-Za-z0-9_]+)\}")
 
@@ -47,7 +69,13 @@ def proxy(target: Any, *, name: str | None = None, mode: str = "auto", **client_
         client = Client(target, mode=mode, cache=False, validate_output=False, **client_options)  # type: ignore[arg-type]
         async with client:
             await _mirror(server, client)
-            yield client
+            follower = asyncio.create_task(_follow(server, client))
+            try:
+                yield client
+            finally:
+                follower.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await follower
 
     label = name or (target if isinstance(target, str) else " ".join(map(str, target)))
     return Server(name or "proxy", instructions=None, lifespan=lifespan, description=f"proxy of {label}")
@@ -58,20 +86,124 @@ def _client(ctx: Context) -> Client:
     return client
 
 
+async def _forwarded(ctx: Context, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One request forwarded to the target, its questions relayed as this front's MRTR
+    rounds (see the module docstring)."""
+    client = _client(ctx)
+    if client.era == "legacy":
+        return await client.request(method, params, cache=False)
+    caps = ctx._meta.client_capabilities
+    meta = {CLIENT_CAPABILITIES: {k: v for k, v in caps.items() if k in _ASKABLE}}
+    call = dict(params)
+    pending: dict[str, Any] | None = ctx.state.get(_PENDING)
+    if pending is not None:
+        prefix = f"{pending['round']}."
+        answers: dict[str, Any] = {}
+        missing: dict[str, Any] = {}
+        for key, request in pending["requests"].items():
+            answer = ctx._responses.get(prefix + key)
+            if answer is None:
+                missing[prefix + key] = request
+            else:
+                answers[key] = answer
+        if missing:
+            raise InputRequired(missing)  # not all answered yet: ask again
+        if answers:
+            call["inputResponses"] = answers
+        if pending["state"] is not None:
+            call["requestState"] = pending["state"]
+    result = await client.request(method, call, manual=True, cache=False, meta=meta)
+    if result.get("resultType", "complete") != "input_required":
+        return result
+    round_ = pending["round"] + 1 if pending is not None else 1
+    requests = result.get("inputRequests") or {}
+    ctx.state[_PENDING] = {"round": round_, "state": result.get("requestState"), "requests": requests}
+    raise InputRequired({f"{round_}.{key}": request for key, request in requests.items()})
+
+
 async def _mirror(server: Server, client: Client) -> None:
     """Register the target's lists on `server` (at start-up)."""
-    for tool in await _listed(client.list_tools()):
+    for tool in await _listed(client.list_tools(cache=False)):
         _add_tool(server, tool)
-    prompts = await _listed(client.list_prompts())
+    prompts = await _listed(client.list_prompts(cache=False))
     for prompt in prompts:
         _add_prompt(server, prompt)
-    for resource in await _listed(client.list_resources()):
+    for resource in await _listed(client.list_resources(cache=False)):
         _add_resource(server, resource)
-    templates = await _listed(client.list_resource_templates())
+    templates = await _listed(client.list_resource_templates(cache=False))
     for template in templates:
         _add_template(server, template)
     if prompts or templates:
         server.completion(_forward_completion(client))
+    server.dispatcher.invalidate()
+
+
+async def _follow(server: Server, client: Client) -> None:
+    """Keep the mirror in step with the target's list changes (runs for the lifespan)."""
+    try:
+        async with client.listen(tools=True, prompts=True, resources_list=True) as events:
+            async for event in events:
+                if event.kind in ("tools_changed", "missed"):
+                    await _resync_tools(server, client)
+                if event.kind in ("prompts_changed", "missed"):
+                    await _resync_prompts(server, client)
+                if event.kind in ("resources_changed", "missed"):
+                    await _resync_resources(server, client)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a target that cannot notify keeps the start-up mirror
+        log.info("proxy: not following the target's list changes: %s", exc)
+
+
+async def _resync_tools(server: Server, client: Client) -> None:
+    listed = {str(t["name"]): t for t in await _listed(client.list_tools(cache=False))}
+    for name in [n for n in server.tools if n not in listed]:
+        server.remove_tool(name)
+    for name, definition in listed.items():
+        entry = server.tools.get(name)
+        if entry is not None and entry.definition == dict(definition):
+            continue
+        if entry is not None:
+            server.remove_tool(name)
+        _add_tool(server, definition)
+    server.dispatcher.invalidate()
+
+
+async def _resync_prompts(server: Server, client: Client) -> None:
+    listed = {str(p["name"]): p for p in await _listed(client.list_prompts(cache=False))}
+    for name in [n for n in server.prompts if n not in listed]:
+        server.remove_prompt(name)
+    for name, definition in listed.items():
+        entry = server.prompts.get(name)
+        if entry is not None and entry.definition == dict(definition):
+            continue
+        if entry is not None:
+            server.remove_prompt(name)
+        _add_prompt(server, definition)
+    server.dispatcher.invalidate()
+
+
+async def _resync_resources(server: Server, client: Client) -> None:
+    resources = {str(r["uri"]): r for r in await _listed(client.list_resources(cache=False))}
+    for uri in [u for u in server.resources if u not in resources]:
+        server.remove_resource(uri)
+    for uri, definition in resources.items():
+        entry = server.resources.get(uri)
+        if entry is not None and entry.definition == dict(definition):
+            continue
+        if entry is not None:
+            server.remove_resource(uri)
+        _add_resource(server, definition)
+    templates = {str(t["uriTemplate"]): t for t in await _listed(client.list_resource_templates(cache=False))}
+    for uri_template in [u for u in server.templates if u not in templates]:
+        server.remove_template(uri_template)
+    for uri_template, definition in templates.items():
+        known = server.templates.get(uri_template)
+        if known is not None and known.definition == dict(definition):
+            continue
+        if known is not None:
+            server.remove_template(uri_template)
+        _add_template(server, definition)
     server.dispatcher.invalidate()
 
 
@@ -87,7 +219,7 @@ def _add_tool(server: Server, definition: Mapping[str, Any]) -> None:
     tool_name = str(definition["name"])
 
     async def forward(ctx: Context, **arguments: Any) -> ToolResult:
-        result = await _client(ctx).call_tool(tool_name, arguments)
+        result = await _forwarded(ctx, "tools/call", {"name": tool_name, "arguments": arguments})
         return ToolResult(result.get("content") or [], structured=result.get("structuredContent"),
                           is_error=bool(result.get("isError")), meta=result.get("_meta"))
 
@@ -101,7 +233,7 @@ def _add_prompt(server: Server, definition: Mapping[str, Any]) -> None:
     prompt_name = str(definition["name"])
 
     async def forward(ctx: Context, **arguments: str) -> Any:
-        result = await _client(ctx).get_prompt(prompt_name, arguments)
+        result = await _forwarded(ctx, "prompts/get", {"name": prompt_name, "arguments": arguments})
         return result.get("messages") or []
 
     forward.__name__ = prompt_name
@@ -117,7 +249,7 @@ def _add_resource(server: Server, definition: Mapping[str, Any]) -> None:
     uri = str(definition["uri"])
 
     async def forward(ctx: Context) -> Any:
-        return (await _client(ctx).read_resource(uri))["contents"]
+        return (await _forwarded(ctx, "resources/read", {"uri": uri}))["contents"]
 
     entry = ResourceEntry(uri, forward, name=str(definition.get("name") or uri))
     entry.definition = dict(definition)
@@ -136,7 +268,7 @@ def _add_template(server: Server, definition: Mapping[str, Any]) -> None:
     names = [m.group(2) for m in _VAR.finditer(uri_template)]
 
     async def forward(ctx: Context, **values: str) -> Any:
-        return (await _client(ctx).read_resource(_expand(uri_template, values)))["contents"]
+        return (await _forwarded(ctx, "resources/read", {"uri": _expand(uri_template, values)}))["contents"]
 
     # The variables as keyword parameters, so the template's checks see them.
     forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Generator, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nimblemcp.server import _mrtr
 from nimblemcp.types._meta import LOG_LEVELS, RequestMeta, log_rank
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from nimblemcp.server._server import Server
 
 Emit = Callable[[dict[str, Any]], None]
+_AskT = TypeVar("_AskT", bound=_mrtr.Ask)
 
 
 class _Sent:
@@ -50,6 +51,7 @@ class Context:
         "_cancelled",
         "_close_stream",
         "_done",
+        "_dropped",
         "_emit",
         "_io",
         "_last_progress",
@@ -93,6 +95,7 @@ class Context:
         self._cancelled = False
         self._done = False
         self._responses: dict[str, Any] = {}
+        self._dropped: list[str] | None = None
         # Small JSON-able handler state that survives MRTR rounds inside the sealed
         # requestState (MRTR-10): write it before asking, read it on the retry.
         self.state: dict[str, Any] = {}
@@ -241,11 +244,13 @@ class Context:
         `await` it for an `ElicitResult` (`.accepted`, `.content`, `.data`); sync code
         calls `.result()`. Without an answer yet, the round ends with input_required.
         """
-        return _mrtr.make_elicit(key, message, schema, self._responses, self._meta.client_capabilities)
+        return self._own(_mrtr.make_elicit(key, message, schema, self._responses,
+                                           self._meta.client_capabilities))
 
     def elicit_url(self, key: str, message: str, url: str) -> _mrtr.ElicitAsk:
         """Ask the user to visit `url` (out-of-band flows; never for secrets in forms)."""
-        return _mrtr.make_elicit_url(key, message, url, self._responses, self._meta.client_capabilities)
+        return self._own(_mrtr.make_elicit_url(key, message, url, self._responses,
+                                               self._meta.client_capabilities))
 
     def sample(
         self, key: str, messages: Sequence[Any], max_tokens: int = 1000, *,
@@ -260,12 +265,16 @@ class Context:
             "modelPreferences": model_preferences, "stopSequences": stop_sequences,
             "tools": tools, "toolChoice": tool_choice,
         }
-        return _mrtr.make_sample(key, messages, max_tokens, self._responses,
-                                 self._meta.client_capabilities, extra)
+        return self._own(_mrtr.make_sample(key, messages, max_tokens, self._responses,
+                                           self._meta.client_capabilities, extra))
 
     def roots(self, key: str = "roots") -> _mrtr.RootsAsk:
         """Ask for the client's roots (a list of `{"uri": "file://...", "name"?}`)."""
-        return _mrtr.make_roots(key, self._responses, self._meta.client_capabilities)
+        return self._own(_mrtr.make_roots(key, self._responses, self._meta.client_capabilities))
+
+    def _own(self, ask: _AskT) -> _AskT:
+        ask._owner = self  # a dropped ask reports to its context (see _mrtr.Ask)
+        return ask
 
     def gather(self, *asks: _mrtr.Ask) -> list[Any]:
         """Answers to several asks, or one round that asks all missing ones together."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from nimblemcp.errors import ProtocolError
 from nimblemcp.server._depends import inject
+from nimblemcp.server._mrtr import warn_dropped
 from nimblemcp.server._workers import run_sync_on
 
 if TYPE_CHECKING:
@@ -84,4 +85,6 @@ class Invocable:
             raise
         except Exception as exc:
             return self.failed(exc)
+        if ctx._dropped:  # questions created and never asked (see _mrtr.Ask)
+            warn_dropped(ctx._dropped)
         return self.finish(value)

@@ -12,6 +12,7 @@ handler re-runs and the unanswered ask raises `InputTimeout` where it was awaite
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -60,9 +61,15 @@ class Unanswered:
 
 
 class Ask:
-    """One question for the client; await it (or call `.result()`) for the answer."""
+    """One question for the client; await it (or call `.result()`) for the answer.
 
-    __slots__ = ("_responses", "key", "request")
+    An ask dropped unused while its handler returns normally was never asked: that
+    warns (`RuntimeWarning`, see `warn_dropped`), like a coroutine never awaited.
+    Dropped because another question or an error ended the round is fine: the handler
+    runs again and asks it then."""
+
+    __slots__ = ("_owner", "_responses", "_used", "key", "request")
+    call = "ctx.ask"
 
     def __init__(self, key: str, request: dict[str, Any], responses: dict[str, Any]) -> None:
         if not isinstance(key, str) or not key:
@@ -70,12 +77,20 @@ class Ask:
         self.key = key
         self.request = request
         self._responses = responses
+        self._used = False
+        self._owner: Any = None  # the Context that made it, told if it is dropped unused
+
+    def __del__(self) -> None:
+        owner = self._owner
+        if not self._used and owner is not None:
+            owner._dropped = [*(owner._dropped or ()), f"{self.call}({self.key!r}, ...)"]
 
     def parse(self, value: dict[str, Any]) -> Any:
         """The answer from a response object; raise LookupError to ask again."""
         return value
 
     def answer(self) -> tuple[bool, Any]:
+        self._used = True
         value = self._responses.get(self.key)
         if value is None:
             return False, None
@@ -99,6 +114,7 @@ class Ask:
 
 class ElicitAsk(Ask):
     __slots__ = ("model", "schema")
+    call = "ctx.elicit"
 
     def __init__(self, key: str, request: dict[str, Any], responses: dict[str, Any],
                  schema: dict[str, Any] | None, model: Any) -> None:
@@ -130,17 +146,64 @@ class ElicitAsk(Ask):
         return ElicitResult("accept", content)  # type: ignore[arg-type]
 
 
-class SampleAsk(Ask):
+class SampleResult(dict[str, Any]):
+    """The client's LLM answer (a CreateMessageResult): the wire dict as it came, with
+    typed views. `content` is one block, or a list of blocks when the model called tools."""
+
     __slots__ = ()
 
-    def parse(self, value: dict[str, Any]) -> dict[str, Any]:
-        if "content" not in value or "role" not in value:
+    @property
+    def role(self) -> Literal["user", "assistant"]:
+        role: Literal["user", "assistant"] = self["role"]
+        return role
+
+    @property
+    def content(self) -> Any:
+        return self["content"]
+
+    @property
+    def blocks(self) -> list[dict[str, Any]]:
+        """`content` as a list of blocks."""
+        content = self["content"]
+        return list(content) if isinstance(content, list) else [content]
+
+    @property
+    def text(self) -> str:
+        """The text of the answer's text blocks, joined ("" when there are none)."""
+        return "".join(b.get("text", "") for b in self.blocks
+                       if isinstance(b, dict) and b.get("type") == "text")
+
+    @property
+    def model(self) -> str | None:
+        model = self.get("model")
+        return model if isinstance(model, str) else None
+
+    @property
+    def stop_reason(self) -> str | None:
+        reason = self.get("stopReason")
+        return reason if isinstance(reason, str) else None
+
+    def __repr__(self) -> str:
+        return f"SampleResult({dict(self)!r})"
+
+
+class SampleAsk(Ask):
+    __slots__ = ()
+    call = "ctx.sample"
+
+    def parse(self, value: dict[str, Any]) -> SampleResult:
+        if "content" not in value or value.get("role") not in ("user", "assistant"):
             raise LookupError("not a CreateMessageResult")
-        return value
+        return SampleResult(value)
+
+    def __await__(self) -> Generator[Any, None, SampleResult]:
+        return self.result()  # type: ignore[no-any-return]
+        yield
 
 
 class RootsAsk(Ask):
     __slots__ = ()
+    call = "ctx.roots"
 
     def parse(self, value: dict[str, Any]) -> list[dict[str, Any]]:
         roots = value.get("roots")
@@ -161,6 +224,16 @@ def gather(*asks: Ask) -> list[Any]:
     if missing:
         raise InputRequired(missing)
     return values
+
+
+def warn_dropped(dropped: list[str]) -> None:
+    """A handler returned normally having dropped questions it never asked."""
+    for call in dropped:
+        warnings.warn(
+            f"{call} was created but never awaited, so the question was never asked: write"
+            f" `await {call}` (or `{call}.result()` in sync code), or pass it to `ctx.gather(...)`",
+            RuntimeWarning, stacklevel=2,
+        )
 
 
 def _require(caps: dict[str, Any], name: str, sub: str | None = None) -> None:

@@ -186,12 +186,15 @@ def _pydantic_arguments(
         if default is not empty:
             field_kwargs["default"] = default
         definitions[name] = (hint, pydantic.Field(**field_kwargs))
-    model = pydantic.create_model(  # type: ignore[call-overload]
-        f"{fn.__name__}_arguments",
-        __config__=pydantic.ConfigDict(arbitrary_types_allowed=False),
-        **definitions,
-    )
-    schema = inline_refs(model.model_json_schema())
+    try:
+        model = pydantic.create_model(  # type: ignore[call-overload]
+            f"{fn.__name__}_arguments",
+            __config__=pydantic.ConfigDict(arbitrary_types_allowed=False),
+            **definitions,
+        )
+        schema = inline_refs(model.model_json_schema())
+    except pydantic.PydanticUserError as exc:
+        raise _unsupported_parameter(fn, fields) from exc
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
         if isinstance(prop, dict):
@@ -228,6 +231,32 @@ class OutputSpec:
         self.wrap = wrap  # non-object values travel as {"result": value}
 
 
+def _hint_name(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__qualname__ if tp.__module__ == "builtins" else f"{tp.__module__}.{tp.__qualname__}"
+    return repr(tp).replace("typing.", "")
+
+
+def _unsupported_parameter(fn: Callable[..., Any], fields: list[tuple[str, Any, Any]]) -> TypeError:
+    """Which parameter has no JSON Schema, and what to write instead (at registration)."""
+    import pydantic
+
+    culprit = ", ".join(f"{name}: {_hint_name(hint)}" for name, hint, _ in fields) or "?"
+    for name, hint, _ in fields:
+        try:
+            pydantic.TypeAdapter(hint).json_schema()
+        except pydantic.PydanticUserError:
+            culprit = f"{name}: {_hint_name(hint)}"
+            break
+    return TypeError(
+        f"{fn.__qualname__}: parameter `{culprit}` has no JSON form, so no client can send it."
+        " Use a JSON type (str, int, float, bool, list/dict of those, a Literal, an enum, a"
+        " TypedDict, dataclass or pydantic model); if the server supplies the value (a"
+        " connection, a client, a lock), inject it instead:"
+        " `Annotated[T, Depends(provider)]`, or reach it through `ctx.lifespan`"
+    )
+
+
 def _unstructured(tp: Any) -> bool:
     from nimblemcp.content import is_content_hint
     from nimblemcp.server._tools import ToolResult
@@ -259,8 +288,17 @@ def build_output(fn: Callable[..., Any]) -> OutputSpec | None:
         )
     import pydantic
 
-    adapter: Any = pydantic.TypeAdapter(tp)
-    schema = inline_refs(adapter.json_schema(mode="serialization"))
+    try:
+        adapter: Any = pydantic.TypeAdapter(tp)
+        schema = inline_refs(adapter.json_schema(mode="serialization"))
+    except pydantic.PydanticUserError as exc:
+        raise TypeError(
+            f"{fn.__qualname__}: the return type {_hint_name(tp)} has no JSON form, so it cannot"
+            " be the tool's structured output. Return JSON-able data (str, int, float, bool,"
+            " list/dict of those, a TypedDict, dataclass or pydantic model), content blocks"
+            " (-> list[ContentBlock]), or a ToolResult; or register it with"
+            " structured_output=False and return text"
+        ) from exc
     schema.pop("title", None)
 
     def dump(value: Any) -> Any:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import orjson
 
-from nimblemcp.content import is_content_block, text
+from nimblemcp.content import block_from_model, is_content_block, text
 from nimblemcp.errors import InvalidToolHeaders, ToolError
 from nimblemcp.server._hints import is_simple, simple_validator
 from nimblemcp.server._invoke import Invocable
@@ -100,7 +100,21 @@ def _as_blocks(value: Any) -> list[Any]:
         isinstance(v, str) or is_content_block(v) for v in value  # type: ignore[union-attr]
     ):
         return [text(v) if isinstance(v, str) else v for v in value]  # type: ignore[union-attr]
+    # Content-block models (the official SDK's TextContent, ImageContent, ...) are content
+    # too, not data to serialise: a tool ported from another SDK keeps its meaning.
+    items: Any = value if isinstance(value, list | tuple) else (value,)
+    blocks = [_one_block(v) for v in items]
+    if blocks and all(b is not None for b in blocks):
+        return blocks
     return [text(orjson.dumps(value, default=_json_default).decode())]
+
+
+def _one_block(value: Any) -> Any:
+    if isinstance(value, str):
+        return text(value)
+    if is_content_block(value):
+        return value
+    return block_from_model(value)
 
 
 def _json_default(value: Any) -> Any:
