@@ -139,11 +139,11 @@ for _name in _names():
     _register_document(_name)
 
 
-def _watch(interval: float) -> None:
+def _watch(interval: float, seen: dict[str, int]) -> None:
     """Poll the folder: an edited document sends `notifications/resources/updated` to
     listeners subscribed to it; an added or removed one changes the resource list,
-    which sends `notifications/resources/list_changed` by itself."""
-    seen = _snapshot()
+    which sends `notifications/resources/list_changed` by itself. `seen` is taken at
+    import, before serving starts, so no edit made after start-up is missed."""
     while True:
         time.sleep(interval)
         try:
@@ -175,7 +175,7 @@ def _snapshot() -> dict[str, int]:
 
 if os.environ.get("DOCS_WATCH", "1") != "0":
     threading.Thread(
-        target=_watch, args=(float(os.environ.get("DOCS_POLL_SECONDS", "0.5")),),
+        target=_watch, args=(float(os.environ.get("DOCS_POLL_SECONDS", "0.5")), _snapshot()),
         daemon=True, name="docs-watcher",
     ).start()
 
