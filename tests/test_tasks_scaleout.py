@@ -200,10 +200,10 @@ async def test_redis_lease_is_renewed_while_the_job_runs(redis_server: RedisServ
         seen = await b.handle(get)
         assert seen is not None and seen["result"]["status"] == "working", seen
         cancel = {**get, "method": "tasks/cancel"}
-        assert (await b.handle(cancel)) is not None
+        runners = list(a.tasks.running.values())
+        assert runners and (await b.handle(cancel)) is not None
         async with asyncio.timeout(HANG_GUARD):
-            while not ended:
-                await asyncio.sleep(0.02)
+            await asyncio.gather(*runners)  # the job on A ends (its final write done)
         assert ended == ["cancelled"]
         after = await a.handle(get)
         assert after is not None and after["result"]["status"] == "cancelled"
