@@ -11,8 +11,8 @@ and the listen starting), then one notification per state change: the task manag
 publishes `Event("task", task_id)` on the bus, and the listener reads the record from
 the store, so a change made on another instance is seen too. Each notification
 carries the full `DetailedTask`, the same as `tasks/get` would answer at that moment.
-With a shared store, a watchdog re-reads the watched unfinished tasks every
-`TaskOptions.heartbeat` seconds while the listen is open: a task whose instance died
+With a shared store, a watchdog re-reads the watched unfinished tasks every half
+`TaskOptions.lease` while the listen is open (a lease cannot lapse sooner): a task whose instance died
 publishes no change, so reading it is what marks it failed (the task manager then
 publishes that change, and this listen notifies like for any other). `close()` stops
 the watchdog when the listen ends.
@@ -65,7 +65,7 @@ class TaskWatch:
         manager = self.ctx.server.tasks
         pending = list(self.ids)
         while pending:
-            await asyncio.sleep(manager.heartbeat)
+            await asyncio.sleep(manager.lease / 2)
             still: list[str] = []
             for task_id in pending:
                 try:
