@@ -54,6 +54,13 @@ class MemoryStore:
         self._write(key, value, ttl_s, now)
         return True
 
+    async def compare_and_set(self, key: str, expected: bytes, value: bytes, ttl_s: float) -> bool:
+        now = time.monotonic()  # no await between the check and the write, as above
+        if self._live(key, now) != expected:
+            return False
+        self._write(key, value, ttl_s, now)
+        return True
+
     async def delete(self, key: str) -> bool:
         return self._data.pop(key, None) is not None
 

@@ -7,12 +7,13 @@ choose them by URL with `nimblemcp.backends.from_url` or `NIMBLEMCP_REDIS_URL`.
 
 Store contracts (see `_store`): keys live under `prefix`; TTLs are Redis `PX`
 milliseconds (rounded up, so a key never outlives a shorter wish by less than 1 ms);
-`set_if_absent` is one `SET NX PX`, atomic across every instance on the same Redis.
+`set_if_absent` is one `SET NX PX`, atomic across every instance on the same Redis;
+`compare_and_set` is one Lua script (GET, compare, SET PX), atomic the same way.
 The redis.asyncio client binds its connections to the event loop that first uses
 them: use one store from one loop (the server's). Connection errors and timeouts are
 retried (3 times, exponential backoff from 50 ms, capped at 1 s): every operation is
 safe to repeat (a repeated `SET NX` whose first try landed answers False: the replay
-guard fails closed). Pooled connections idle for more than 10 s are checked with a PING
+guard fails closed; so does a repeated compare-and-set, whose caller then re-reads). Pooled connections idle for more than 10 s are checked with a PING
 before use, so a Redis restart costs no operation. A failure that remains (Redis down,
 an error reply) is raised as `nimblemcp.errors.BackendError` naming the operation and
 the kind of failure, never the Redis address or the key (keys can be handle ids), with
@@ -31,6 +32,15 @@ from nimblemcp.backends._redis_bus import RedisBus, client_options, describe
 from nimblemcp.errors import BackendError
 
 __all__ = ["RedisBus", "RedisStore"]
+
+
+# KEYS[1]: the key; ARGV: expected, new value, PX milliseconds (0: delete instead).
+_CAS = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if tonumber(ARGV[3]) > 0 then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+else redis.call('DEL', KEYS[1]) end
+return 1
+"""
 
 
 def _ms(ttl_s: float) -> int:
@@ -56,6 +66,7 @@ class RedisStore:
             self._client = url_or_client
             self._owned = False
         self.prefix = prefix
+        self._cas: Any = self._client.register_script(_CAS)
 
     @contextmanager
     def _translated(self, op: str, key: str) -> Iterator[None]:
@@ -82,6 +93,11 @@ class RedisStore:
             if ttl_s <= 0:
                 return not await self._client.exists(self.prefix + key)
             return bool(await self._client.set(self.prefix + key, value, px=_ms(ttl_s), nx=True))
+
+    async def compare_and_set(self, key: str, expected: bytes, value: bytes, ttl_s: float) -> bool:
+        with self._translated("compare-and-set", key):
+            ms = _ms(ttl_s) if ttl_s > 0 else 0
+            return bool(await self._cas(keys=[self.prefix + key], args=[expected, value, ms]))
 
     async def delete(self, key: str) -> bool:
         with self._translated("DEL", key):

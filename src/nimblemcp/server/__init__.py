@@ -12,6 +12,7 @@ from nimblemcp.server._options import (
     ListenOptions,
     ServerSettings,
     StateOptions,
+    TaskOptions,
     ToolOptions,
 )
 from nimblemcp.server._prompts import assistant, message, user
@@ -20,6 +21,6 @@ from nimblemcp.server._tools import ToolAnnotations, ToolResult
 
 __all__ = [
     "Backends", "Context", "Depends", "Headers", "LegacyOptions", "ListenOptions", "Server",
-    "ServerSettings", "StateOptions", "ToolAnnotations", "ToolOptions", "ToolResult", "assistant",
+    "ServerSettings", "StateOptions", "TaskOptions", "ToolAnnotations", "ToolOptions", "ToolResult", "assistant",
     "get_headers", "get_lifespan", "get_principal", "message", "user",
 ]

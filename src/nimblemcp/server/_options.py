@@ -8,6 +8,8 @@ is read.
 - `LegacyOptions` (defined with the port, which the transports read): 2025-11-25
   sessions: server-to-client request timeout, idle expiry, session table size.
 - `ToolOptions`: how tool failures and results are reported (masking, output checks).
+- `TaskOptions`: the tasks extension: record lifetime, poll interval, and the lease
+  that lets other instances notice a task whose instance died.
 - `ServerSettings`: what the process environment says (`NIMBLEMCP_STATE_KEYS`,
   `NIMBLEMCP_REDIS_URL`). Read by `ServerSettings.from_env()` only, which the serving
   entry points (`Server.run()`, `Server.asgi_app()`, `nimblemcp run`) call; never by
@@ -33,7 +35,8 @@ if TYPE_CHECKING:
     from nimblemcp.server._server import Server
 
 __all__ = [
-    "ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "LegacyOptions", "ListenOptions", "ServerSettings", "StateOptions", "ToolOptions",
+    "ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "LegacyOptions", "ListenOptions", "ServerSettings", "StateOptions", "TaskOptions",
+    "ToolOptions",
 ]
 
 ENV_STATE_KEYS = "NIMBLEMCP_STATE_KEYS"
@@ -113,6 +116,39 @@ class ToolOptions:
 
     mask_errors: bool = True
     validate_output: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOptions:
+    """Tasks of the tasks extension (`io.modelcontextprotocol/tasks`).
+
+    `ttl`: seconds a task record lives after its last change (its `ttlMs`).
+    `poll_interval`: seconds suggested to polling clients (`pollIntervalMs`).
+
+    With a shared store (Redis), the instance running a task holds a *lease* on it:
+    it renews the lease every `heartbeat` seconds while the job runs (also while the
+    task waits for input), and the lease lapses `lease` seconds after the last renewal.
+    Any instance that reads a task (`tasks/get`, `tasks/update`, `tasks/cancel`, a
+    listen watching it) and finds it unfinished with a lapsed lease marks it `failed`
+    (-32603, "the server instance running this task stopped") once, atomically, and
+    notifies listeners. So a task whose instance was killed fails within about
+    `lease` + `heartbeat` seconds instead of staying `working` for its whole `ttl`.
+    Keep `lease` several heartbeats long (a slow store or a busy loop must not make a
+    live task look dead); lease expiry uses the store's clock (Redis key expiry), not
+    the instances' clocks. Each heartbeat also reads the record, so a task cancelled or
+    failed elsewhere is stopped on its instance even if the bus lost the message.
+    With the in-memory store (one process) there is no lease: nothing else can run it."""
+
+    ttl: float = 3600.0
+    poll_interval: float = 0.5
+    heartbeat: float = 2.0
+    lease: float = 10.0
+
+    def __post_init__(self) -> None:
+        if min(self.ttl, self.poll_interval, self.heartbeat, self.lease) <= 0:
+            raise ValueError("TaskOptions: every duration must be > 0")
+        if self.lease <= self.heartbeat:
+            raise ValueError("TaskOptions: lease must be longer than heartbeat (several heartbeats)")
 
 
 @dataclass(frozen=True, slots=True)

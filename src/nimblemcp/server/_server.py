@@ -27,6 +27,7 @@ from nimblemcp.server._options import (
     ListenOptions,
     ServerSettings,
     StateOptions,
+    TaskOptions,
     ToolOptions,
 )
 from nimblemcp.server._prompts import PromptEntry
@@ -95,6 +96,7 @@ class Server:
         backends: Backends | None = None,
         listen: ListenOptions | None = None,
         tool_options: ToolOptions | None = None,
+        task_options: TaskOptions | None = None,
         legacy: LegacyOptions | None = None,
         forward_logs: bool | str = False,
         max_inflight: int | None = None,
@@ -146,6 +148,7 @@ class Server:
         listen = _override(listen or ListenOptions(), enabled=subscriptions, queue=listen_queue)
         self.state_options, self.backends, self.listen_options = state, backends, listen
         self.tool_options = _override(tool_options or ToolOptions(), mask_errors=mask_errors)
+        self.task_options = task_options or TaskOptions()  # read by the TaskManager
         self.legacy_options = legacy or LegacyOptions()  # read by the transports' legacy adapter
         # MRTR: requestState sealing, the optional single-use guard, and state handles,
         # all over one store.
@@ -459,7 +462,7 @@ class Server:
         if self._tasks is None:
             from nimblemcp.server._tasks import TaskManager
 
-            self._tasks = TaskManager(self)
+            self._tasks = TaskManager(self, self.task_options)
         return self._tasks
 
     @property

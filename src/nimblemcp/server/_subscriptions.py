@@ -112,6 +112,9 @@ async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
             logger.warning("ending listen %r: %s", sid, exc)
             ctx._send({"jsonrpc": "2.0", "method": "notifications/cancelled",
                        "params": {"requestId": sid, "reason": f"Listener too slow: {exc}"}})
+        finally:
+            if tasks is not None:
+                tasks.close()  # its watchdog (shared store)
     return {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: sid}}
 
 

@@ -11,12 +11,19 @@ and the listen starting), then one notification per state change: the task manag
 publishes `Event("task", task_id)` on the bus, and the listener reads the record from
 the store, so a change made on another instance is seen too. Each notification
 carries the full `DetailedTask`, the same as `tasks/get` would answer at that moment.
+With a shared store, a watchdog re-reads the watched unfinished tasks every half
+`TaskOptions.lease` while the listen is open (a lease cannot lapse sooner): a task whose instance died
+publishes no change, so reading it is what marks it failed (the task manager then
+publishes that change, and this listen notifies like for any other). `close()` stops
+the watchdog when the listen ends.
 
 Imports `errors`, `types` and (for typing) the server's tasks module; never transports.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.errors import InvalidParams, MissingClientCapability
@@ -27,6 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_TASK_IDS", "TaskWatch"]
 
+logger = logging.getLogger("nimblemcp.server")
+
 # An upper bound on ids per listen: each one costs a store read per change.
 MAX_TASK_IDS = 1000
 
@@ -34,12 +43,42 @@ MAX_TASK_IDS = 1000
 class TaskWatch:
     """The `taskIds` part of one listen: which tasks, and how to notify about them."""
 
-    __slots__ = ("ctx", "ids", "sid")
+    __slots__ = ("_dog", "ctx", "ids", "sid")
 
     def __init__(self, ctx: Context, ids: list[str]) -> None:
         self.ctx = ctx
         self.ids = ids
         self.sid = ctx.request_id
+        self._dog: asyncio.Task[None] | None = None
+        if ids and ctx.server.tasks.shared:
+            self._dog = asyncio.get_running_loop().create_task(self._watch())
+
+    def close(self) -> None:
+        """The listen ended: stop the watchdog."""
+        if self._dog is not None:
+            self._dog.cancel()
+            self._dog = None
+
+    async def _watch(self) -> None:
+        from nimblemcp.server._tasks import TERMINAL
+
+        manager = self.ctx.server.tasks
+        pending = list(self.ids)
+        while pending:
+            await asyncio.sleep(manager.lease / 2)
+            still: list[str] = []
+            for task_id in pending:
+                try:
+                    record = await manager.read(task_id, self.ctx.subject)  # marks a dead one failed
+                except InvalidParams:
+                    continue  # expired
+                except Exception as exc:  # the store is away: look again next time
+                    logger.warning("task watch: cannot read task %s (%s)", task_id, exc)
+                    still.append(task_id)
+                    continue
+                if record["status"] not in TERMINAL:
+                    still.append(task_id)
+            pending = still
 
     @classmethod
     async def open(cls, ctx: Context, requested: Any) -> TaskWatch | None:
@@ -62,7 +101,7 @@ class TaskWatch:
         honoured: list[str] = []
         for task_id in dict.fromkeys(raw):  # type: ignore[var-annotated]
             try:
-                await manager._load(task_id, ctx.subject)
+                await manager.read(task_id, ctx.subject)
             except InvalidParams:
                 continue  # unknown, expired or someone else's: not honoured
             honoured.append(task_id)
@@ -75,7 +114,7 @@ class TaskWatch:
             return None
         manager = self.ctx.server.tasks
         try:
-            record = await manager._load(task_id, self.ctx.subject)
+            record = await manager.read(task_id, self.ctx.subject)
         except InvalidParams:
             return None
         params = {**manager.public(record), "_meta": {SUBSCRIPTION_ID: self.sid}}

@@ -8,6 +8,17 @@ record, `tasks/cancel` is cooperative. Records live in the server's KeyValueStor
 any instance can answer `tasks/get`/`update`/`cancel`; the running instance polls the
 record for answers and cancellation (and is woken at once when they arrive locally).
 Task ids are unguessable and bound to the caller's subject (TASK-13).
+
+Across instances (a shared store): every change to a record is a compare-and-set, so
+two instances never overwrite each other and a terminal status never changes again
+(TASK-05). The instance running a task holds a lease (a key with a short TTL) that its
+keeper renews every `TaskOptions.heartbeat`; a reader that finds an unfinished task
+whose lease has lapsed marks it failed (-32603) and publishes the change, so the task
+of a killed instance fails within seconds. `tasks/cancel` on another instance is
+delivered on the bus (`Event("task-cancel", id)`) to the keeper of the instance
+running the job, which cancels it as a local cancel would; each heartbeat also reads
+the record, so a cancel whose bus message was lost still lands. With the in-memory
+store there is one process: no lease, no keeper, records exactly as before.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.errors import InternalError, InvalidParams, MissingClientCapability, ProtocolError
 from nimblemcp.server._mrtr import Asker, run_answering
 from nimblemcp.types._meta import TASKS_EXTENSION as TASKS_EXTENSION  # re-exported
@@ -31,6 +43,7 @@ _MODERN = frozenset(MODERN_VERSIONS)
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
+    from nimblemcp.server._options import TaskOptions
     from nimblemcp.server._server import Server
     from nimblemcp.server._tools import ToolEntry
 
@@ -38,6 +51,11 @@ logger = logging.getLogger("nimblemcp.server")
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _PREFIX = "task:"
+_LEASE = "task-lease:"
+CANCEL = "task-cancel"  # bus event kind: stop the job of this task id where it runs
+_TRIES = 20  # compare-and-set attempts before a change gives up (-32603)
+DEAD = ("The server instance running this task stopped before finishing it "
+        "(its lease lapsed)")
 REQUIRED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 
 
@@ -61,27 +79,83 @@ class BecomeTask(BaseException):
 class TaskManager:
     """Creates, runs and answers for tasks of one server."""
 
-    def __init__(self, server: Server, *, ttl_ms: int = 3_600_000, poll_interval_ms: int = 500) -> None:
+    def __init__(self, server: Server, options: TaskOptions | None = None) -> None:
+        from nimblemcp.server._options import TaskOptions
+
+        opts = options or TaskOptions()
         self.server = server
-        self.ttl_ms = ttl_ms
-        self.poll_interval_ms = poll_interval_ms
+        self.ttl_ms = round(opts.ttl * 1000)
+        self.poll_interval_ms = round(opts.poll_interval * 1000)
+        self.heartbeat = opts.heartbeat
+        self.lease = opts.lease
+        self.instance = secrets.token_urlsafe(12)  # this process, as a lease holder
         self.running: dict[str, asyncio.Task[None]] = {}
         self.wakeups: dict[str, asyncio.Event] = {}
+        self._keeper: asyncio.Task[None] | None = None
+
+    @property
+    def shared(self) -> bool:
+        """Other processes may share the store: leases and bus cancels mean something."""
+        return not isinstance(self.server.store, MemoryStore)
 
     # -- the record ---------------------------------------------------------------------
 
-    async def _load(self, task_id: Any, subject: str | None) -> dict[str, Any]:
+    async def _fetch(self, task_id: Any, subject: str | None) -> tuple[bytes, dict[str, Any]]:
         if not isinstance(task_id, str) or not task_id:
             raise InvalidParams("taskId must be a non-empty string")
         raw = await self.server.store.get(_PREFIX + task_id)
         record = orjson.loads(raw) if raw is not None else None
         if record is None or record.get("sub") != subject:
             raise InvalidParams(f"Unknown or expired task: {task_id}")  # TASK-09
-        return record  # type: ignore[no-any-return]
+        return raw, record  # type: ignore[return-value]
+
+    async def _load(self, task_id: Any, subject: str | None) -> dict[str, Any]:
+        """The record as stored (no lease check: for the instance running it)."""
+        return (await self._fetch(task_id, subject))[1]
+
+    async def read(self, task_id: Any, subject: str | None) -> dict[str, Any]:
+        """The record as a client may see it: an unfinished task whose instance died
+        is marked failed first."""
+        return (await self._change(task_id, subject, _unchanged, watch_lease=True))[0]
 
     async def _save(self, record: dict[str, Any]) -> None:
         record["lastUpdatedAt"] = _now()
         await self.server.store.set(_PREFIX + record["taskId"], orjson.dumps(record), self.ttl_ms / 1000)
+
+    async def _change(
+        self, task_id: Any, subject: str | None, change: Callable[[dict[str, Any]], bool], *,
+        watch_lease: bool = False,
+    ) -> tuple[dict[str, Any], bool]:
+        """Apply `change` (True: it changed the record) with compare-and-set, re-reading
+        and re-applying while another writer gets in between. Returns the record and
+        whether this call wrote it. `watch_lease`: mark the task failed first if its
+        instance died (and tell listeners)."""
+        store = self.server.store
+        for _ in range(_TRIES):
+            raw, record = await self._fetch(task_id, subject)
+            dead = watch_lease and not await self._alive(record)
+            if dead:
+                _mark_dead(record)
+            elif not change(record):
+                return record, False
+            record["lastUpdatedAt"] = _now()
+            if await store.compare_and_set(_PREFIX + task_id, raw, orjson.dumps(record), self.ttl_ms / 1000):
+                if not dead:
+                    return record, True
+                logger.warning("task %s: its instance stopped (lease lapsed); marked failed", task_id)
+                self.server.bus.publish(_task_event(task_id))
+                watch_lease = False  # now terminal: apply `change` to what is stored
+        raise InternalError("The task record changed too often to update; try again")
+
+    async def _alive(self, record: dict[str, Any]) -> bool:
+        """False when the task is unfinished and the instance running it stopped
+        renewing its lease."""
+        owner = record.get("owner")
+        if owner is None or record["status"] in TERMINAL:
+            return True
+        if owner == self.instance and record["taskId"] in self.running:
+            return True
+        return await self.server.store.get(_LEASE + record["taskId"]) is not None
 
     @staticmethod
     def public(record: dict[str, Any]) -> dict[str, Any]:
@@ -106,11 +180,18 @@ class TaskManager:
             "ttlMs": self.ttl_ms, "pollIntervalMs": self.poll_interval_ms, "sub": ctx.subject,
             "answers": {}, "asked": 0,
         }
+        if self.shared:
+            record["owner"] = self.instance
+            # The lease before the record: no reader may see the task without one.
+            await self.server.store.set(_LEASE + task_id, self.instance.encode(), self.lease)
         await self._save(record)  # durable before we answer (TASK-04)
         self.wakeups[task_id] = asyncio.Event()
         runner = asyncio.get_running_loop().create_task(self._run(task_id, ctx.subject, run))
         self.running[task_id] = runner
         runner.add_done_callback(lambda _t: self._forget(task_id))
+        keeper = self._keeper
+        if self.shared and (keeper is None or keeper.done() or keeper.get_loop() is not runner.get_loop()):
+            self._keeper = runner.get_loop().create_task(self._keep())
         return {"resultType": "task", **self.public(record)}
 
     async def _run(self, task_id: str, subject: str | None, run: Callable[..., Awaitable[dict[str, Any]]]) -> None:
@@ -126,16 +207,24 @@ class TaskManager:
             final = {"status": "failed", "error": InternalError().to_wire()}
         finally:
             self._forget(task_id)
+
+        def finish(record: dict[str, Any]) -> bool:
+            if record["status"] in TERMINAL:
+                return False  # cancelled or failed elsewhere meanwhile: that stands
+            record.update(final)
+            record.pop("inputRequests", None)
+            return True
+
         try:
-            record = await self._load(task_id, subject)
+            _, wrote = await self._change(task_id, subject, finish)
         except InvalidParams:
             return  # expired meanwhile
-        if record["status"] in TERMINAL:
-            return
-        record.update(final)
-        record.pop("inputRequests", None)
-        await self._save(record)
-        self.server.bus.publish(_task_event(task_id))
+        finally:
+            if self.shared:
+                with contextlib.suppress(Exception):  # it lapses anyway
+                    await self.server.store.delete(_LEASE + task_id)
+        if wrote:
+            self.server.bus.publish(_task_event(task_id))
 
     def _forget(self, task_id: str) -> None:
         self.running.pop(task_id, None)
@@ -143,22 +232,34 @@ class TaskManager:
 
     async def _ask(self, task_id: str, subject: str | None, requests: dict[str, Any]) -> dict[str, Any]:
         """Park the task in input_required until every question is answered."""
-        record = await self._load(task_id, subject)
-        round_no = record["asked"] = record["asked"] + 1
-        wire = {f"r{round_no}.{key}": request for key, request in requests.items()}  # TASK-07
-        record.update(status="input_required", inputRequests=wire)
-        await self._save(record)
+        wire: dict[str, Any] = {}
+
+        def park(record: dict[str, Any]) -> bool:
+            if record["status"] in TERMINAL or record.get("cancel"):
+                raise asyncio.CancelledError
+            round_no = record["asked"] = record["asked"] + 1
+            wire.clear()
+            wire.update({f"r{round_no}.{key}": request for key, request in requests.items()})  # TASK-07
+            record.update(status="input_required", inputRequests=dict(wire))
+            return True
+
+        def resume(record: dict[str, Any]) -> bool:
+            if record["status"] in TERMINAL or record.get("cancel"):
+                raise asyncio.CancelledError
+            record["status"] = "working"
+            record.pop("inputRequests", None)
+            return True
+
+        await self._change(task_id, subject, park)
         self.server.bus.publish(_task_event(task_id))
         wake = self.wakeups.get(task_id)
         while True:
             record = await self._load(task_id, subject)
-            if record.get("cancel"):
+            if record.get("cancel") or record["status"] in TERMINAL:
                 raise asyncio.CancelledError
             answers = record.get("answers", {})
             if all(k in answers for k in wire):
-                record["status"] = "working"
-                record.pop("inputRequests", None)
-                await self._save(record)
+                await self._change(task_id, subject, resume)
                 self.server.bus.publish(_task_event(task_id))
                 return {k.split(".", 1)[1]: answers[k] for k in wire}
             if wake is not None:
@@ -168,6 +269,53 @@ class TaskManager:
             else:
                 await asyncio.sleep(self.poll_interval_ms / 1000)
 
+    # -- across instances: the lease and cancellations --------------------------------------------
+
+    async def _keep(self) -> None:
+        """While this instance runs tasks: renew their leases every heartbeat, and stop
+        a job whose task was cancelled (or failed) elsewhere."""
+        hearing = asyncio.get_running_loop().create_task(self._hear_cancels())
+        try:
+            while self.running:
+                await asyncio.sleep(self.heartbeat)
+                await self._beat()
+        finally:
+            hearing.cancel()
+
+    async def _beat(self) -> None:
+        store = self.server.store
+        for task_id in list(self.running):
+            try:
+                await store.set(_LEASE + task_id, self.instance.encode(), self.lease)
+                raw = await store.get(_PREFIX + task_id)
+            except Exception as exc:  # the store is away: try again next beat
+                logger.warning("task %s: could not renew its lease (%s)", task_id, exc)
+                continue
+            status = orjson.loads(raw).get("status") if raw is not None else None
+            if status in TERMINAL:
+                self._stop(task_id)
+
+    async def _hear_cancels(self) -> None:
+        from nimblemcp.errors import SlowListener
+
+        while True:
+            try:
+                async with self.server.bus.subscribe(4096) as events:
+                    async for event in events:
+                        if event.kind == CANCEL and event.uri is not None:
+                            self._stop(event.uri)
+            except SlowListener:
+                pass  # missed some: the heartbeat reads every record anyway
+            except Exception as exc:
+                logger.warning("tasks: listening for cancellations failed (%s)", exc)
+            await asyncio.sleep(self.heartbeat)  # the bus closed (shutting down) or overflowed
+
+    def _stop(self, task_id: str) -> None:
+        """Cancel the local job of `task_id` (once), as a local tasks/cancel would."""
+        runner = self.running.get(task_id)
+        if runner is not None and not runner.cancelling():
+            runner.cancel()
+
     # -- the tasks/* methods --------------------------------------------------------------------
 
     def _gate(self, ctx: Context) -> None:
@@ -176,7 +324,7 @@ class TaskManager:
 
     async def get(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         self._gate(ctx)
-        record = await self._load(params.get("taskId"), ctx.subject)
+        record = await self.read(params.get("taskId"), ctx.subject)
         return {"resultType": "complete", **self.public(record)}
 
     async def update(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
@@ -184,13 +332,18 @@ class TaskManager:
         responses = params.get("inputResponses")
         if not isinstance(responses, dict):
             raise InvalidParams("tasks/update needs an inputResponses object")
-        record = await self._load(params.get("taskId"), ctx.subject)
-        pending: dict[str, Any] = record.get("inputRequests") or {}
-        taken = {k: v for k, v in responses.items() if k in pending and isinstance(v, dict)}  # type: ignore[union-attr]
-        if taken and record["status"] not in TERMINAL:
+
+        def answer(record: dict[str, Any]) -> bool:
+            pending: dict[str, Any] = record.get("inputRequests") or {}
+            taken = {k: v for k, v in responses.items() if k in pending and isinstance(v, dict)}  # type: ignore[union-attr]
+            if not taken or record["status"] in TERMINAL:
+                return False
             record["answers"].update(taken)
             record["inputRequests"] = {k: v for k, v in pending.items() if k not in taken}
-            await self._save(record)
+            return True
+
+        record, wrote = await self._change(params.get("taskId"), ctx.subject, answer, watch_lease=True)
+        if wrote:
             wake = self.wakeups.get(record["taskId"])
             if wake is not None:
                 wake.set()
@@ -198,25 +351,48 @@ class TaskManager:
 
     async def cancel(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         self._gate(ctx)
-        record = await self._load(params.get("taskId"), ctx.subject)
-        if record["status"] not in TERMINAL:
+
+        def flag(record: dict[str, Any]) -> bool:
+            if record["status"] in TERMINAL:
+                return False
             # Record the outcome first: a runner on another instance polls for it, and
             # a local one may not even have started yet.
             record["cancel"] = True
             record["status"] = "cancelled"
             record.pop("inputRequests", None)
-            await self._save(record)
-            self.server.bus.publish(_task_event(record["taskId"]))
-            runner = self.running.get(record["taskId"])
+            return True
+
+        record, wrote = await self._change(params.get("taskId"), ctx.subject, flag, watch_lease=True)
+        if wrote:
+            task_id = record["taskId"]
+            self.server.bus.publish(_task_event(task_id))
+            runner = self.running.get(task_id)
             if runner is not None:
                 runner.cancel()
+            elif self.shared:
+                self.server.bus.publish(_cancel_event(task_id))  # to the instance running it
         return {"resultType": "complete"}
+
+
+def _unchanged(_record: dict[str, Any]) -> bool:
+    return False
+
+
+def _mark_dead(record: dict[str, Any]) -> None:
+    record.update(status="failed", statusMessage=DEAD, error=InternalError(DEAD).to_wire())
+    record.pop("inputRequests", None)
 
 
 def _task_event(task_id: str) -> Any:
     from nimblemcp.backends.bus import Event
 
     return Event("task", task_id)
+
+
+def _cancel_event(task_id: str) -> Any:
+    from nimblemcp.backends.bus import Event
+
+    return Event(CANCEL, task_id)
 
 
 async def call_tool(server: Server, ctx: Context, tool: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:
