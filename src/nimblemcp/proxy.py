@@ -38,7 +38,8 @@ import inspect
 import logging
 import re
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any
 
 from nimblemcp.client import Client
@@ -156,55 +157,46 @@ async def _follow(server: Server, client: Client) -> None:
 
 
 async def _resync_tools(server: Server, client: Client) -> None:
-    listed = {str(t["name"]): t for t in await _listed(client.list_tools(cache=False))}
-    for name in [n for n in server.tools if n not in listed]:
-        server.remove_tool(name)
-    for name, definition in listed.items():
-        entry = server.tools.get(name)
-        if entry is not None and entry.definition == dict(definition):
-            continue
-        if entry is not None:
-            server.remove_tool(name)
-        _add_tool(server, definition)
+    tools = await _listed(client.list_tools(cache=False))
+    _sync(server.tools, {str(t["name"]): t for t in tools}, server.remove_tool, partial(_add_tool, server))
     server.dispatcher.invalidate()
 
 
 async def _resync_prompts(server: Server, client: Client) -> None:
-    listed = {str(p["name"]): p for p in await _listed(client.list_prompts(cache=False))}
-    for name in [n for n in server.prompts if n not in listed]:
-        server.remove_prompt(name)
-    for name, definition in listed.items():
-        entry = server.prompts.get(name)
-        if entry is not None and entry.definition == dict(definition):
-            continue
-        if entry is not None:
-            server.remove_prompt(name)
-        _add_prompt(server, definition)
+    prompts = await _listed(client.list_prompts(cache=False))
+    _sync(server.prompts, {str(p["name"]): p for p in prompts}, server.remove_prompt, partial(_add_prompt, server))
     server.dispatcher.invalidate()
 
 
 async def _resync_resources(server: Server, client: Client) -> None:
-    resources = {str(r["uri"]): r for r in await _listed(client.list_resources(cache=False))}
-    for uri in [u for u in server.resources if u not in resources]:
-        server.remove_resource(uri)
-    for uri, definition in resources.items():
-        entry = server.resources.get(uri)
+    resources = await _listed(client.list_resources(cache=False))
+    _sync(server.resources, {str(r["uri"]): r for r in resources}, server.remove_resource, partial(_add_resource, server))
+    templates = await _listed(client.list_resource_templates(cache=False))
+    _sync(
+        server.templates,
+        {str(t["uriTemplate"]): t for t in templates},
+        server.remove_template,
+        partial(_add_template, server),
+    )
+    server.dispatcher.invalidate()
+
+
+def _sync(
+    table: Mapping[str, Any],
+    listed: Mapping[str, Mapping[str, Any]],
+    remove: Callable[[str], None],
+    add: Callable[[Mapping[str, Any]], None],
+) -> None:
+    """Make one registry table match the target's listing: drop what went, replace what changed."""
+    for key in [k for k in table if k not in listed]:
+        remove(key)
+    for key, definition in listed.items():
+        entry = table.get(key)
         if entry is not None and entry.definition == dict(definition):
             continue
         if entry is not None:
-            server.remove_resource(uri)
-        _add_resource(server, definition)
-    templates = {str(t["uriTemplate"]): t for t in await _listed(client.list_resource_templates(cache=False))}
-    for uri_template in [u for u in server.templates if u not in templates]:
-        server.remove_template(uri_template)
-    for uri_template, definition in templates.items():
-        known = server.templates.get(uri_template)
-        if known is not None and known.definition == dict(definition):
-            continue
-        if known is not None:
-            server.remove_template(uri_template)
-        _add_template(server, definition)
-    server.dispatcher.invalidate()
+            remove(key)
+        add(definition)
 
 
 async def _listed(listing: Awaitable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
