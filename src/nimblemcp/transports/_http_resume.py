@@ -189,6 +189,9 @@ async def replay_shared(
             await watcher
 
 
+_GRACE = (0.02, 0.05, 0.1, 0.0)  # pauses between lookups of a stream not (yet) in the shared log
+
+
 async def resume_elsewhere(
     scope: Any, receive: Receive, send: Send, events: EventLog, session_id: str, keepalive: float,
 ) -> bool:
@@ -203,12 +206,16 @@ async def resume_elsewhere(
     if shared is None or last is None:
         return False
     parsed = parse_event_id(last)
-    if parsed is None:
-        return False
-    found = await shared.owner_of(parsed[0])
     subject = scope.get(SUBJECT)
-    if subject is not None and not isinstance(subject, str):
+    if parsed is None or (subject is not None and not isinstance(subject, str)):
         return False
+    for pause in _GRACE:
+        # The other instance writes to the shared log just after it writes to the
+        # socket: a client that reconnects at once may be a few milliseconds ahead.
+        found = await shared.owner_of(parsed[0])
+        if found is not None and parsed[1] <= found[2]:
+            break
+        await asyncio.sleep(pause)
     if found is None or found[0] != session_id or found[1] != subject or parsed[1] > found[2]:
         return False
     await replay_shared(receive, send, shared, parsed[0], parsed[1], keepalive,
