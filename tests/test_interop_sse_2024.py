@@ -101,3 +101,25 @@ def test_sse_is_not_served_without_the_flag() -> None:
     with running(cmd, port, "nimblemcp"):
         r = httpx.get(f"http://127.0.0.1:{port}/sse", headers={"accept": "text/event-stream"}, timeout=10)
         assert r.status_code == 404
+
+
+def test_legacy_sse_needs_http_and_one_worker() -> None:
+    from nimblemcp.cli.run import RunSettings
+
+    assert RunSettings.build({"transport": "http", "legacy_sse": "true"}).legacy_sse is True
+    with pytest.raises(SystemExit, match="--legacy-sse needs --transport http and one worker"):
+        RunSettings.build({"legacy_sse": True})  # stdio
+    with pytest.raises(SystemExit, match="--legacy-sse needs"):
+        RunSettings.build({"transport": "http", "legacy_sse": True, "workers": 2})
+    assert RunSettings.from_env({"NIMBLEMCP_LEGACY_SSE": "1"}) == {"legacy_sse": "1"}
+
+
+def test_legacy_sse_is_refused_with_auth() -> None:
+    # Bearer auth guards the MCP path only: the old endpoints would be left open.
+    from nimblemcp import Server
+    from nimblemcp.serving import asgi_app
+    from nimblemcp.transports.http_auth import StaticTokens
+
+    with pytest.raises(ValueError, match="legacy_sse cannot be combined with auth"):
+        asgi_app(Server("s"), legacy_sse=True, auth={"verifier": StaticTokens({}),
+                                                     "resource": "http://127.0.0.1/mcp"})

@@ -250,3 +250,20 @@ async def test_the_redis_log_is_bounded_per_stream_in_count_and_time(redis: Redi
     assert 0 < await client.pttl("bounds:sse:s1:meta") <= 30_000
     assert await log.owner_of("unknown") is None
     await store.close()
+
+
+async def test_a_stream_past_its_byte_budget_ends_in_the_shared_log(redis: RedisServer) -> None:
+    from nimblemcp.backends._redis_events import RedisEventLog
+    from nimblemcp.backends.redis import RedisStore
+
+    store = RedisStore(redis.url, prefix="budget:")
+    log = RedisEventLog(store, max_bytes=100)
+    log.opened("s2", "session", "alice")
+    log.logged("s2", 1, b"x" * 60)
+    log.logged("s2", 2, b"y" * 60)  # over the budget: the shared copy ends before it
+    log.logged("s2", 3, b"z")
+    log.ended("s2", 3)  # already ended: no second marker
+    await log.close()
+    assert await log.owner_of("s2") == ("session", "alice", 1)
+    assert tuple(await log.read("s2", 0, 0.1)) == ([b"x" * 60], 1, True)
+    await store.close()

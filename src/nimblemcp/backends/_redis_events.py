@@ -14,7 +14,10 @@ Layout, per stream id `S` (random, unguessable; see `_sse_log`):
   entry after the last event holds `e` (the end marker: the response went out, or
   the request ended without one).
 Bounds: `XADD ... MAXLEN max_events` keeps the newest `max_events` events of a stream,
-and both keys expire `ttl` seconds after the last write to them.
+both keys expire `ttl` seconds after the last write to them, and a stream writes at
+most `max_bytes` of events in all: past that its shared copy ends there (a reader on
+another instance sees the stream end early; the local log of the instance that runs the
+request is not affected).
 
 Writes are queued by the synchronous `opened` / `logged` / `ended` (called as events are
 emitted) and sent in order, pipelined, by one writer task on the loop that first
@@ -52,13 +55,16 @@ class Read(NamedTuple):
 class RedisEventLog:
     """Resumable SSE streams in Redis, shared by every instance on the same store."""
 
-    def __init__(self, store: Any, *, max_events: int = 256, ttl: float = 600.0) -> None:
+    def __init__(self, store: Any, *, max_events: int = 256, ttl: float = 600.0,
+                 max_bytes: int = 4 << 20) -> None:
         """`store`: a `RedisStore` (its client and prefix are used, not owned)."""
         self._client: Any = store._client
         self._errors: type[Exception] = store._errors
         self.prefix = store.prefix + "sse:"
         self.max_events = max_events
         self.ttl_ms = max(1, int(ttl * 1000))
+        self.max_bytes = max_bytes
+        self._budget: dict[str, int] = {}  # bytes a live stream may still write
         self._queue: deque[tuple[str, str, int, Any]] = deque()
         self._wake: asyncio.Event | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -68,13 +74,22 @@ class RedisEventLog:
     # -- writes (sync, queued) ----------------------------------------------------------
 
     def opened(self, stream: str, owner: str, subject: str | None) -> None:
+        self._budget[stream] = self.max_bytes
         self._put(("meta", stream, 0, (owner, subject or "")))
 
     def logged(self, stream: str, seq: int, framed: bytes) -> None:
+        left = self._budget.get(stream)
+        if left is None:
+            return  # over budget (ended here) or never opened
+        if len(framed) > left:
+            self.ended(stream, seq - 1)
+            return
+        self._budget[stream] = left - len(framed)
         self._put(("event", stream, seq, framed))
 
     def ended(self, stream: str, seq: int) -> None:
-        self._put(("end", stream, seq + 1, None))
+        if self._budget.pop(stream, None) is not None:
+            self._put(("end", stream, seq + 1, None))
 
     def _put(self, item: tuple[str, str, int, Any]) -> None:
         if self._closed:
