@@ -4,8 +4,8 @@
 `redis://`, `rediss://` and `unix://` URLs give `RedisStore` + `RedisBus` on the same
 Redis. `from_env()` reads `NIMBLEMCP_REDIS_URL`, so several instances need nothing but
 that URL and `NIMBLEMCP_STATE_KEYS` to share state. `shared_event_log(store)` gives the
-resumable-SSE log that goes with a shared store (None for an in-process one). Must not import `redis` unless
-a Redis URL is given, nor any server, transport or client module.
+resumable-SSE log that goes with a shared store (None for an in-process one). Must not
+import `redis` unless a Redis URL is given, nor any server, transport or client module.
 """
 
 from __future__ import annotations
