@@ -198,7 +198,7 @@ async def test_resumed_on_b_before_a_finishes_the_rest_arrives_live(
     headers = await initialize(http, a.url)
     gate = tmp_path / "gate"
     seen = await start_and_break(http, a.url, headers, gate)
-    await asyncio.sleep(0.3)  # A's writer has sent 1 and 2 to Redis
+    await asyncio.sleep(1.0)  # time for A to write 1 and 2 to Redis (a resume also allows for lag)
     # B holds the stream open; A is still waiting at the gate, released only now
     status, rest = await asyncio.wait_for(resume(http, b.url, headers, seen[-1].id or "", gate), HANG_GUARD)
     assert status == 200
