@@ -155,3 +155,13 @@ def running(cmd: list[str], port: int, what: str, env: dict[str, str] | None = N
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=20)
+
+
+TS_SDK_V1_VERSION = "1.32.2"
+NPM_SDK_V1 = CACHE / "npm-sdk-v1"
+
+
+def ts_sdk_v1_modules() -> Path:
+    """`node_modules` holding the v1 TypeScript SDK `@modelcontextprotocol/sdk` (the line
+    most hosts still ship; its `SSEClientTransport` speaks the 2024-11-05 transport)."""
+    return _npm_package(NPM_SDK_V1, "@modelcontextprotocol/sdk", TS_SDK_V1_VERSION)

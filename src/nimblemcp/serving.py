@@ -86,9 +86,16 @@ def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **optio
 
     configure(server)
     auth = options.get("auth")
+    legacy_sse = options.pop("legacy_sse", False)
+    if legacy_sse and auth is not None:
+        raise ValueError("legacy_sse cannot be combined with auth: the 2024-11-05 endpoints are not guarded")
     if auth is not None and "scopes_for" not in auth:  # per-target scopes: 403 before running
         options["auth"] = {**auth, "scopes_for": server.scopes_needed}
-    return secure_app(server, path=path, routes=_routes(server, health), **options)
+    _shared_legacy(server, options)
+    routes = _routes(server, health)
+    if legacy_sse:
+        routes.update(_legacy_sse_routes(server, options.get("keepalive", 15.0)))
+    return secure_app(server, path=path, routes=routes, **options)
 
 
 def bare_asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **options: Any) -> McpHttpApp:
@@ -98,7 +105,30 @@ def bare_asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **
     from nimblemcp.transports.http import asgi_app as bare
 
     configure(server)
+    _shared_legacy(server, options)
     return bare(server, path=path, routes=_routes(server, health), **options)
+
+
+def _shared_legacy(server: Server, options: dict[str, Any]) -> None:
+    """With a shared (Redis) store, the 2025-11-25 leg keeps its resumable SSE streams
+    there too, so a client reconnecting to another instance resumes (`_http_resume`)."""
+    if options.get("legacy") is not None or not options.get("legacy_sessions", True):
+        return
+    from nimblemcp.backends._select import shared_event_log
+
+    shared = shared_event_log(server.store)
+    if shared is not None:
+        from nimblemcp.transports._http_legacy import LegacyHttp
+
+        options["legacy"] = LegacyHttp(server, keepalive=options.get("keepalive", 15.0), shared_events=shared)
+
+
+def _legacy_sse_routes(server: Server, keepalive: float) -> dict[str, Any]:
+    """The 2024-11-05 HTTP+SSE endpoints (`/sse`, `/messages/`), one app for both paths."""
+    from nimblemcp.transports.http_sse import HttpSseApp
+
+    app = HttpSseApp(server, keepalive=keepalive)
+    return {app.sse_path: app, app.messages_path: app, app.messages_path.rstrip("/"): app}
 
 
 def _routes(server: Server, health: bool) -> dict[str, Any]:
@@ -132,6 +162,7 @@ def run_http(
     forwarded_allow_ips: str | None = None,
     reuse_port: bool = False,
     log_config: dict[str, Any] | None = None,
+    legacy_sse: bool = False,
 ) -> None:
     """Serve `server` under uvicorn (uvloop + httptools when installed), blocking.
 
@@ -148,6 +179,8 @@ def run_http(
     default 127.0.0.1) set the client address and scheme. `reuse_port` binds with
     SO_REUSEPORT so several processes share the port (`nimblemcp run --workers`);
     `log_config` replaces uvicorn's logging dictConfig (e.g. JSON lines).
+    `legacy_sse=True` also serves the deprecated 2024-11-05 HTTP+SSE transport
+    (GET `/sse`, POST `/messages/`; per-process sessions, not with `auth`).
     """
     from nimblemcp._extras import needs_extra
 
@@ -159,7 +192,7 @@ def run_http(
     app = asgi_app(
         server, path=path, keepalive=keepalive, freeze_gc=True, legacy_sessions=legacy_sessions,
         security=security, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body,
-        cors=cors, auth=auth,
+        cors=cors, auth=auth, legacy_sse=legacy_sse,
     )
     from nimblemcp.transports._drain import ListenDrain
     from nimblemcp.transports._uvicorn import uvicorn_limits

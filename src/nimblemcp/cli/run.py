@@ -54,6 +54,7 @@ class RunSettings:
     state_keys_file: str | None = None
     state_keys: tuple[str, ...] | None = None
     redis_url: str | None = None
+    legacy_sse: bool = False
 
     # -- sources -----------------------------------------------------------------------
 
@@ -110,6 +111,9 @@ class RunSettings:
             raise SystemExit("nimblemcp: --workers must be at least 1")
         if self.workers > 1 and self.transport != "http":
             raise SystemExit("nimblemcp: --workers needs --transport http")
+        if self.legacy_sse and (self.transport != "http" or self.workers > 1):
+            # Its sessions live in one process: the GET and the POSTs must meet there.
+            raise SystemExit("nimblemcp: --legacy-sse needs --transport http and one worker")
         return self
 
     # -- reporting ---------------------------------------------------------------------
@@ -175,7 +179,7 @@ def _coerce(name: str, value: Any) -> Any:
             return float(value)
         if name == "max_body":
             return None if value in ("", "none") else int(value)
-        if name == "proxy_headers":
+        if name in ("proxy_headers", "legacy_sse"):
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
         if name in ("allowed_hosts", "allowed_origins", "state_keys"):
             items = value.split(",") if isinstance(value, str) else list(value)
@@ -213,6 +217,8 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--state-keys-file", metavar="FILE",
                      help="requestState keys, one a line, first seals (nimblemcp keys new)")
     run.add_argument("--redis-url", help="shared store and bus for several instances")
+    run.add_argument("--legacy-sse", action=argparse.BooleanOptionalAction, default=None,
+                     help="also serve the deprecated 2024-11-05 HTTP+SSE transport (GET /sse, POST /messages/)")
 
 
 def main(args: argparse.Namespace) -> None:
@@ -245,6 +251,9 @@ def main(args: argparse.Namespace) -> None:
     if worker is None:  # the endpoint first (scripts read it), then the settings
         _say(settings, f"serving {server.name!r} over Streamable HTTP at "
                        f"{endpoint_url(settings.host, settings.port, settings.path)}")
+        if settings.legacy_sse:
+            _say(settings, "and over the 2024-11-05 HTTP+SSE transport at "
+                           f"{endpoint_url(settings.host, settings.port, '/sse')}")
         _announce(settings)
         if settings.workers > 1:
             raise SystemExit(_supervise(settings))
@@ -256,6 +265,7 @@ def main(args: argparse.Namespace) -> None:
         root_path=settings.root_path, proxy_headers=settings.proxy_headers,
         forwarded_allow_ips=settings.forwarded_allow_ips, reuse_port=worker is not None,
         log_config=_json_log_config(settings.log_level) if settings.log_format == "json" else None,
+        legacy_sse=settings.legacy_sse,
     )
 
 

@@ -38,11 +38,16 @@ from nimblemcp.transports._asgi import (
     respond_json,
 )
 from nimblemcp.transports._http_headers import ACCEPT, SESSION, VERSION, RequestHeaders
-from nimblemcp.transports._http_resume import ResumableExchange, last_event_id, replay
+from nimblemcp.transports._http_resume import (
+    ResumableExchange,
+    last_event_id,
+    replay,
+    resume_elsewhere,
+)
 from nimblemcp.transports._http_sessions import HttpSession, Sessions
 from nimblemcp.transports._legacy import LegacySession, is_enveloped
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
-from nimblemcp.transports._sse_log import EventLog
+from nimblemcp.transports._sse_log import EventLog, SharedLog
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
 __all__ = ["LegacyHttp"]
@@ -60,9 +65,10 @@ class LegacyHttp:
 
     def __init__(
         self, core: Core, *, keepalive: float = 15.0,
-        max_sessions: int | None = None, idle_timeout: float | None = None,
+        max_sessions: int | None = None, idle_timeout: float | None = None, shared_events: SharedLog | None = None,
     ) -> None:
-        """`max_sessions` / `idle_timeout` override the server's `LegacyOptions`."""
+        """`max_sessions` / `idle_timeout` override the server's `LegacyOptions`;
+        `shared_events` also keeps resumable streams where other instances resume them."""
         self.core = core
         self.keepalive = keepalive
         opts = core.legacy_options
@@ -70,7 +76,7 @@ class LegacyHttp:
             opts.max_sessions if max_sessions is None else max_sessions,
             opts.idle_timeout if idle_timeout is None else idle_timeout,
         )
-        self.events = EventLog()  # resumable POST streams (see _http_resume)
+        self.events = EventLog(shared=shared_events)  # resumable POST streams (see _http_resume)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, message: Any) -> None:
         h = RequestHeaders(scope["headers"])
@@ -96,6 +102,9 @@ class LegacyHttp:
             return
         session = self.sessions.get(raw.decode("latin-1"), owner)
         if session is None:
+            if method == "GET" and accepts_sse(accepted(h.values[ACCEPT])) and await resume_elsewhere(
+                    scope, receive, send, self.events, raw.decode("latin-1"), self.keepalive):
+                return  # a stream another instance opened, resumed from the shared log
             await _refuse(send, 404, "Session not found", rid)
             return
         if method == "DELETE":
