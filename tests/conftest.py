@@ -7,6 +7,23 @@ from typing import Any
 
 import pytest
 
+# Modules that spend most of their time in other libraries' processes (the official `mcp`
+# SDK, the npm TypeScript SDK, FastMCP): about 40% of the suite's time. They run on the
+# floor interpreter (`scripts/test`); `scripts/test-pythons` deselects them with
+# `-m "not peers"` on 3.12 and 3.13 to keep CI under 20 minutes (see that script).
+PEER_MODULES = frozenset({
+    "test_client_interop", "test_client_interop_everything", "test_examples_official_client",
+    "test_interop_server_legacy", "test_interop_server_official", "test_interop_sse_2024",
+    "test_readme_peers",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in PEER_MODULES:
+            item.add_marker(pytest.mark.peers)
+
+
 # A copy of what the tests need from the MCP spec (see fixtures/spec/README.md), so a fresh
 # clone needs nothing beside the repository.
 SPEC_DIR = Path(__file__).resolve().parent / "fixtures" / "spec"
