@@ -147,10 +147,9 @@ def rss_mib(pid: int) -> float:
 
 
 def wrk_script() -> str:
-    lua = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
-    lua.write('wrk.method = "POST"\nwrk.body = ' + json.dumps(BODY) + "\n" + "\n".join(
-        f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in HEADERS.items()) + "\n")
-    lua.close()
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
+        lua.write('wrk.method = "POST"\nwrk.body = ' + json.dumps(BODY) + "\n" + "\n".join(
+            f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in HEADERS.items()) + "\n")
     return lua.name
 
 

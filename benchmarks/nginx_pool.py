@@ -30,8 +30,20 @@ import sys
 import time
 
 from _common import ensure_peers, median, save, say, table
-from _fleet import (SERVERS_DIR, Nginx, Redis, free_port, launch, load, run_wrk, serving_pids,
-                    state_key, stop, wait_port, wrk_script)
+from _fleet import (
+    SERVERS_DIR,
+    Nginx,
+    Redis,
+    free_port,
+    launch,
+    load,
+    run_wrk,
+    serving_pids,
+    state_key,
+    stop,
+    wait_port,
+    wrk_script,
+)
 
 TARGET = SERVERS_DIR / "nimble_server.py"
 SINGLE = """

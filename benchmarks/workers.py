@@ -31,8 +31,21 @@ import time
 import urllib.request
 
 from _common import ensure_peers, median, save, say, table
-from _fleet import (BODY, HEADERS, SERVERS_DIR, Redis, free_port, launch, load, run_wrk, serving_pids,
-                    state_key, stop, wait_port, wrk_script)
+from _fleet import (
+    BODY,
+    HEADERS,
+    SERVERS_DIR,
+    Redis,
+    free_port,
+    launch,
+    load,
+    run_wrk,
+    serving_pids,
+    state_key,
+    stop,
+    wait_port,
+    wrk_script,
+)
 
 TARGET = SERVERS_DIR / "nimble_server.py"
 # name -> (--workers, taskset cpus for the server, taskset cpus for wrk)
@@ -81,7 +94,7 @@ def main() -> None:
                     raise RuntimeError(f"{name} did not get ready")
                 time.sleep(0.1)
         time.sleep(1.0)  # every worker of `2 workers` bound and idle
-        for name, (proc, port) in procs.items():  # warm-up, not counted
+        for name, (_proc, port) in procs.items():  # warm-up, not counted
             run_wrk(f"http://127.0.0.1:{port}/mcp", script, args.connections, 1, args.threads,
                     cpus=SETUPS[name][2])
         names = list(procs)
