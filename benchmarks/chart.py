@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from _common import NIMBLE_PY, RESULTS, ensure_peers
@@ -115,10 +116,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--out", type=Path, default=HERE / "chart.png")
-    ap.add_argument("--note", default="2-core shared machine; medians of interleaved rounds; compare "
-                                      "ratios, not absolute figures (see benchmarks/README.md)")
+    ap.add_argument("--note", default="", help="added to the footer (e.g. the machine's load)")
     args = ap.parse_args()
-    n = draw(load_results(args.results), args.out, args.note)
+    files = [args.results / f"{stem}.json" for stem in {p[0] for p in PANELS}]
+    newest = max((f.stat().st_mtime for f in files if f.exists()), default=0.0)
+    when = time.strftime("%Y-%m-%d", time.gmtime(newest)) if newest else "?"
+    note = (f"Results of {when}, {os.cpu_count()}-core machine{'; ' + args.note if args.note else ''}; "
+            "medians of interleaved rounds; compare ratios, not absolute figures (benchmarks/README.md)")
+    n = draw(load_results(args.results), args.out, note)
     print(f"wrote {args.out} ({n} panels)")
 
 
