@@ -15,7 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "servers"
-RESULTS = HERE / "results"
+RESULTS = Path(os.environ.get("BENCH_RESULTS", str(HERE / "results")))  # tests write elsewhere
 # Never the pyenv shim: it adds ~60 ms to every start.
 MAIN_PY = os.environ.get("MAIN_PY", "/root/.pyenv/versions/3.11.7/bin/python3")
 PEER_PY = str(HERE / ".venv-peers" / "bin" / "python")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create the benchmark environments, isolated from the main interpreter:
 #   .venv-peers   the official SDK (mcp) and FastMCP, plus uvicorn[standard]
-#   .venv-nimble  nimblemcp from this work tree (editable, [http] extras)
+#   .venv-nimble  nimblemcp from this work tree (editable, [http,redis,bench] extras)
 # Both come from the same base interpreter with no extra .pth start-up hooks, so cold
 # start compares like with like (the main interpreter's site-packages carries a .pth
 # that imports certifi at every start: ~25 ms that is no part of nimblemcp).
@@ -30,8 +30,10 @@ fi
 
 NV="$HERE/.venv-nimble"
 [ -x "$NV/bin/python" ] || "$PY" -m venv "$NV"
-if ! "$NV/bin/python" -c "import nimblemcp, uvicorn, uvloop, httptools" 2>/dev/null; then
+# [redis] for the multi-instance benchmarks (workers, nginx pool, listen fan-out),
+# [bench] (matplotlib) for chart.py; neither is loaded by the servers measured here.
+if ! "$NV/bin/python" -c "import nimblemcp, uvicorn, uvloop, httptools, redis, matplotlib" 2>/dev/null; then
   "$NV/bin/python" -m pip install -q --upgrade pip
-  "$NV/bin/python" -m pip install -q -e "$ROOT[http]"
+  "$NV/bin/python" -m pip install -q -e "$ROOT[http,redis,bench]"
 fi
 "$NV/bin/python" -c "import nimblemcp, uvicorn; print('nimble venv: nimblemcp from', nimblemcp.__file__, '| uvicorn', uvicorn.__version__)"
