@@ -29,6 +29,7 @@ def run_client(name: str, url: str, calls: int, base: str | None = None) -> dict
     env = dict(os.environ, FASTMCP_SHOW_SERVER_BANNER="false", FASTMCP_LOG_LEVEL="WARNING",
                FASTMCP_CHECK_FOR_UPDATES="off")
     env.pop("PYTHONPATH", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the peers' site-packages have their .pyc too
     lib = name
     if name == "nimblemcp-base":
         env["PYTHONPATH"], lib = str(base), "nimblemcp"
@@ -47,6 +48,8 @@ def main() -> None:
     ap.add_argument("--wires", default="http,stdio", help="http, stdio or both (comma-separated)")
     args = ap.parse_args()
     ensure_peers()
+    for tree in [HERE.parent / "src", *([args.base] if args.base else [])]:  # as pip does for the peers
+        subprocess.run([NIMBLE_PY, "-m", "compileall", "-q", str(tree)], check=True)
     wires = args.wires.split(",")
     port = free_port()
     server = start("client-bench-server", NIMBLE_PY, "nimble_async_server", port) if "http" in wires else None
