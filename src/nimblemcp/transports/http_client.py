@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import os
 import sys
@@ -93,6 +94,12 @@ from ._http_answers import (
 )
 from ._limits import MAX_MESSAGE_BYTES, MAX_REDIRECTS
 from ._sse import iter_sse
+
+# The [http] extra is what this module needs: httpx carries proxies, auth flows and given
+# clients, so its absence is reported here (by name, `MissingExtraError`) without paying
+# for importing it on the paths that do not use it.
+if importlib.util.find_spec("httpx") is None:
+    raise ModuleNotFoundError("No module named 'httpx'", name="httpx")
 
 if TYPE_CHECKING:
     import httpx
