@@ -16,9 +16,10 @@ unread body passes `_HIGH_WATER`). What it does not: proxies, HTTP/2, redirects 
 caller decides those), cookies, compressed bodies (no `Accept-Encoding` is sent),
 request bodies other than bytes. Header names and values with CR or LF are refused.
 
-Errors are `H1Error` subclasses: `H1ConnectError` (nothing was sent), `H1ProtocolError`
-(the server's bytes are not HTTP/1.1), `H1Closed` (the connection ended mid-exchange).
-Imports the standard library and `httptools` only.
+Errors are `H1Error` subclasses, in the one tree as `StreamBroken`s (nothing final
+arrived): `H1ConnectError` (nothing was sent), `H1ProtocolError` (bytes that are not
+HTTP/1.1, or a header it refuses to send), `H1Closed` (the connection ended mid-exchange).
+Imports the standard library, `httptools` and `nimblemcp.errors` only.
 """
 
 from __future__ import annotations
@@ -33,13 +34,15 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from nimblemcp.errors import StreamBroken
+
 __all__ = ["H1Closed", "H1ConnectError", "H1Error", "H1Pool", "H1ProtocolError", "H1Response", "Headers"]
 
 _HIGH_WATER = 256 * 1024  # unread body bytes buffered before the socket is paused
 _USER_AGENT = "nimblemcp"
 
 
-class H1Error(Exception):
+class H1Error(StreamBroken):
     """The exchange failed below HTTP semantics (connect, framing, a closed socket)."""
 
 
