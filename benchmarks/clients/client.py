@@ -1,6 +1,7 @@
 """One library's own Client: connect, then sequential tools/call echo. Prints one JSON line.
 
     python client.py nimblemcp|mcp|fastmcp URL CALLS
+    python client.py nimblemcp|mcp|fastmcp stdio:PYTHON:SERVER.py CALLS   (spawns the server)
 
 Run with the library's own venv (client_roundtrip.py does). The first call is timed
 from before the library is imported.
@@ -25,8 +26,24 @@ else:
     raise SystemExit(f"unknown client library {LIB!r}")
 
 
+def target(spec: str):
+    """The library's own way to name the server: a URL, or a stdio command."""
+    if not spec.startswith("stdio:"):
+        return spec
+    python, script = spec[len("stdio:"):].split(":", 1)
+    if LIB == "nimblemcp":
+        return [python, script]
+    if LIB == "mcp":
+        from mcp import StdioServerParameters
+
+        return StdioServerParameters(command=python, args=[script])
+    from fastmcp.client.transports import StdioTransport
+
+    return StdioTransport(python, [script])
+
+
 async def main(url: str, calls: int) -> None:
-    async with Client(url) as client:
+    async with Client(target(url)) as client:
         await client.call_tool("echo", {"text": "hello"})
         first = time.perf_counter() - T0
         for _ in range(200):  # warm-up

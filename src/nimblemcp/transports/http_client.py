@@ -27,6 +27,12 @@ decides whether to wait); a 401 with no `auth` is `AuthorizationRequired` quotin
 the challenge. Bodies and SSE events are read with a cap (`max_message_bytes`): over
 it the response is closed unread and the request fails with `MessageTooLarge`; the
 transport stays usable.
+The wire: `_h1client` (a small HTTP/1.1 client on httptools, kept-alive connections,
+one write per request) for plain and TLS URLs when nothing needs httpx; httpx when a
+proxy is configured in the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`), an
+`httpx.AsyncClient` is handed in (`http=`: explicit proxies, custom TLS, mounts), `auth`
+is set (the `httpx.Auth` flows: OAuth, DPoP), the URL carries user info, or httptools is
+missing. `backend` says which was chosen after `open()`. httpx is imported only then.
 It has the Client's optional transport capabilities `RemotePeer`, `StrayNotifications`,
 `PeerRequests` and `LegacySessions` (`nimblemcp.client._transport`), by shape.
 Must not import `nimblemcp.client` or `nimblemcp.server`.
@@ -36,7 +42,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
+import os
+import sys
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -48,8 +57,6 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from nimblemcp.errors import (
     AuthorizationRequired,
@@ -87,9 +94,17 @@ from ._http_answers import (
 )
 from ._limits import MAX_MESSAGE_BYTES, MAX_REDIRECTS
 from ._sse import iter_sse
-from ._tls import verify_for
+
+# The [http] extra is what this module needs: httpx carries proxies, auth flows and given
+# clients, so its absence is reported here (by name, `MissingExtraError`) without paying
+# for importing it on the paths that do not use it.
+if importlib.util.find_spec("httpx") is None:
+    raise ModuleNotFoundError("No module named 'httpx'", name="httpx")
 
 if TYPE_CHECKING:
+    import httpx
+
+    from ._h1client import H1Pool
     from .sse_client import SseTransport
 
 __all__ = [
@@ -152,8 +167,8 @@ class HttpTransport:
         self._auth: dict[str, Any] = {"auth": auth} if auth is not None else {}
         try:
             parts = urlsplit(url)
-            httpx.URL(url)
-        except (ValueError, httpx.InvalidURL) as exc:
+            parts.port  # noqa: B018  (reading it validates it)
+        except ValueError as exc:
             raise ClientError(f"invalid URL {url!r}: {exc}") from None
         if not parts.hostname:
             raise ClientError(f"invalid URL {url!r}: no host")
@@ -161,6 +176,10 @@ class HttpTransport:
         self.extra_headers = dict(headers or {})
         self._http = http
         self._owns_http = http is None
+        self._h1: H1Pool | None = None
+        #: The wire in use after `open()`: "h1" (`_h1client`) or "httpx".
+        self.backend: str | None = None
+        self._userinfo = "@" in parts.netloc
         self._connect_timeout = connect_timeout
         self.max_resumes = max_resumes
         self.listen_get = listen_get
@@ -174,12 +193,44 @@ class HttpTransport:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def open(self) -> None:
-        if self._http is None:
+        if self._http is not None or self._h1 is not None:
+            if self.backend is None:
+                self.backend = "httpx"
+            return
+        if self._wants_httpx():
+            import httpx
+
+            from ._tls import verify_for
+
             # Read timeouts are per request and enforced by the Client, not here.
             self._http = httpx.AsyncClient(
                 timeout=httpx.Timeout(None, connect=self._connect_timeout), verify=verify_for(self.url)
             )
             self._owns_http = True
+            self.backend = "httpx"
+            return
+        from ._h1client import H1Pool
+
+        context = None
+        if self.url[:8].lower() == "https://":
+            from ._tls import verify_for
+
+            verify = verify_for(self.url)
+            context = verify if not isinstance(verify, bool) else None
+        self._h1 = H1Pool(ssl_context=context, connect_timeout=self._connect_timeout)
+        self.backend = "h1"
+
+    def _wants_httpx(self) -> bool:
+        """Whether this connection needs what only httpx does (see the module docstring)."""
+        if self.auth is not None or self._userinfo:
+            return True
+        if any(key.lower() in _PROXY_VARS and value for key, value in os.environ.items()):
+            return True
+        try:
+            import httptools  # noqa: F401
+        except ImportError:
+            return True
+        return False
 
     # -- legacy sessions (LEGC-02) -------------------------------------------------------
 
@@ -288,7 +339,7 @@ class HttpTransport:
     async def _send_http(
         self, request: dict[str, Any], param_headers: Mapping[str, Any] | None
     ) -> AsyncGenerator[dict[str, Any], None]:
-        if self._http is None:
+        if self._http is None and self._h1 is None:
             await self.open()
         rid = request.get("id")
         state = _Resume()
@@ -326,14 +377,20 @@ class HttpTransport:
     @contextlib.asynccontextmanager
     async def _exchange(
         self, method: str, headers: Mapping[str, str], content: bytes | None = None
-    ) -> AsyncIterator[httpx.Response]:
+    ) -> AsyncIterator[Any]:
         """One HTTP exchange with the endpoint, following same-origin redirects that
-        keep the method (307/308; for GET any redirect) up to `max_redirects` hops."""
-        assert self._http is not None
+        keep the method (307/308; for GET any redirect) up to `max_redirects` hops.
+        The response is an `httpx.Response` or an `H1Response` (the members used here
+        are the same: `status_code`, `headers.get`, `aiter_bytes`)."""
         url = self.url
         for hop in range(self.max_redirects + 1):
-            async with self._http.stream(method, url, content=content, headers=headers,
-                                         follow_redirects=False, **self._auth) as response:
+            if self._h1 is not None:
+                opened: Any = self._h1.stream(method, url, headers, content)
+            else:
+                assert self._http is not None
+                opened = self._http.stream(method, url, content=content, headers=headers,
+                                           follow_redirects=False, **self._auth)
+            async with opened as response:
                 status = response.status_code
                 if not (300 <= status < 400 and status != 304):
                     yield response
@@ -396,12 +453,12 @@ class HttpTransport:
                     f" ({ctype or 'no content type'}): {body[:200]!r}",
                     error,
                 )
-        except httpx.TransportError as exc:  # connect, read, protocol: nothing final arrived
+        except _broken_errors() as exc:  # connect, read, protocol: nothing final arrived
             raise StreamBroken(f"HTTP transport failed: {exc!r}") from exc
-        except httpx.HTTPError as exc:
+        except _httpx_errors() as exc:
             raise TransportError(f"HTTP transport failed: {exc}") from exc
 
-    def _busy(self, response: httpx.Response, error: dict[str, Any] | None) -> ServerBusy:
+    def _busy(self, response: Any, error: dict[str, Any] | None) -> ServerBusy:
         status = response.status_code
         header = response.headers.get("retry-after")
         delay = retry_after(header)
@@ -410,7 +467,7 @@ class HttpTransport:
         return ServerBusy(status, f"HTTP {status} from {self.url}: {what} ({when})", error,
                           retry_after=delay)
 
-    def _unauthorized(self, response: httpx.Response, error: dict[str, Any] | None) -> AuthorizationRequired:
+    def _unauthorized(self, response: Any, error: dict[str, Any] | None) -> AuthorizationRequired:
         challenge = parse_challenge(response.headers.get("www-authenticate"))
         quoted = (f"WWW-Authenticate: {challenge.raw}" if challenge.raw
                   else "no WWW-Authenticate challenge")
@@ -439,15 +496,15 @@ class HttpTransport:
                     return
                 async for message in self._events(response, state):
                     yield message
-        except httpx.TransportError:
+        except _broken_errors():
             pass  # a failed resumption attempt; the caller may try again
-        except httpx.HTTPError as exc:
+        except _httpx_errors() as exc:
             raise TransportError(f"HTTP transport failed: {exc}") from exc
         if state.last_id == before and before is not None:
             logger.info("resumption from %s delivered nothing new", before)
 
     async def _events(
-        self, response: httpx.Response, state: _Resume
+        self, response: Any, state: _Resume
     ) -> AsyncIterator[dict[str, Any]]:
         lines = bounded_lines(response.aiter_bytes(), self.max_message_bytes)
         async for event in iter_sse(lines):
@@ -485,7 +542,7 @@ class HttpTransport:
         if self._sse is not None:
             await self._sse.notify(message)
             return
-        if self._http is None:
+        if self._http is None and self._h1 is None:
             await self.open()
         try:
             async with self._exchange("POST", self.build_headers(message, None),
@@ -493,7 +550,7 @@ class HttpTransport:
                 status = response.status_code
                 with contextlib.suppress(MessageTooLarge):  # nothing in it is for us
                     await read_capped(response.aiter_bytes(), self.max_message_bytes, None)
-        except httpx.HTTPError as exc:
+        except (*_broken_errors(), *_httpx_errors()) as exc:
             raise TransportError(f"HTTP transport failed: {exc}") from exc
         if status >= 400:
             logger.warning("%s refused: HTTP %s", message.get("method", "a response"), status)
@@ -506,15 +563,34 @@ class HttpTransport:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._http is not None and self.session_id is not None:
+        if (self._http is not None or self._h1 is not None) and self.session_id is not None:
             # LEGC-02: end the session; 405 means the server does not allow it.
-            with contextlib.suppress(httpx.HTTPError, ClientError):
+            with contextlib.suppress(*_broken_errors(), *_httpx_errors(), ClientError):
                 async with self._exchange("DELETE", self._session_headers()):
                     pass
         self.reset_session()
+        if self._h1 is not None:
+            await self._h1.aclose()
+            self._h1 = None
         if self._http is not None and self._owns_http:
             await self._http.aclose()
         self._http = None
+
+
+_PROXY_VARS = frozenset({"http_proxy", "https_proxy", "all_proxy"})
+
+
+def _broken_errors() -> tuple[type[Exception], ...]:
+    """Errors after which nothing final arrived: connect, read, framing (either wire)."""
+    h1 = sys.modules.get("nimblemcp.transports._h1client")  # not imported: none of its errors
+    httpx = sys.modules.get("httpx")
+    return ((h1.H1Error,) if h1 is not None else ()) + ((httpx.TransportError,) if httpx is not None else ())
+
+
+def _httpx_errors() -> tuple[type[Exception], ...]:
+    """httpx's other errors (only once httpx is in use)."""
+    httpx = sys.modules.get("httpx")
+    return (httpx.HTTPError,) if httpx is not None else ()
 
 
 def _decode(data: str | bytes) -> dict[str, Any]:
