@@ -340,6 +340,8 @@ class Server:
         return register(fn) if fn is not None else register
 
     def add_tool(self, fn: F, **options: Any) -> ToolEntry:
+        """Register `fn` as a tool (the options of `tool`); the entry. While serving with
+        shared backends, `RegistrationNotShared` unless `registrations="local"`."""
         entry = ToolEntry(fn, **options)
         entry.configure(self.tool_options)
         if entry.name in self.tools:
