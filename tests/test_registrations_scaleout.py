@@ -129,6 +129,9 @@ async def test_a_mounted_servers_runtime_change_is_refused_by_its_shared_host(re
             with pytest.raises(RegistrationNotShared, match="mounted in 'host'"):
                 child.add_tool(hello)
             assert not child.tools and "c_hello" not in host.tools
+            with pytest.raises(RegistrationNotShared, match="cannot mount server 'late'"):
+                host.mount(m.Server("late"), "late")  # mounting while serving: the same rule
+            assert [s.name for s in host.mounted] == ["child"]
         local_host = m.Server("host2", store=store, bus=bus, registrations="local")
         local_host.mount(child, "c")
         async with connect(local_host) as client:

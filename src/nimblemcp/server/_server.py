@@ -491,6 +491,7 @@ class Server:
         `other`. See `nimblemcp.server._mount`."""
         from nimblemcp.server._mount import mount
 
+        self._check_shared("mount", "server", other.name)
         mount(self, other, namespace)
         other._hosts.append(self)  # `other`'s later changes are this server's too
 
