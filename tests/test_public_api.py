@@ -209,6 +209,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ProtocolError",
         "RateLimited",
         "RedirectNotFollowed",
+        "RegistrationNotShared",
         "RequestTimeout",
         "ResourceNotFound",
         "SchemaRefused",

@@ -40,7 +40,7 @@ import os
 import nimblemcp as m
 
 ME = os.environ["SCALEOUT_INSTANCE"]
-server = m.Server("scaleout")
+server = m.Server("scaleout", registrations="local")  # add_tool below changes one instance on purpose
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 

@@ -26,6 +26,7 @@
     ├── ConfigError               (also a ValueError) an `mcp.json` host configuration cannot be read
     ├── MissingExtraError         (also an ImportError) an optional dependency is missing; `extra`
     ├── StartupError              a server's lifespan failed at start-up; the cause is chained
+    ├── RegistrationNotShared     (also a RuntimeError) a runtime add/remove that other instances would not see
     └── ClientError               failures on our side of a client (never from the peer)
         ├── TransportError        the connection or stream broke; `retryable`, `session_expired`
         │   ├── StreamBroken               broke before the final response (retryable)
@@ -86,6 +87,7 @@ __all__ = [
     "ProtocolError",
     "RateLimited",
     "RedirectNotFollowed",
+    "RegistrationNotShared",
     "RequestTimeout",
     "ResourceNotFound",
     "SchemaRefused",
@@ -271,6 +273,20 @@ class SlowListener(McpError):
 class StartupError(McpError):
     """A server's lifespan failed at start-up (the serving entry points exit non-zero);
     the lifespan's own exception is chained as `__cause__`."""
+
+
+class RegistrationNotShared(McpError, RuntimeError):
+    """A tool, prompt, resource or template added or removed while the server is
+    serving with shared backends (a Redis store or bus): other instances would not
+    serve the change, yet every instance's listeners would hear of it. Register at
+    import time or in the lifespan's start-up, or declare
+    `Server(..., registrations="local")` when every instance makes the change itself
+    (or requests are routed to this one). `kind` ("tool", ...) and `name` say what."""
+
+    def __init__(self, message: str, *, kind: str = "", name: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.name = name
 
 
 class ClientError(McpError):

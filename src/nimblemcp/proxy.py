@@ -79,7 +79,9 @@ def proxy(target: Any, *, name: str | None = None, mode: str = "auto", **client_
                     await follower
 
     label = name or (target if isinstance(target, str) else " ".join(map(str, target)))
-    return Server(name or "proxy", instructions=None, lifespan=lifespan, description=f"proxy of {label}")
+    # Each instance follows the target itself, so its runtime mirror updates are local.
+    return Server(name or "proxy", instructions=None, lifespan=lifespan, description=f"proxy of {label}",
+                  registrations="local")
 
 
 def _client(ctx: Context) -> Client:

@@ -5,6 +5,8 @@ as an argument and call `await ctx.handles.get(handle)`. Handles carry 128 rando
 bits, expire after `ttl_s` (say so in the creating tool's description), are bound to
 the authenticated subject when there is one, and an unknown or expired handle is a
 `ToolError` the model can read. Values live in any KeyValueStore (memory by default).
+A record carries its absolute expiry, so `update()` without a TTL keeps the handle's
+remaining lifetime (on any instance, any store); with `ttl_s` it starts a new one.
 
 Bounded: one handle's data is at most `max_handle_size` JSON bytes, and each caller
 (authenticated subject; every unauthenticated caller shares one) holds at most
@@ -86,8 +88,8 @@ class BoundHandles:
         sub = self._subject
         return self._owner.prefix + ("#anon" if sub is None else "#s:" + sub)
 
-    def _record(self, data: Any) -> bytes:
-        record = orjson.dumps({"sub": self._subject, "data": data})
+    def _record(self, data: Any, expires: float) -> bytes:
+        record = orjson.dumps({"sub": self._subject, "data": data, "exp": expires})
         if len(record) > self._owner.max_size:
             raise HandleLimitExceeded(
                 f"This state is {len(record)} bytes; a handle holds at most {self._owner.max_size}."
@@ -140,8 +142,8 @@ class BoundHandles:
         """A new handle for `data`; `HandleLimitExceeded` when a limit would break."""
         import secrets  # lazily: hashlib/hmac stay off the start-up path
 
-        record = self._record(data)
         ttl = ttl_s or self._owner.ttl_s
+        record = self._record(data, time.time() + ttl)
         handle = secrets.token_urlsafe(16)
         await self._account(handle, len(record), ttl, new=True)
         await self._owner.store.set(self._key(handle), record, ttl)
@@ -149,6 +151,9 @@ class BoundHandles:
 
     async def get(self, handle: str) -> Any:
         """The data; ToolError when the handle is unknown, expired or someone else's."""
+        return (await self._read(handle))["data"]
+
+    async def _read(self, handle: str) -> dict[str, Any]:
         if not isinstance(handle, str) or not 8 <= len(handle) <= 128 or handle[0] == "#":
             raise ToolError("Unknown or expired handle.")
         raw = await self._owner.store.get(self._key(handle))
@@ -157,13 +162,22 @@ class BoundHandles:
         record = orjson.loads(raw)
         if record.get("sub") != self._subject:
             raise ToolError(f"Unknown or expired handle {handle!r}; create a new one.")
-        return record["data"]
+        return record  # type: ignore[no-any-return]
 
     async def update(self, handle: str, data: Any, *, ttl_s: float | None = None) -> None:
-        """Replace the data; the same limits as `create` apply to the new size."""
-        await self.get(handle)  # existence and ownership
-        record = self._record(data)
-        ttl = ttl_s or self._owner.ttl_s
+        """Replace the data; the same limits as `create` apply to the new size. The
+        handle keeps its remaining lifetime, unless `ttl_s` gives it a new one."""
+        current = await self._read(handle)  # existence and ownership
+        now = time.time()
+        if ttl_s:
+            ttl = ttl_s
+        elif isinstance(current.get("exp"), (int, float)):
+            ttl = current["exp"] - now
+            if ttl <= 0:
+                raise ToolError(f"Unknown or expired handle {handle!r}; create a new one.")
+        else:  # a record written before expiries were kept
+            ttl = self._owner.ttl_s
+        record = self._record(data, now + ttl)
         await self._account(handle, len(record), ttl, new=False)
         await self._owner.store.set(self._key(handle), record, ttl)
 

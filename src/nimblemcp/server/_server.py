@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from nimblemcp.backends._store import KeyValueStore
 from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
-from nimblemcp.errors import InsufficientScope
+from nimblemcp.errors import InsufficientScope, RegistrationNotShared
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
 from nimblemcp.server._lifespan import Lifespan, LifespanFactory
@@ -102,6 +102,7 @@ class Server:
         max_inflight: int | None = None,
         lifespan: LifespanFactory | None = None,
         middleware: list[Middleware] | None = None,
+        registrations: Literal["shared", "local"] = "shared",
         # Flat spellings of the option groups above (each overrides its group's field).
         state_keys: list[str] | None = None,
         state_ttl: float | None = None,
@@ -137,6 +138,12 @@ class Server:
         self.prompts: dict[str, PromptEntry] = {}
         self.completion_handler: F | None = None
         self.extensions: dict[str, dict[str, Any]] = {}
+        if registrations not in ("shared", "local"):
+            raise ValueError(f"registrations must be 'shared' or 'local', not {registrations!r}")
+        # "shared": the registry must be the same on every instance, so runtime changes
+        # are refused while serving with shared backends; "local": this instance's own.
+        self.registrations = registrations
+        self._hosts: list[Server] = []  # servers this one is mounted in
         # Called with "tools" | "prompts" | "resources" whenever a list changes; the
         # subscription layer hooks in here.
         self.change_listeners: list[Callable[[str], None]] = []
@@ -260,6 +267,38 @@ class Server:
     # One rule for tools, prompts, resources and templates: decorators return the
     # function unchanged; `add_*` returns the entry and refuses a duplicate name (URI);
     # `remove_*` drops one (KeyError if unknown). Every change notifies listeners.
+    # Across instances: a change while serving with shared backends is refused
+    # (`RegistrationNotShared`) unless `registrations="local"`; see `_check_shared`.
+
+    def _shares_backends(self) -> bool:
+        """Whether the store or bus reaches beyond this process (Redis, a custom one)."""
+        return not (isinstance(self.bus, InProcessBus) and isinstance(self.store, MemoryStore))
+
+    def _check_shared(self, action: str, kind: str, name: str) -> None:
+        """Refuse a registry change that only this instance would serve while every
+        instance's listeners hear of it: serving (the lifespan has started, so not at
+        import time nor in the lifespan's own start-up) with shared backends, on this
+        server or a server it is mounted in, unless that server says `"local"`."""
+        pending, seen = [self], set()
+        while pending:
+            server = pending.pop()
+            if id(server) in seen:
+                continue
+            seen.add(id(server))
+            pending.extend(server._hosts)
+            if (server.registrations == "shared" and server._lifespan.started
+                    and server._shares_backends()):
+                served = "" if server is self else f" (mounted in {server.name!r})"
+                raise RegistrationNotShared(
+                    f"cannot {action} {kind} {name!r} while {server.name!r}{served} is serving with "
+                    f"shared backends ({type(server.store).__name__}, {type(server.bus).__name__}): "
+                    "other instances would not serve the change, yet all of their listeners would "
+                    "be told the list changed. Register at import time or in the lifespan's "
+                    "start-up (every instance runs them alike); or, when every instance makes "
+                    "this change itself or requests are routed to this instance, declare "
+                    "Server(..., registrations=\"local\").",
+                    kind=kind, name=name,
+                )
 
     @overload
     def tool(self, fn: F, /) -> F: ...
@@ -304,10 +343,13 @@ class Server:
         return register(fn) if fn is not None else register
 
     def add_tool(self, fn: F, **options: Any) -> ToolEntry:
+        """Register `fn` as a tool (the options of `tool`); the entry. While serving with
+        shared backends, `RegistrationNotShared` unless `registrations="local"`."""
         entry = ToolEntry(fn, **options)
         entry.configure(self.tool_options)
         if entry.name in self.tools:
             raise ValueError(f"a tool named {entry.name!r} is already registered")
+        self._check_shared("add", "tool", entry.name)
         if entry.task is not None:
             from nimblemcp.server._tasks import TASKS_EXTENSION
 
@@ -317,6 +359,7 @@ class Server:
         return entry
 
     def remove_tool(self, name: str) -> None:
+        self._check_shared("remove", "tool", name)
         del self.tools[name]
         self._changed("tools")
 
@@ -361,22 +404,26 @@ class Server:
     def add_resource(self, entry: ResourceEntry) -> ResourceEntry:
         if entry.uri in self.resources:
             raise ValueError(f"a resource with URI {entry.uri!r} is already registered")
+        self._check_shared("add", "resource", entry.uri)
         self.resources[entry.uri] = entry
         self._changed("resources")
         return entry
 
     def remove_resource(self, uri: str) -> None:
+        self._check_shared("remove", "resource", uri)
         del self.resources[uri]
         self._changed("resources")
 
     def add_template(self, entry: TemplateEntry) -> TemplateEntry:
         if entry.uri_template in self.templates:
             raise ValueError(f"a resource template {entry.uri_template!r} is already registered")
+        self._check_shared("add", "resource template", entry.uri_template)
         self.templates[entry.uri_template] = entry
         self._changed("resources")
         return entry
 
     def remove_template(self, uri_template: str) -> None:
+        self._check_shared("remove", "resource template", uri_template)
         del self.templates[uri_template]
         self._changed("resources")
 
@@ -406,11 +453,13 @@ class Server:
     def add_prompt(self, entry: PromptEntry) -> PromptEntry:
         if entry.name in self.prompts:
             raise ValueError(f"a prompt named {entry.name!r} is already registered")
+        self._check_shared("add", "prompt", entry.name)
         self.prompts[entry.name] = entry
         self._changed("prompts")
         return entry
 
     def remove_prompt(self, name: str) -> None:
+        self._check_shared("remove", "prompt", name)
         del self.prompts[name]
         self._changed("prompts")
 
@@ -445,7 +494,9 @@ class Server:
         `other`. See `nimblemcp.server._mount`."""
         from nimblemcp.server._mount import mount
 
+        self._check_shared("mount", "server", other.name)
         mount(self, other, namespace)
+        other._hosts.append(self)  # `other`'s later changes are this server's too
 
     def changes(self) -> Changes | None:
         """A new subscription to list changes and resource updates (None when

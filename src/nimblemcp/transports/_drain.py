@@ -8,18 +8,28 @@ stream went away", so a client re-listens (through the load balancer, on another
 instance), where the closing result (SUB-09) would tell it the subscription is over.
 Whatever the handler sends afterwards is dropped.
 
-Cost per request: one scan of the header list; only listens get a wrapped `send`.
-Imports nothing from the server; stdlib only.
+2025-11-25 standalone GET streams end too: every GET's scope carries this drain under
+`DRAIN` (a shallow copy of the scope keeps it), and the legacy leg registers each GET
+stream it opens with `on_drain(stop)`; `drain()` calls `stop`, and the stream ends itself
+cleanly (its final empty body, the session's stream slot freed). The 2025-11-25 spec lets
+a server close a stream at any time; the client opens a new GET (through the balancer,
+on another instance). A GET stream opened while draining is ended at once.
+
+Cost per request: one scan of the header list; only listens get a wrapped `send`, only
+GETs a scope key. Imports nothing from the server; stdlib only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nimblemcp.transports._asgi import Receive, Scope, Send
 
-__all__ = ["ListenDrain"]
+__all__ = ["DRAIN", "ListenDrain"]
+
+DRAIN = "nimblemcp.drain"  # scope key of a GET: the `ListenDrain` serving it
 
 _LISTEN = b"subscriptions/listen"
 
@@ -53,10 +63,22 @@ class ListenDrain:
     def __init__(self, app: Any) -> None:
         self.app = app
         self.streams: set[_Stream] = set()
+        self.stoppers: set[Callable[[], None]] = set()  # open legacy GET streams
         self.draining = False
+
+    def on_drain(self, stop: Callable[[], None]) -> Callable[[], None]:
+        """Call `stop()` on `drain()` (at once when draining already); returns the
+        function that unregisters it (call it when the stream ends by itself)."""
+        if self.draining:
+            stop()
+            return _nothing
+        self.stoppers.add(stop)
+        return lambda: self.stoppers.discard(stop)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
+            if scope["type"] == "http" and scope["method"] == "GET":
+                scope[DRAIN] = self
             await self.app(scope, receive, send)
             return
         for key, value in scope["headers"]:
@@ -76,9 +98,13 @@ class ListenDrain:
             self.streams.discard(stream)
 
     async def drain(self) -> int:
-        """End the open listen streams; how many were ended."""
+        """End the open listen streams and legacy GET streams; how many were ended."""
         self.draining = True
         ended = 0
+        for stop in list(self.stoppers):
+            self.stoppers.discard(stop)
+            stop()
+            ended += 1
         for stream in list(self.streams):
             if stream.started and not stream.ended:
                 try:
@@ -87,3 +113,7 @@ class ListenDrain:
                 except Exception:  # the connection is already gone: nothing to end
                     stream.ended = True
         return ended
+
+
+def _nothing() -> None:
+    pass

@@ -37,6 +37,7 @@ from nimblemcp.transports._asgi import (
     respond,
     respond_json,
 )
+from nimblemcp.transports._drain import DRAIN
 from nimblemcp.transports._http_headers import ACCEPT, SESSION, VERSION, RequestHeaders
 from nimblemcp.transports._http_resume import (
     ResumableExchange,
@@ -119,7 +120,7 @@ class LegacyHttp:
             elif found is not None:  # resume that POST's stream (SEP-1699)
                 await replay(receive, send, found[0], found[1], self.keepalive, [(_SID, session.id.encode())])
             else:
-                await self._stream(receive, send, session)
+                await self._stream(scope, receive, send, session)
         elif "method" not in message:  # a response to one of our requests (LEG-06)
             session.legacy.answer(message)
             await respond(send, 202)
@@ -208,12 +209,15 @@ class LegacyHttp:
 
     # -- the GET stream ------------------------------------------------------------------
 
-    async def _stream(self, receive: Receive, send: Send, session: HttpSession) -> None:
-        """The session's standalone stream: untagged notifications (LEG-08/12)."""
+    async def _stream(self, scope: Scope, receive: Receive, send: Send, session: HttpSession) -> None:
+        """The session's standalone stream: untagged notifications (LEG-08/12). A
+        graceful shutdown (`_drain`) ends it cleanly; the client opens a new one."""
         if session.stream is not None:
             await _refuse(send, 409, "Conflict: this session already has a GET stream")
             return
         stop = session.stream = asyncio.Event()
+        drain = scope.get(DRAIN)
+        undrain = drain.on_drain(stop.set) if drain is not None else None
         notes: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         tasks = [asyncio.ensure_future(self._watch(receive, stop))]
         sub = self.core.changes()  # subscribed before the headers go out: nothing is missed
@@ -239,6 +243,8 @@ class LegacyHttp:
                     await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
         finally:
+            if undrain is not None:
+                undrain()
             for task in tasks:
                 task.cancel()
             if sub is not None:
