@@ -54,6 +54,7 @@ class RunSettings:
     state_keys_file: str | None = None
     state_keys: tuple[str, ...] | None = None
     redis_url: str | None = None
+    engine: str = "nimblemcp"
 
     # -- sources -----------------------------------------------------------------------
 
@@ -106,6 +107,8 @@ class RunSettings:
             raise SystemExit(f"nimblemcp: unknown transport {self.transport!r} (use stdio or http)")
         if self.log_format not in ("text", "json"):
             raise SystemExit(f"nimblemcp: --log-format must be text or json, not {self.log_format!r}")
+        if self.engine not in ("nimblemcp", "uvicorn"):
+            raise SystemExit(f"nimblemcp: --engine must be nimblemcp or uvicorn, not {self.engine!r}")
         if self.workers < 1:
             raise SystemExit("nimblemcp: --workers must be at least 1")
         if self.workers > 1 and self.transport != "http":
@@ -213,6 +216,9 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--state-keys-file", metavar="FILE",
                      help="requestState keys, one a line, first seals (nimblemcp keys new)")
     run.add_argument("--redis-url", help="shared store and bus for several instances")
+    run.add_argument("--engine", choices=("nimblemcp", "uvicorn"),
+                     help="HTTP server: nimblemcp's own (default; httptools, one write per "
+                          "response) or uvicorn")
 
 
 def main(args: argparse.Namespace) -> None:
@@ -256,6 +262,7 @@ def main(args: argparse.Namespace) -> None:
         root_path=settings.root_path, proxy_headers=settings.proxy_headers,
         forwarded_allow_ips=settings.forwarded_allow_ips, reuse_port=worker is not None,
         log_config=_json_log_config(settings.log_level) if settings.log_format == "json" else None,
+        engine=settings.engine,
     )
 
 
