@@ -151,6 +151,7 @@ class _Cycle:
         if self.disconnected:
             if not more:
                 self.response_complete = True
+                conn.transport.close()  # the client is gone (or half-closed mid-body)
             return
         transport = conn.transport
         if not self.written:
@@ -276,7 +277,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.bad:
             return
-        if self.in_head:
+        if self.in_head or self.parsing is None:  # a head, or between requests
             self.head_bytes += len(data)
         try:
             self.parser.feed_data(data)
@@ -284,12 +285,15 @@ class Connection(asyncio.Protocol):
             # An Upgrade we do not do (h2c, websocket): answer the request as plain
             # HTTP/1.1 if it is complete, then close; nothing after it is parsed.
             self.bad = True
-            for cycle in (self.parsing, *self.queue):
+            parsing = self.parsing
+            if parsing is not None:  # what follows the head is not this request's body
+                self.parsing = None
+                parsing.more_body = False
+                parsing.wake()
+            for cycle in (self.cycle, *self.queue):
                 if cycle is not None:
                     cycle.keep_alive = False
-            if self.parsing is not None and self.parsing.more_body:
-                self._bad_request()
-            elif self.cycle is None and not self.queue:
+            if self.cycle is None and not self.transport.is_closing():
                 self.transport.close()
             return
         except httptools.HttpParserError:
@@ -300,6 +304,18 @@ class Connection(asyncio.Protocol):
             return
         if self.queue or (self.parsing is not None and len(self.parsing.body) > _BODY_HIGH_WATER):
             self.update_reading()
+
+    def eof_received(self) -> bool | None:
+        # The client half-closed: answer what it sent, then close (True keeps the
+        # transport open for writing); with nothing in flight, close now.
+        if self.cycle is None:
+            return None
+        for cycle in (self.cycle, *self.queue):
+            cycle.keep_alive = False
+        if self.parsing is not None and self.parsing.more_body:  # its body will never come
+            self.parsing.disconnected = True
+            self.parsing.wake()
+        return True
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -329,7 +345,6 @@ class Connection(asyncio.Protocol):
         self.headers = []
         if not self.in_head:
             self.in_head = True
-            self.head_bytes = 0
             self.deadline = self.engine.now + self.engine.head_timeout
 
     def on_url(self, url: bytes) -> None:
@@ -427,12 +442,13 @@ class Connection(asyncio.Protocol):
 
     def app_failed(self, cycle: _Cycle, exc: BaseException | None) -> None:
         """The app raised, or returned without finishing its response."""
+        if cycle.disconnected or self.transport.is_closing():  # the client went away first
+            self.transport.close()
+            return
         if exc is not None:
             logger.error("Exception in ASGI application", exc_info=exc)
         elif not cycle.response_started:
             logger.error("ASGI callable returned without starting a response")
-        if cycle.disconnected or self.transport.is_closing():
-            return
         if not cycle.written:
             self.transport.write(_SERVER_ERROR)
         cycle.response_complete = True

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -181,8 +182,14 @@ class _Lifespan:
 
 
 async def serve(app: Any, config: EngineConfig,
-                before_stop: Callable[[int], Awaitable[None]] | None = None) -> bool:
-    """Serve `app` until SIGTERM/SIGINT; False if the lifespan startup failed."""
+                before_stop: Callable[[int], Awaitable[None]] | None = None, *,
+                stop_event: asyncio.Event | None = None,
+                started: Callable[[tuple[str, int]], None] | None = None) -> bool:
+    """Serve `app` until SIGTERM/SIGINT; False if the lifespan startup failed.
+
+    Embedded (a test, another loop's thread): `stop_event` set stops it as SIGINT
+    would, and `started((host, port))` is called once it listens. Signal handlers are
+    installed only on the main thread."""
     loop = asyncio.get_running_loop()
     engine = Engine(app, config, loop)
     lifespan = _Lifespan(app, engine.state)
@@ -197,6 +204,8 @@ async def serve(app: Any, config: EngineConfig,
     name = listener.sockets[0].getsockname() if listener.sockets else (config.host, config.port)
     host = f"[{name[0]}]" if ":" in str(name[0]) else name[0]
     logger.info("running on http://%s:%d (Press CTRL+C to quit)", host, name[1])
+    if started is not None:
+        started((str(name[0]), int(name[1])))
 
     signals: list[int] = []
     stop = loop.create_future()
@@ -209,12 +218,20 @@ async def serve(app: Any, config: EngineConfig,
             target.set_result(None)
 
     installed = []
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(signum, on_signal, signum)
-            installed.append(signum)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
-            pass
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(signum, on_signal, signum)
+                installed.append(signum)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+    watcher = None
+    if stop_event is not None:
+        async def watch() -> None:
+            await stop_event.wait()
+            on_signal(signal.SIGINT)
+
+        watcher = loop.create_task(watch())
     try:
         await stop
         logger.info("shutting down")
@@ -244,6 +261,9 @@ async def serve(app: Any, config: EngineConfig,
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
+        if watcher is not None:
+            watcher.cancel()
+        engine.stop_sweeping()
     return True
 
 
