@@ -468,6 +468,18 @@ class Connection(asyncio.Protocol):
         self.bad = True
         if self.transport.is_closing():
             return
+        broken = self.parsing  # a request whose body was malformed: it is never answered
+        if broken is not None:
+            self.parsing = None
+            broken.disconnected = True
+            broken.wake()
+            if broken is self.cycle:
+                if not broken.written:
+                    self.transport.write(_BAD_REQUEST)
+                self.transport.close()
+                return
+            if broken in self.queue:
+                self.queue.remove(broken)
         if self.cycle is None and not self.queue:
             self.transport.write(_BAD_REQUEST)
             self.transport.close()
