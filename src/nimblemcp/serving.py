@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from nimblemcp.transports.http import McpHttpApp
     from nimblemcp.transports.http_security import HttpSecurity, SecurityMiddleware
 
-__all__ = ["ENGINES", "asgi_app", "bare_asgi_app", "configure", "run", "run_http", "run_stdio"]
+__all__ = ["asgi_app", "bare_asgi_app", "configure", "run", "run_http", "run_stdio"]
 
-ENGINES = ("nimblemcp", "uvicorn")  # `run_http(engine=...)`: the first is the default
+_ENGINES = ("nimblemcp", "uvicorn")  # `run_http(engine=...)`: the first is the default
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
@@ -157,8 +157,8 @@ def run_http(
     """
     from nimblemcp._extras import needs_extra
 
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r} (use {' or '.join(ENGINES)})")
+    if engine not in _ENGINES:
+        raise ValueError(f"unknown engine {engine!r} (use {' or '.join(_ENGINES)})")
     with needs_extra("http", "HTTP serving"):
         if engine == "uvicorn":
             import uvicorn

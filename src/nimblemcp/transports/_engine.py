@@ -93,7 +93,7 @@ class _Cycle:
         self.keep_alive = keep_alive
         self.expect_continue = expect_continue
         self.head_only = scope["method"] == "HEAD"
-        self.body = bytearray()
+        self.body = b""  # usually one chunk: bytes concatenation keeps it uncopied
         self.more_body = True  # the request message is not complete yet
         self.request_done = False  # the last body chunk was handed to the app
         self.disconnected = False
@@ -122,8 +122,8 @@ class _Cycle:
             if self.disconnected or self.response_complete:
                 return {"type": "http.disconnect"}
             if not self.request_done and (self.body or not self.more_body):
-                body = bytes(self.body)
-                self.body.clear()
+                body = self.body
+                self.body = b""
                 if not self.more_body:
                     self.request_done = True
                 elif conn.reading_paused:
