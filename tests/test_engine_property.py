@@ -4,7 +4,7 @@ for the codec: random and garbled bytes, split at random points, never crash it.
 One real engine (`transports._engine_server.serve`) runs the guarded app of a small
 server in a background thread for the whole module; every example talks to it over a
 real socket. Each example asserts: every answer is a well-formed HTTP/1.1 status line
-(never a 500), the connection ends (the client half-closes), no error reached the
+(never a 500), a refused request is a 400, no error reached the
 engine's log or the event loop's exception handler, and a fresh valid request still
 gets its 200.
 """
@@ -12,7 +12,6 @@ gets its 200.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import socket
@@ -97,8 +96,9 @@ def engine() -> Iterator[Running]:
         logging.getLogger("nimblemcp.http").removeHandler(running.log)
 
 
-def exchange(port: int, pieces: list[bytes], pause: float = 0.0) -> bytes:
-    """Send `pieces` (a pause between them), half-close, and read until the server closes."""
+def exchange(port: int, pieces: list[bytes], pause: float = 0.0, quiet: float = 0.4) -> bytes:
+    """Send `pieces` (a pause between them) and read until the server closes or stays
+    quiet for `quiet` seconds (a keep-alive connection waiting for more)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for piece in pieces:
@@ -108,20 +108,16 @@ def exchange(port: int, pieces: list[bytes], pause: float = 0.0) -> bytes:
                 break
             if pause:
                 time.sleep(pause)
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(quiet)
         answer = bytearray()
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
+        while True:
             try:
                 chunk = sock.recv(65536)
-            except ConnectionResetError:
+            except (ConnectionResetError, TimeoutError):
                 break
             if not chunk:
                 break
             answer += chunk
-        else:
-            raise AssertionError(f"the connection was not closed; got {bytes(answer[:300])!r}")
         return bytes(answer)
 
 

@@ -305,18 +305,6 @@ class Connection(asyncio.Protocol):
         if self.queue or (self.parsing is not None and len(self.parsing.body) > _BODY_HIGH_WATER):
             self.update_reading()
 
-    def eof_received(self) -> bool | None:
-        # The client half-closed: answer what it sent, then close (True keeps the
-        # transport open for writing); with nothing in flight, close now.
-        if self.cycle is None:
-            return None
-        for cycle in (self.cycle, *self.queue):
-            cycle.keep_alive = False
-        if self.parsing is not None and self.parsing.more_body:  # its body will never come
-            self.parsing.disconnected = True
-            self.parsing.wake()
-        return True
-
     def pause_writing(self) -> None:
         self.write_paused = True
 
