@@ -148,7 +148,7 @@ class _Cycle:
         body = message.get("body", b"")
         more = message.get("more_body", False)
         conn = self.conn
-        if self.disconnected:
+        if self.disconnected or conn.closed:
             if not more:
                 self.response_complete = True
                 conn.transport.close()  # the client is gone (or half-closed mid-body)

@@ -254,8 +254,10 @@ async def serve(app: Any, config: EngineConfig,
             task.cancel()
         if engine.tasks:
             await asyncio.wait(list(engine.tasks), timeout=1.0)
-        for conn in list(engine.connections):
-            conn.transport.close()
+        if engine.connections:
+            for conn in list(engine.connections):
+                conn.transport.close()
+            await asyncio.sleep(0.05)  # let the closes flush what is buffered
         engine.stop_sweeping()
         await lifespan.shutdown()
     finally:
