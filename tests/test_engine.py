@@ -182,12 +182,24 @@ async def test_expect_100_continue_is_answered_before_the_body_is_sent(served: S
     writer.close()
 
 
-async def test_a_body_over_the_limit_is_413_and_the_connection_closes(served: Served) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+async def test_a_body_over_the_limit_is_413_and_the_answer_is_not_lost(served: Served) -> None:
     data = body("echo", {"text": "x" * 10_000})
-    writer.write(post(data)[:-8000])  # the head says 10 kB; only part of it is sent
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    writer.write(post(data))  # sent whole: the body is read, the connection stays usable
     [(status, _, _)] = await read_responses(reader, 1)
     assert status == 413
+    writer.write(HEALTH)
+    assert (await read_responses(reader, 1))[0][0] == 200
+    writer.close()
+    # Answered while the body is still on its way: the rest is read and dropped, then
+    # the connection closes (not a reset that would lose the 413).
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    big = body("echo", {"text": "x" * 2_000_000})
+    writer.write(post(big)[:-1_900_000])
+    [(status, fields, _)] = await read_responses(reader, 1)
+    assert status == 413 and fields["connection"] == "close"
+    writer.write(big[-1_900_000:])
+    await writer.drain()
     assert await closed(reader)
     writer.close()
 

@@ -18,7 +18,9 @@ Behaviour, as `nimblemcp run` had it under uvicorn:
 - `Expect: 100-continue` is answered when the app first asks for the body;
 - a malformed request gets `400` and the connection closes, after any earlier
   pipelined request has been answered; an app that fails before answering gets `500`;
-- a response that ends before its request body was read closes the connection;
+- a response that ends before its request body was read (413) says `connection: close`;
+  the rest of the body is read and dropped (for at most the head deadline), then the
+  connection closes, so the client reads the answer instead of a reset;
 - X-Forwarded-For/Proto are applied only from trusted peers (`_engine_proxy`).
 
 Imports `httptools` and the stdlib only; never the server (the app is any ASGI app).
@@ -246,6 +248,7 @@ class Connection(asyncio.Protocol):
         self.write_paused = False
         self.drain_waiter: asyncio.Future[None] | None = None
         self.stopping = False
+        self.lingering = False  # reading a body that was answered already, to close after it
 
     # -- asyncio.Protocol ------------------------------------------------------------
 
@@ -342,6 +345,8 @@ class Connection(asyncio.Protocol):
         self.headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
+        if self.bad:  # after a close decided within this same read
+            return
         self.in_head = False
         self.head_bytes = 0
         self.deadline = 0.0
@@ -393,6 +398,9 @@ class Connection(asyncio.Protocol):
             cycle.wake()
 
     def on_message_complete(self) -> None:
+        if self.lingering:
+            self.bad = True  # whatever follows is not read
+            self.transport.close()
         cycle = self.parsing
         if cycle is not None:
             cycle.more_body = False
@@ -406,6 +414,13 @@ class Connection(asyncio.Protocol):
         if self.transport.is_closing():
             return
         if not cycle.keep_alive:
+            if cycle.more_body and self.parsing is cycle and not self.bad:
+                # Answered before its body was read (413): read the rest and drop it,
+                # then close, so that the close is not a reset that loses the answer.
+                self.lingering = True
+                self.cycle = None
+                self.deadline = self.engine.now + self.engine.head_timeout
+                return
             self.transport.close()
             return
         self.cycle = None
