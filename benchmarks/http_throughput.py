@@ -9,6 +9,10 @@ benchmarks/.venv-peers. wrk (Debian package `wrk`) POSTs one fixed 2026-07-28
 each round runs wrk once against every server, in rotated order. A bare ASGI app that
 returns a canned result is the ceiling. Idle RSS is read from /proc after start-up
 and one request, before any load.
+
+The `nimblemcp-run*` rows are not uvicorn apps: they run `nimblemcp run --transport
+http` itself (the guarded app, as deployed) on nimblemcp's own engine (the default) and
+with `--engine uvicorn`. `--pin` puts the servers on CPU 0 and wrk on CPU 1 (taskset).
 """
 
 from __future__ import annotations
