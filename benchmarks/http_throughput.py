@@ -9,6 +9,10 @@ benchmarks/.venv-peers. wrk (Debian package `wrk`) POSTs one fixed 2026-07-28
 each round runs wrk once against every server, in rotated order. A bare ASGI app that
 returns a canned result is the ceiling. Idle RSS is read from /proc after start-up
 and one request, before any load.
+
+The `nimblemcp-run*` rows are not uvicorn apps: they run `nimblemcp run --transport
+http` itself (the guarded app, as deployed) on nimblemcp's own engine (the default) and
+with `--engine uvicorn`. `--pin` puts the servers on CPU 0 and wrk on CPU 1 (taskset).
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ HEADERS = {
     "Mcp-Method": "tools/call",
     "Mcp-Name": "echo",
 }
-APPS = {  # name -> (interpreter, module)
+APPS = {  # name -> (interpreter, module); "run:<engine>" = `nimblemcp run` on that engine
     "bare-asgi": (NIMBLE_PY, "bare_asgi"),
+    "nimblemcp-run-uvicorn": (NIMBLE_PY, "run:uvicorn"),  # the guarded app, as deployed, on uvicorn
+    "nimblemcp-run": (NIMBLE_PY, "run:nimblemcp"),  # the same on nimblemcp's own engine (default)
     "nimblemcp": (NIMBLE_PY, "nimble_server"),
     "nimblemcp-async": (NIMBLE_PY, "nimble_async_server"),  # async def echo: no thread hop
     "nimblemcp-inline": (NIMBLE_PY, "nimble_inline_server"),  # sync echo, run_in_thread=False
@@ -52,10 +58,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(name: str, py: str, module: str, port: int) -> subprocess.Popen[bytes]:
-    argv = [py, "-m", "uvicorn", f"{module}:http_app", "--factory", "--host", "127.0.0.1",
-            "--port", str(port), "--workers", "1", "--loop", "uvloop", "--http", "httptools",
-            "--no-access-log", "--log-level", "warning", "--lifespan", "auto"]
+def start(name: str, py: str, module: str, port: int, pin: str | None = None) -> subprocess.Popen[bytes]:
+    if module.startswith("run:"):
+        argv = [py, "-m", "nimblemcp", "run", "nimble_server.py", "--transport", "http", "--port", str(port),
+                "--log-level", "warning", "--engine", module.removeprefix("run:")]
+    else:
+        argv = [py, "-m", "uvicorn", f"{module}:http_app", "--factory", "--host", "127.0.0.1",
+                "--port", str(port), "--workers", "1", "--loop", "uvloop", "--http", "httptools",
+                "--no-access-log", "--log-level", "warning", "--lifespan", "auto"]
+    if pin is not None:
+        argv = ["taskset", "-c", pin, *argv]
     env = dict(os.environ, FASTMCP_SHOW_SERVER_BANNER="false", FASTMCP_LOG_LEVEL="WARNING",
                FASTMCP_CHECK_FOR_UPDATES="off")
     env.pop("PYTHONPATH", None)
@@ -105,9 +117,9 @@ wrk.body = {body}
 _UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-def run_wrk(port: int, script: str, conns: int, duration: int, threads: int) -> dict:
+def run_wrk(port: int, script: str, conns: int, duration: int, threads: int, pin: str | None = None) -> dict:
     out = subprocess.run(
-        ["wrk", f"-t{threads}", f"-c{conns}", f"-d{duration}s", "--latency", "-s", script,
+        [*(["taskset", "-c", pin] if pin is not None else []), "wrk", f"-t{threads}", f"-c{conns}", f"-d{duration}s", "--latency", "-s", script,
          f"http://127.0.0.1:{port}/mcp"], capture_output=True, text=True, check=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     lat = {}
@@ -127,10 +139,15 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1, help="wrk threads (2-core box: 1)")
     ap.add_argument("--only", nargs="*", help="subset of " + ",".join(APPS))
+    ap.add_argument("--pin", action="store_true",
+                    help="servers on CPU 0 and wrk on CPU 1 (taskset), as in README's engine table")
+    ap.add_argument("--no-peers", action="store_true", help="skip the peers' venv check (with --only)")
     args = ap.parse_args()
+    server_cpu, wrk_cpu = ("0", "1") if args.pin else (None, None)
     if shutil.which("wrk") is None:
         sys.exit("wrk not found: apt-get update && apt-get install -y wrk")
-    ensure_peers()
+    if not args.no_peers:
+        ensure_peers()
     apps = {k: v for k, v in APPS.items() if not args.only or k in args.only}
     lua = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
     lua.write(LUA.format(body=json.dumps(BODY), headers="\n".join(
@@ -142,18 +159,18 @@ def main() -> None:
     try:
         for name, (py, module) in apps.items():
             port = free_port()
-            procs[name] = (start(name, py, module, port), port)
+            procs[name] = (start(name, py, module, port, server_cpu), port)
         for name, (proc, port) in procs.items():
             wait_ready(name, proc, port)
             time.sleep(0.5)
             idle[name] = rss_mib(proc.pid)
         for name, (proc, port) in procs.items():  # warm-up, not counted
-            run_wrk(port, lua.name, args.connections, 1, args.threads)
+            run_wrk(port, lua.name, args.connections, 1, args.threads, wrk_cpu)
         names = list(procs)
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 runs[name].append(run_wrk(procs[name][1], lua.name, args.connections,
-                                          args.duration, args.threads))
+                                          args.duration, args.threads, wrk_cpu))
         loaded = {n: rss_mib(p.pid) for n, (p, _) in procs.items()}
     finally:
         for proc, _ in procs.values():

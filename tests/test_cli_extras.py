@@ -28,8 +28,10 @@ def without(modules: list[str], *args: str, timeout: float = 60) -> subprocess.C
                           timeout=timeout, env={**os.environ, "DOCS_WATCH": "0"}, stdin=subprocess.DEVNULL)
 
 
-def test_run_http_without_uvicorn_names_the_extra() -> None:
-    proc = without(["uvicorn"], "run", str(DOCS), "--transport", "http", "--port", "1")
+@pytest.mark.parametrize(("missing", "engine"), [(["httptools"], "nimblemcp"), (["uvicorn"], "uvicorn")])
+def test_run_http_without_uvicorn_names_the_extra(missing: list[str], engine: str) -> None:
+    # The default engine needs httptools; `--engine uvicorn` needs uvicorn: both come with [http].
+    proc = without(missing, "run", str(DOCS), "--transport", "http", "--port", "1", "--engine", engine)
     assert proc.returncode == 1
     assert "HTTP serving needs the [http] extra: pip install 'nimblemcp[http]'" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -87,7 +87,13 @@ async def test_flags_beat_env_beat_config_file_and_root_path_serves_under_prefix
     assert (settings["port"], settings["path"], settings["root_path"]) == (port, "/from-env", "/api")
 
 
-def test_settings_line_masks_secrets_and_json_logs(tmp_path: Path, redis: RedisServer) -> None:
+@pytest.mark.parametrize(("engine", "logger", "ready"), [
+    ("nimblemcp", "nimblemcp.http", "running on"),  # the default engine's JSON log lines
+    ("uvicorn", "uvicorn", "Uvicorn running"),
+])
+def test_settings_line_masks_secrets_and_json_logs(
+    tmp_path: Path, redis: RedisServer, engine: str, logger: str, ready: str
+) -> None:
     src = write_server(tmp_path)
     keys = tmp_path / "keys"
     secret_a, secret_b = new_key(), new_key()
@@ -95,11 +101,11 @@ def test_settings_line_masks_secrets_and_json_logs(tmp_path: Path, redis: RedisS
     port = free_port()
     log = tmp_path / "run.log"
     url = redis.url.replace("redis://", "redis://default:hunter2@")
-    proc = launch(src, port, log, "--log-format", "json", "--state-keys-file", str(keys),
+    proc = launch(src, port, log, "--engine", engine, "--log-format", "json", "--state-keys-file", str(keys),
                   "--redis-url", url, env={"NIMBLEMCP_REDIS_URL": "redis://ignored:1"}, wait=False)
     try:
         for _ in range(200):
-            if "Uvicorn running" in log.read_text() or proc.poll() is not None:
+            if ready in log.read_text() or proc.poll() is not None:
                 break
             subprocess.run([sys.executable, "-c", "import time; time.sleep(0.05)"], check=True)
     finally:
@@ -112,7 +118,7 @@ def test_settings_line_masks_secrets_and_json_logs(tmp_path: Path, redis: RedisS
     assert settings["state_keys"] == "<2 key(s), first seals>"
     assert settings["redis_url"].startswith("redis://default:***@127.0.0.1:")
     assert settings["log_format"] == "json"
-    assert any(rec.get("logger", "").startswith("uvicorn") and "running" in rec["message"]
+    assert any(rec.get("logger", "").startswith(logger) and "running" in rec["message"]
                for rec in lines[2:]), out
 
 

@@ -11,8 +11,9 @@ transport. `Server.run()` and `Server.asgi_app()` delegate here.
 
 Each entry point applies `ServerSettings.from_env()` first (`NIMBLEMCP_STATE_KEYS`,
 `NIMBLEMCP_REDIS_URL`), filling in what the code did not give; this is the one place
-the environment configures a server. Imports transports lazily (uvicorn only when
-serving HTTP), so a stdio server never pays for the HTTP stack.
+the environment configures a server. Imports transports lazily (the HTTP engine only
+when serving HTTP; uvicorn only with `engine="uvicorn"`), so a stdio server never pays
+for the HTTP stack.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["asgi_app", "bare_asgi_app", "configure", "run", "run_http", "run_stdio"]
 
+_ENGINES = ("nimblemcp", "uvicorn")  # `run_http(engine=...)`: the first is the default
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
@@ -163,8 +165,11 @@ def run_http(
     reuse_port: bool = False,
     log_config: dict[str, Any] | None = None,
     legacy_sse: bool = False,
+    engine: str = "nimblemcp",
 ) -> None:
-    """Serve `server` under uvicorn (uvloop + httptools when installed), blocking.
+    """Serve `server` over HTTP/1.1, blocking: on nimblemcp's own engine
+    (`engine="nimblemcp"`, asyncio + httptools, uvloop when installed; see
+    `transports/_engine_server.py`) or under uvicorn (`engine="uvicorn"`).
 
     Bound to 127.0.0.1 unless told otherwise (HTTP-02). The guards are `security`
     with the flat keyword arguments replacing its fields (see `secure_app`). On a
@@ -178,14 +183,20 @@ def run_http(
     `forwarded_allow_ips` (uvicorn's: the proxies trusted for X-Forwarded-For/Proto,
     default 127.0.0.1) set the client address and scheme. `reuse_port` binds with
     SO_REUSEPORT so several processes share the port (`nimblemcp run --workers`);
-    `log_config` replaces uvicorn's logging dictConfig (e.g. JSON lines).
+    `log_config` is a logging dictConfig applied first (e.g. JSON lines; default:
+    text lines on stderr at `log_level`).
     `legacy_sse=True` also serves the deprecated 2024-11-05 HTTP+SSE transport
     (GET `/sse`, POST `/messages/`; per-process sessions, not with `auth`).
     """
     from nimblemcp._extras import needs_extra
 
+    if engine not in _ENGINES:
+        raise ValueError(f"unknown engine {engine!r} (use {' or '.join(_ENGINES)})")
     with needs_extra("http", "HTTP serving"):
-        import uvicorn
+        if engine == "uvicorn":
+            import uvicorn
+        else:
+            import httptools  # noqa: F401
 
     if allowed_hosts is None and (security is None or security.allowed_hosts is None) and host not in _LOOPBACK:
         allowed_hosts = ["*"]
@@ -195,9 +206,16 @@ def run_http(
         cors=cors, auth=auth, legacy_sse=legacy_sse,
     )
     from nimblemcp.transports._drain import ListenDrain
-    from nimblemcp.transports._uvicorn import uvicorn_limits
 
     drain = ListenDrain(app)
+    if engine == "nimblemcp":
+        _run_engine(server, drain, host=host, port=port, shutdown_timeout=shutdown_timeout,
+                    log_level=log_level, access_log=access_log, root_path=root_path,
+                    proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
+                    reuse_port=reuse_port, log_config=log_config)
+        return
+    from nimblemcp.transports._uvicorn import uvicorn_limits
+
     config = uvicorn.Config(
         drain, host=host, port=port, loop="auto", lifespan="on",
         log_level=log_level, access_log=access_log, server_header=False,
@@ -238,6 +256,53 @@ def run_http(
 
         print(f"error: server {server.name!r} failed to start", file=sys.stderr)
         raise SystemExit(1)
+
+
+def _run_engine(server: Server, drain: Any, *, host: str, port: int, shutdown_timeout: float,
+                log_level: str, access_log: bool, root_path: str, proxy_headers: bool,
+                forwarded_allow_ips: str | None, reuse_port: bool, log_config: dict[str, Any] | None) -> None:
+    """`run_http` on nimblemcp's own engine: the same limits, drain and exit status."""
+    from nimblemcp.transports._engine_server import EngineConfig, run
+    from nimblemcp.transports._uvicorn import head_limit
+
+    _configure_logging(log_level, log_config)
+    security = drain.app.security
+    config = EngineConfig(
+        host=host, port=port, sock=_reuse_port_socket(host, port) if reuse_port else None,
+        root_path=root_path, proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
+        head_timeout=security.head_timeout, max_head=head_limit(security),
+        idle_timeout=security.idle_timeout, shutdown_timeout=shutdown_timeout, access_log=access_log,
+    )
+
+    async def before_stop(signum: int) -> None:
+        # As under uvicorn (see `_Uvicorn.shutdown`): SIGTERM ends listen streams
+        # without their closing result, any other stop sends it (SUB-09).
+        if signum == signal.SIGTERM:
+            await drain.drain()
+        server.close_listeners()
+
+    if not run(drain, config, before_stop):
+        import sys
+
+        print(f"error: server {server.name!r} failed to start", file=sys.stderr)
+        raise SystemExit(1)
+
+
+def _configure_logging(level: str, config: dict[str, Any] | None) -> None:
+    import logging
+
+    if config is not None:
+        import logging.config
+
+        logging.config.dictConfig(config)
+        return
+    log = logging.getLogger("nimblemcp.http")
+    log.setLevel(level.upper())
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
 
 
 def _reuse_port_socket(host: str, port: int) -> Any:

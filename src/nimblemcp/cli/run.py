@@ -55,6 +55,7 @@ class RunSettings:
     state_keys: tuple[str, ...] | None = None
     redis_url: str | None = None
     legacy_sse: bool = False
+    engine: str = "nimblemcp"
 
     # -- sources -----------------------------------------------------------------------
 
@@ -107,6 +108,8 @@ class RunSettings:
             raise SystemExit(f"nimblemcp: unknown transport {self.transport!r} (use stdio or http)")
         if self.log_format not in ("text", "json"):
             raise SystemExit(f"nimblemcp: --log-format must be text or json, not {self.log_format!r}")
+        if self.engine not in ("nimblemcp", "uvicorn"):
+            raise SystemExit(f"nimblemcp: --engine must be nimblemcp or uvicorn, not {self.engine!r}")
         if self.workers < 1:
             raise SystemExit("nimblemcp: --workers must be at least 1")
         if self.workers > 1 and self.transport != "http":
@@ -219,6 +222,9 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--redis-url", help="shared store and bus for several instances")
     run.add_argument("--legacy-sse", action=argparse.BooleanOptionalAction, default=None,
                      help="also serve the deprecated 2024-11-05 HTTP+SSE transport (GET /sse, POST /messages/)")
+    run.add_argument("--engine", choices=("nimblemcp", "uvicorn"),
+                     help="HTTP server: nimblemcp's own (default; httptools, one write per "
+                          "response) or uvicorn")
 
 
 def main(args: argparse.Namespace) -> None:
@@ -266,6 +272,7 @@ def main(args: argparse.Namespace) -> None:
         forwarded_allow_ips=settings.forwarded_allow_ips, reuse_port=worker is not None,
         log_config=_json_log_config(settings.log_level) if settings.log_format == "json" else None,
         legacy_sse=settings.legacy_sse,
+        engine=settings.engine,
     )
 
 

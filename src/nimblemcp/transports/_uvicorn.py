@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nimblemcp.transports.http_security import HttpSecurity
 
-__all__ = ["uvicorn_limits"]
+__all__ = ["head_limit", "uvicorn_limits"]
 
 # Head bytes allowed beyond the header budget of `HttpSecurity` (request line, CRLFs).
 _HEAD_SLACK = 8 * 1024
@@ -87,9 +87,14 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
     return HeadGuardedProtocol
 
 
+def head_limit(security: HttpSecurity) -> int:
+    """The most bytes a request head may take (on either engine)."""
+    return security.max_header_bytes + _HEAD_SLACK
+
+
 def uvicorn_limits(security: HttpSecurity) -> dict[str, Any]:
     """The `uvicorn.Config` keyword arguments that carry `security`'s connection limits."""
-    max_head = security.max_header_bytes + _HEAD_SLACK
+    max_head = head_limit(security)
     options: dict[str, Any] = {
         "timeout_keep_alive": max(1, round(security.idle_timeout)),
         "h11_max_incomplete_event_size": max_head,

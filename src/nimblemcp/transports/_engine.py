@@ -1,0 +1,508 @@
+"""The HTTP/1.1 connection of nimblemcp's own serving engine (issue 18).
+
+One `Connection` per TCP connection: it parses requests with `httptools`, runs each
+through the ASGI app as a `_Cycle`, and writes the answer. What it does that a general
+server does not: a response whose start and final body arrive together leaves in ONE
+`transport.write` (under uvicorn that is two, which cost more than all of our request
+handling); timers cost nothing per request (one sweep per engine, `_engine_server`,
+checks every connection's deadline against a coarse clock).
+
+Behaviour, as `nimblemcp run` had it under uvicorn:
+- keep-alive (HTTP/1.1 default, `connection: close` and HTTP/1.0 honoured), an idle
+  keep-alive timeout, and a deadline and a size cap on each request head: past either
+  the connection is closed without an answer (the peer may not speak HTTP at all);
+- pipelined requests are answered in order, one at a time (reading pauses while any
+  wait; more than `_MAX_PIPELINE` queued closes the connection);
+- streamed responses (no content-length, `more_body`) use chunked transfer encoding;
+  write back-pressure pauses the app's `send`;
+- `Expect: 100-continue` is answered when the app first asks for the body;
+- a malformed request gets `400` and the connection closes, after any earlier
+  pipelined request has been answered; an app that fails before answering gets `500`;
+- a response that ends before its request body was read (413) says `connection: close`;
+  the rest of the body is read and dropped (for at most the head deadline), then the
+  connection closes, so the client reads the answer instead of a reset;
+- X-Forwarded-For/Proto are applied only from trusted peers (`_engine_proxy`).
+
+Imports `httptools` and the stdlib only; never the server (the app is any ASGI app).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import httptools
+
+if TYPE_CHECKING:
+    from nimblemcp.transports._engine_server import Engine
+
+__all__ = ["Connection"]
+
+logger = logging.getLogger("nimblemcp.http")
+
+_STATUS_LINES = {int(s): b"HTTP/1.1 %d %s\r\n" % (s, s.phrase.encode("ascii")) for s in HTTPStatus}
+_NO_BODY_STATUS = frozenset({204, 304})
+_MAX_PIPELINE = 100  # queued requests on one connection before it is closed
+_BODY_HIGH_WATER = 256 * 1024  # request body bytes buffered before reading pauses
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_CHUNK_END = b"0\r\n\r\n"
+_ASGI = {"version": "3.0", "spec_version": "2.3"}
+
+
+def _plain(status: int, text: bytes) -> bytes:
+    return (_STATUS_LINES[status] + b"content-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (len(text), text))
+
+
+_BAD_REQUEST = _plain(400, b"Invalid HTTP request received.")
+_SERVER_ERROR = _plain(500, b"Internal Server Error")
+
+
+def _status_line(status: int) -> bytes:
+    line = _STATUS_LINES.get(status)
+    return line if line is not None else b"HTTP/1.1 %d \r\n" % status
+
+
+class _Cycle:
+    """One request and its response on a connection."""
+
+    __slots__ = (
+        "body",
+        "chunked",
+        "conn",
+        "disconnected",
+        "expect_continue",
+        "head_only",
+        "headers",
+        "keep_alive",
+        "more_body",
+        "request_done",
+        "response_complete",
+        "response_started",
+        "scope",
+        "status",
+        "waiter",
+        "written",
+    )
+
+    def __init__(self, conn: Connection, scope: dict[str, Any], keep_alive: bool, expect_continue: bool) -> None:
+        self.conn = conn
+        self.scope = scope
+        self.keep_alive = keep_alive
+        self.expect_continue = expect_continue
+        self.head_only = scope["method"] == "HEAD"
+        self.body = b""  # usually one chunk: bytes concatenation keeps it uncopied
+        self.more_body = True  # the request message is not complete yet
+        self.request_done = False  # the last body chunk was handed to the app
+        self.disconnected = False
+        self.response_started = False
+        self.response_complete = False
+        self.written = False  # the response head is on the wire
+        self.chunked = False
+        self.status = 200
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.waiter: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def receive(self) -> dict[str, Any]:
+        conn = self.conn
+        if self.expect_continue:
+            self.expect_continue = False
+            if not (self.disconnected or self.response_started or self.body) and self.more_body:
+                conn.transport.write(_CONTINUE)
+        while True:
+            if self.disconnected or self.response_complete:
+                return {"type": "http.disconnect"}
+            if not self.request_done and (self.body or not self.more_body):
+                body = self.body
+                self.body = b""
+                if not self.more_body:
+                    self.request_done = True
+                elif conn.reading_paused:
+                    conn.update_reading()
+                return {"type": "http.request", "body": body, "more_body": self.more_body}
+            self.waiter = conn.loop.create_future()
+            await self.waiter
+
+    async def send(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            if self.response_started:
+                raise RuntimeError("response already started")
+            self.response_started = True
+            self.status = message["status"]
+            self.headers = message.get("headers", [])
+            return
+        if kind != "http.response.body":
+            raise RuntimeError(f"unexpected ASGI message {kind!r}")
+        if not self.response_started or self.response_complete:
+            raise RuntimeError("http.response.body outside a response")
+        body = message.get("body", b"")
+        more = message.get("more_body", False)
+        conn = self.conn
+        if self.disconnected or conn.closed:
+            if not more:
+                self.response_complete = True
+                conn.transport.close()  # the client is gone (or half-closed mid-body)
+            return
+        transport = conn.transport
+        if not self.written:
+            self.written = True
+            head = self._head(body, more)
+            if self.head_only or self.status in _NO_BODY_STATUS:
+                transport.write(head)
+            elif self.chunked:
+                transport.write(head + b"%x\r\n%s\r\n" % (len(body), body) if body else head)
+                if not more:
+                    transport.write(_CHUNK_END)
+            else:
+                transport.write(head + body)
+        elif not (self.head_only or self.status in _NO_BODY_STATUS):
+            if self.chunked:
+                if body:
+                    transport.write(b"%x\r\n%s\r\n%s" % (len(body), body, b"" if more else _CHUNK_END))
+                elif not more:
+                    transport.write(_CHUNK_END)
+            elif body:
+                transport.write(body)
+        if more:
+            if conn.write_paused:
+                await conn.drained()
+            return
+        self.response_complete = True
+        self.wake()
+        conn.response_done(self)
+
+    def _head(self, body: bytes, more: bool) -> bytes:
+        length = False
+        close = False
+        parts = [_status_line(self.status), self.conn.engine.date_header]
+        for name, value in self.headers:
+            low = name.lower()
+            if low == b"content-length":
+                length = True
+            elif low == b"transfer-encoding":
+                if value.lower() != b"chunked":
+                    raise RuntimeError("unsupported transfer-encoding in response")
+                self.chunked = True
+                continue  # added below, once
+            elif low == b"connection" and value.lower() == b"close":
+                close = True
+            parts.append(b"%s: %s\r\n" % (name, value))
+        if close:
+            self.keep_alive = False
+        if self.status not in _NO_BODY_STATUS and not length:
+            if (more or self.chunked) and self.scope["http_version"] == "1.0":
+                self.chunked = False  # HTTP/1.0 has no chunks: the end is the close
+                self.keep_alive = False
+            elif more or self.chunked:
+                self.chunked = True
+                parts.append(b"transfer-encoding: chunked\r\n")
+            elif not self.head_only:
+                parts.append(b"content-length: %d\r\n" % len(body))
+        elif length:
+            self.chunked = False
+        if self.keep_alive and self.more_body:  # the app answered before the body was read
+            self.keep_alive = False
+        if not self.keep_alive and not close:
+            parts.append(b"connection: close\r\n")
+        elif self.keep_alive and self.scope["http_version"] == "1.0":
+            parts.append(b"connection: keep-alive\r\n")
+        parts.append(b"\r\n")
+        return b"".join(parts)
+
+
+class Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection (see the module docstring)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.loop = engine.loop
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        self.server: tuple[str, int] | None = None
+        self.client: tuple[str, int] | None = None
+        self.scheme = "http"
+        self.trusted = False
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.cycle: _Cycle | None = None  # the request being answered
+        self.parsing: _Cycle | None = None  # the request whose body is being read
+        self.queue: deque[_Cycle] = deque()
+        self.in_head = True
+        self.head_bytes = 0
+        self.deadline = 0.0  # engine clock; 0 = none
+        self.bad = False
+        self.closed = False
+        self.reading_paused = False
+        self.write_paused = False
+        self.drain_waiter: asyncio.Future[None] | None = None
+        self.stopping = False
+        self.lingering = False  # reading a body that was answered already, to close after it
+
+    # -- asyncio.Protocol ------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        engine = self.engine
+        engine.connections.add(self)
+        sock_name = transport.get_extra_info("sockname")
+        peer = transport.get_extra_info("peername")
+        if isinstance(sock_name, tuple):
+            self.server = (str(sock_name[0]), int(sock_name[1]))
+        if isinstance(peer, tuple):
+            self.client = (str(peer[0]), int(peer[1]))
+        if transport.get_extra_info("sslcontext") is not None:
+            self.scheme = "https"
+        self.trusted = engine.proxies is not None and engine.proxies.trusts(self.client)
+        self.deadline = engine.now + engine.head_timeout
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.engine.connections.discard(self)
+        for cycle in (self.cycle, self.parsing, *self.queue):
+            if cycle is not None:
+                cycle.disconnected = True
+                cycle.wake()
+        self.queue.clear()
+        self._wake_drain()
+
+    def data_received(self, data: bytes) -> None:
+        if self.bad:
+            return
+        if self.in_head or self.parsing is None:  # a head, or between requests
+            self.head_bytes += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # An Upgrade we do not do (h2c, websocket): answer the request as plain
+            # HTTP/1.1 if it is complete, then close; nothing after it is parsed.
+            self.bad = True
+            parsing = self.parsing
+            if parsing is not None:  # what follows the head is not this request's body
+                self.parsing = None
+                parsing.more_body = False
+                parsing.wake()
+            for cycle in (self.cycle, *self.queue):
+                if cycle is not None:
+                    cycle.keep_alive = False
+            if self.cycle is None and not self.transport.is_closing():
+                self.transport.close()
+            return
+        except httptools.HttpParserError:
+            self._bad_request()
+            return
+        if self.in_head and self.head_bytes > self.engine.max_head and not self.transport.is_closing():
+            self.transport.close()  # a head past the size cap: cut off, unanswered
+            return
+        if self.queue or (self.parsing is not None and len(self.parsing.body) > _BODY_HIGH_WATER):
+            self.update_reading()
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._wake_drain()
+
+    def _wake_drain(self) -> None:
+        waiter = self.drain_waiter
+        if waiter is not None:
+            self.drain_waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def drained(self) -> None:
+        if self.closed:
+            return
+        if self.drain_waiter is None:
+            self.drain_waiter = self.loop.create_future()
+        await self.drain_waiter
+
+    # -- httptools callbacks -----------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self.url = b""
+        self.headers = []
+        if not self.in_head:
+            self.in_head = True
+            self.deadline = self.engine.now + self.engine.head_timeout
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        if self.bad:  # after a close decided within this same read
+            return
+        self.in_head = False
+        self.head_bytes = 0
+        self.deadline = 0.0
+        engine = self.engine
+        parser = self.parser
+        url = self.url
+        if b"?" in url or b"%" in url or not url.startswith(b"/"):
+            parsed = httptools.parse_url(url)
+            raw_path = parsed.path
+            query = parsed.query or b""
+            path = raw_path.decode("ascii")
+            if "%" in path:
+                path = unquote(path)
+        else:
+            raw_path, query, path = url, b"", url.decode("ascii")
+        headers = self.headers
+        scheme = self.scheme
+        client = self.client
+        expect = False
+        for name, value in headers:
+            if name == b"expect" and value.lower() == b"100-continue":
+                expect = True
+        if self.trusted:
+            scheme, client = engine.proxies.apply(headers, scheme, client)  # type: ignore[union-attr]
+        root = engine.root_path
+        scope = {
+            "type": "http", "asgi": _ASGI, "http_version": parser.get_http_version(),
+            "server": self.server, "client": client, "scheme": scheme,
+            "method": parser.get_method().decode("ascii"), "root_path": root,
+            "path": root + path if root else path,
+            "raw_path": engine.root_path_raw + raw_path if root else raw_path,
+            "query_string": query, "headers": headers, "state": engine.state.copy(),
+        }
+        keep_alive = parser.should_keep_alive() and not self.stopping
+        cycle = _Cycle(self, scope, keep_alive, expect)
+        self.parsing = cycle
+        if self.cycle is None:
+            self.cycle = cycle
+            engine.start(self, cycle)
+        else:
+            self.queue.append(cycle)
+            if len(self.queue) > _MAX_PIPELINE:
+                self.transport.close()
+
+    def on_body(self, body: bytes) -> None:
+        cycle = self.parsing
+        if cycle is not None and not cycle.response_complete and not cycle.disconnected:
+            cycle.body += body
+            cycle.wake()
+
+    def on_message_complete(self) -> None:
+        if self.lingering:
+            self.bad = True  # whatever follows is not read
+            self.transport.close()
+        cycle = self.parsing
+        if cycle is not None:
+            cycle.more_body = False
+            self.parsing = None
+            cycle.wake()
+
+    # -- responses ---------------------------------------------------------------------
+
+    def response_done(self, cycle: _Cycle) -> None:
+        """`cycle` has sent its last byte: close, start the next pipelined request, or idle."""
+        if self.transport.is_closing():
+            return
+        if not cycle.keep_alive:
+            if cycle.more_body and self.parsing is cycle and not self.bad:
+                # Answered before its body was read (413): read the rest and drop it,
+                # then close, so that the close is not a reset that loses the answer.
+                self.lingering = True
+                self.cycle = None
+                self.deadline = self.engine.now + self.engine.head_timeout
+                return
+            self.transport.close()
+            return
+        self.cycle = None
+        if self.queue:
+            nxt = self.queue.popleft()
+            self.cycle = nxt
+            self.engine.start(self, nxt)
+            self.update_reading()
+            return
+        if self.bad:
+            self._bad_request()
+            return
+        if self.stopping:
+            self.transport.close()
+            return
+        if self.reading_paused:
+            self.update_reading()
+        if self.parsing is None and not self.in_head:
+            self.deadline = self.engine.now + self.engine.idle_timeout
+        elif self.deadline == 0.0:
+            self.deadline = self.engine.now + self.engine.head_timeout
+
+    def app_failed(self, cycle: _Cycle, exc: BaseException | None) -> None:
+        """The app raised, or returned without finishing its response."""
+        if cycle.disconnected or self.transport.is_closing():  # the client went away first
+            self.transport.close()
+            return
+        if exc is not None:
+            logger.error("Exception in ASGI application", exc_info=exc)
+        elif not cycle.response_started:
+            logger.error("ASGI callable returned without starting a response")
+        if not cycle.written:
+            self.transport.write(_SERVER_ERROR)
+        cycle.response_complete = True
+        self.transport.close()
+
+    def update_reading(self) -> None:
+        parsing = self.parsing
+        pause = bool(self.queue) or self.bad or (parsing is not None and len(parsing.body) > _BODY_HIGH_WATER)
+        if pause != self.reading_paused and not self.transport.is_closing():
+            self.reading_paused = pause
+            if pause:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
+
+    def _bad_request(self) -> None:
+        self.bad = True
+        if self.transport.is_closing():
+            return
+        broken = self.parsing  # a request whose body was malformed: it is never answered
+        if broken is not None:
+            self.parsing = None
+            broken.disconnected = True
+            broken.wake()
+            if broken is self.cycle:
+                if not broken.written:
+                    self.transport.write(_BAD_REQUEST)
+                self.transport.close()
+                return
+            if broken in self.queue:
+                self.queue.remove(broken)
+        if self.cycle is None and not self.queue:
+            self.transport.write(_BAD_REQUEST)
+            self.transport.close()
+        else:  # answer what came before first (response_done comes back here)
+            self.update_reading()
+
+    # -- timers and shutdown (called by the engine) ----------------------------------
+
+    def expire(self) -> None:
+        """The head deadline or the idle keep-alive timeout has passed."""
+        self.deadline = 0.0
+        if self.cycle is None and not self.transport.is_closing():
+            self.transport.close()
+
+    def shutdown(self) -> None:
+        """Stop serving: close now if idle, else after the response in flight."""
+        self.stopping = True
+        if self.cycle is None:
+            if not self.transport.is_closing():
+                self.transport.close()
+            return
+        for cycle in (self.cycle, *self.queue):
+            cycle.keep_alive = False
