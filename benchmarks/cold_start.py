@@ -23,8 +23,25 @@ import subprocess
 import time
 from pathlib import Path
 
-from _common import (HERE, INITIALIZED, MAIN_PY, NIMBLE_PY, SERVERS, discover_request, ensure_peers,
-                     env_for, initialize_request, line, median, pct, save, say, spawn, stdio_commands, table)
+from _common import (
+    HERE,
+    INITIALIZED,
+    MAIN_PY,
+    NIMBLE_PY,
+    SERVERS,
+    discover_request,
+    ensure_peers,
+    env_for,
+    initialize_request,
+    line,
+    median,
+    pct,
+    save,
+    say,
+    spawn,
+    stdio_commands,
+    table,
+)
 
 
 def first_response(proc: subprocess.Popen[bytes]) -> dict:

@@ -239,7 +239,7 @@ def profile(case: str, n: int, loop_kind: str, top: int) -> None:
     total_calls = stats.total_calls  # type: ignore[attr-defined]
     print(f"{case}: {total_calls / n:.1f} Python-level calls per request (cProfile, {n} requests)")
     rows = []
-    for (file, line, fn), (cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
+    for (file, line, fn), (_cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
         where = f"{Path(file).name}:{line}({fn})" if line else fn
         rows.append((tt, nc / n, ct, where))
     rows.sort(reverse=True)
