@@ -1,6 +1,13 @@
 """Cold start: spawn a stdio server -> first `server/discover` response.
 
     python benchmarks/cold_start.py [--rounds 20]
+    python benchmarks/cold_start.py --nimble-only --against /other/checkout/src   # A/B
+
+Every tree's bytecode is compiled first (`compileall`): an installed package has its
+`.pyc` files, and a shell with PYTHONDONTWRITEBYTECODE=1 would otherwise time the
+compiler at every start. `--against SRC` adds the same two nimblemcp rows for another
+checkout's `src/` (its own PYTHONPATH, same interpreter), to compare two builds in one
+interleaved run; `--nimble-only` leaves the peers out.
 
 Every round spawns each server once (order rotated per round, so drift and cache
 effects spread evenly) and times from Popen to the first response line to a
@@ -14,9 +21,27 @@ import argparse
 import json
 import subprocess
 import time
+from pathlib import Path
 
-from _common import (INITIALIZED, MAIN_PY, NIMBLE_PY, SERVERS, discover_request, ensure_peers,
-                     initialize_request, line, median, pct, save, say, spawn, stdio_commands, table)
+from _common import (
+    HERE,
+    INITIALIZED,
+    MAIN_PY,
+    NIMBLE_PY,
+    SERVERS,
+    discover_request,
+    ensure_peers,
+    env_for,
+    initialize_request,
+    line,
+    median,
+    pct,
+    save,
+    say,
+    spawn,
+    stdio_commands,
+    table,
+)
 
 
 def first_response(proc: subprocess.Popen[bytes]) -> dict:
@@ -33,9 +58,14 @@ def first_response(proc: subprocess.Popen[bytes]) -> dict:
             return msg
 
 
-def one_spawn(name: str, argv: list[str]) -> tuple[float, str]:
+def one_spawn(name: str, argv: list[str], src: str | None = None) -> tuple[float, str]:
     t0 = time.perf_counter()
-    proc = spawn(argv, name)
+    if src is None:
+        proc = spawn(argv, name)
+    else:  # another checkout's tree, first on the path
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, cwd=str(SERVERS), bufsize=0,
+                                env={**env_for(name), "PYTHONPATH": src})
     assert proc.stdin is not None
     try:
         proc.stdin.write(line(discover_request()))
@@ -68,19 +98,36 @@ def baseline(py: str) -> float:
     return time.perf_counter() - t0
 
 
+def compile_tree(py: str, src: str) -> None:
+    subprocess.run([py, "-m", "compileall", "-q", src], check=True, stdout=subprocess.DEVNULL)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--against", help="another checkout's src/ directory, timed as 'nimblemcp (other)'")
+    ap.add_argument("--nimble-only", action="store_true", help="leave the peers out")
     args = ap.parse_args()
     ensure_peers()
+    own_src = str(HERE.parent / "src")
+    compile_tree(NIMBLE_PY, own_src)
     cmds = stdio_commands()
+    if args.nimble_only:
+        cmds = {k: v for k, v in cmds.items() if k.startswith("nimblemcp")}
+    jobs: dict[str, object] = {"python -c pass": lambda: (baseline(NIMBLE_PY), "exit")}
     # The main interpreter's site-packages runs a .pth hook at every start (see
-    # _peers.sh); the "main interpreter" rows show what that costs.
-    cmds["nimblemcp (main interpreter)"] = [MAIN_PY, str(SERVERS / "nimble_server.py")]
-    jobs: dict[str, object] = {"python -c pass": lambda: (baseline(NIMBLE_PY), "exit"),
-                               "python -c pass (main interpreter)": lambda: (baseline(MAIN_PY), "exit")}
+    # _peers.sh); the "main interpreter" rows show what that costs (when nimblemcp is
+    # installed there).
+    if not args.nimble_only and subprocess.run([MAIN_PY, "-c", "import nimblemcp"], capture_output=True).returncode == 0:
+        cmds["nimblemcp (main interpreter)"] = [MAIN_PY, str(SERVERS / "nimble_server.py")]
+        jobs["python -c pass (main interpreter)"] = lambda: (baseline(MAIN_PY), "exit")
     for name, argv in cmds.items():
         jobs[name] = (lambda n=name, a=argv: one_spawn(n, a))
+    if args.against:
+        other = str(Path(args.against).resolve())
+        compile_tree(NIMBLE_PY, other)
+        for name in ("nimblemcp", "nimblemcp-cli"):
+            jobs[f"{name} (other)"] = (lambda n=name, a=cmds[name]: one_spawn(n, a, other))
     names = list(jobs)
     times: dict[str, list[float]] = {n: [] for n in names}
     how: dict[str, str] = {}
@@ -92,18 +139,24 @@ def main() -> None:
             t, h = jobs[n]()  # type: ignore[operator]
             times[n].append(t)
             how[n] = h
-    ref = median(times["mcp"])
-    rows, data = [], {}
+    ref = median(times["mcp"]) if "mcp" in times else median(times["nimblemcp"])
+    rows: list[list[str]] = []
+    data: dict[str, object] = {}
     for n in names:
         m = median(times[n])
         data[n] = {"median_ms": m * 1e3, "p90_ms": pct(times[n], 90) * 1e3,
                    "min_ms": min(times[n]) * 1e3, "answered": how[n]}
         rows.append([n, f"{m * 1e3:.1f}", f"{min(times[n]) * 1e3:.1f}",
                      f"{pct(times[n], 90) * 1e3:.1f}", f"{ref / m:.2f}x", how[n]])
+    versus = "mcp" if "mcp" in times else "nimblemcp"
     out = (f"Cold start, spawn -> first response over stdio ({args.rounds} interleaved rounds)\n\n"
-           + table(["server", "median ms", "min ms", "p90 ms", "speed vs mcp", "first request"], rows)
-           + f"\n\nnimblemcp vs mcp: {ref / median(times['nimblemcp']):.2f}x (target >= 4x); "
-           f"via CLI: {ref / median(times['nimblemcp-cli']):.2f}x")
+           + table(["server", "median ms", "min ms", "p90 ms", f"speed vs {versus}", "first request"], rows))
+    if "mcp" in times:
+        out += (f"\n\nnimblemcp vs mcp: {ref / median(times['nimblemcp']):.2f}x (target >= 4x); "
+                f"via CLI: {ref / median(times['nimblemcp-cli']):.2f}x")
+    if args.against:
+        out += (f"\n\nthis tree / other tree: {median(times['nimblemcp']) / median(times['nimblemcp (other)']):.3f}"
+                f" (server.run()), {median(times['nimblemcp-cli']) / median(times['nimblemcp-cli (other)']):.3f} (CLI)")
     say(out)
     save("cold_start", out, {"rounds": args.rounds, "results": data})
 

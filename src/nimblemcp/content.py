@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import base64
 import collections.abc
-import mimetypes
 import types
 import typing
-from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
+
+if TYPE_CHECKING:  # pathlib and mimetypes only when a file is read: off the start-up path
+    from pathlib import Path
 
 __all__ = [
     "Annotations",
@@ -114,6 +115,9 @@ def _b64(data: bytes | str) -> str:
 
 
 def _read(path: str | Path, mime_type: str | None) -> tuple[bytes, str]:
+    import mimetypes
+    from pathlib import Path
+
     p = Path(path)
     guessed = mime_type or mimetypes.guess_type(p.name)[0] or "application/octet-stream"
     return p.read_bytes(), guessed

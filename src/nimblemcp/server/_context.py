@@ -49,7 +49,6 @@ class Context:
 
     __slots__ = (
         "_cancelled",
-        "_close_stream",
         "_done",
         "_dropped",
         "_emit",
@@ -88,7 +87,6 @@ class Context:
         self.subject = subject
         self._meta = meta
         self._emit = emit
-        self._close_stream: CloseStream | None = getattr(io, "close_stream", None)
         self._loop = asyncio.get_running_loop() if loop is None else loop  # the caller's running loop
         self._loop_thread = threading.get_ident()
         self._last_progress: float | None = None
@@ -177,7 +175,7 @@ class Context:
         what follows there, the result included (2025-11-25 HTTP sessions; SEP-1699).
         Lets a long call free its connection, e.g. behind a proxy with a read timeout.
         False (and nothing happens) where the transport has no resumable stream."""
-        close = self._close_stream
+        close: CloseStream | None = getattr(self._io, "close_stream", None)
         if close is None or self._done:
             return False
         if threading.get_ident() == self._loop_thread:

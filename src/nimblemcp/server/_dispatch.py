@@ -15,7 +15,7 @@ import base64
 import binascii
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp._port import Ask, Emit, Handler, Prepared, RequestIO
@@ -171,52 +171,64 @@ class Dispatcher:
         the client as real requests and the handler re-runs with the answers, instead
         of ending the round with `input_required`. `io.loop`, when the transport has
         it, saves looking up the running loop again."""
+        rid, method, params, meta, spec, handler = req  # once: a field read is a descriptor call
+        server = self.server
         subject = io.subject
         ask = io.ask
-        ctx = Context(self.server, req.id, req.method, req.params, req.meta, io.emit, subject, io.loop, io)
-        token = current.set(ctx) if self.server.forward_logs and req.meta.log_level is not None else None
+        ctx = Context(server, rid, method, params, meta, io.emit, subject, io.loop, io)
+        token = current.set(ctx) if server.forward_logs and meta.log_level is not None else None
         try:
-            if req.spec.input_required:
-                p = req.params
+            if spec.input_required:
                 # A first round carries neither: nothing to load, no coroutine to run.
-                if p.get("inputResponses") is not None or p.get("requestState") is not None:
+                if params.get("inputResponses") is not None or params.get("requestState") is not None:
                     await self._resume(ctx, req, subject)
-                limit = self.server.max_inflight
+                limit = server.max_inflight
                 if limit is not None and self.busy >= limit:
                     # Load shedding (MRTR-02): a state-only checkpoint; the client
                     # retries after its backoff and resumes from the same state.
                     raise InputRequired({})
-            if req.spec.name == "subscriptions/listen":  # long-lived: not load
-                result = await req.handler(ctx, req.params)
+            if method == "subscriptions/listen":  # long-lived: not load
+                result = await handler(ctx, params)
             else:
                 self.busy += 1
                 try:
-                    result = await (self._ask_loop(ctx, req, ask) if ask else req.handler(ctx, req.params))
+                    result = await (self._ask_loop(ctx, req, ask) if ask else handler(ctx, params))
                 finally:
                     self.busy -= 1
         except InputRequired as asked:
-            if not req.spec.input_required:  # MRTR-01: never on other methods
-                logger.error("%s asked for client input, which only MRTR methods may", req.method)
-                return error_response(req.id, InternalError())
+            if not spec.input_required:  # MRTR-01: never on other methods
+                logger.error("%s asked for client input, which only MRTR methods may", method)
+                return error_response(rid, InternalError())
             try:
                 result = self._input_required(ctx, req, subject, asked)
             except StateTooLarge as exc:  # the tool author's bug: say so in the log too
-                logger.error("%s %r: %s", req.method, req.params.get("name") or req.params.get("uri"), exc)
-                return error_response(req.id, exc)
+                logger.error("%s %r: %s", method, params.get("name") or params.get("uri"), exc)
+                return error_response(rid, exc)
         except ProtocolError as exc:
-            return error_response(req.id, exc)
+            return error_response(rid, exc)
         except asyncio.CancelledError:
             ctx._cancel()
             raise
         except Exception:  # masked: the text may hold secrets; the log has it by reference
             ref = os.urandom(4).hex()
-            logger.exception("handler for %s failed [ref %s]", req.method, ref)
-            return error_response(req.id, InternalError(f"Internal error (reference {ref})"))
+            logger.exception("handler for %s failed [ref %s]", method, ref)
+            return error_response(rid, InternalError(f"Internal error (reference {ref})"))
         finally:
             ctx._done = True
             if token is not None:
                 current.reset(token)
-        return {"jsonrpc": "2.0", "id": req.id, "result": self._shape(req, result, subject)}
+        # Result shaping: `_meta.serverInfo`, `resultType`, caching hints where the
+        # method's results carry them.
+        if "_meta" in result:
+            if SERVER_INFO not in result["_meta"]:
+                result["_meta"] = {**result["_meta"], **self._server_meta}
+        else:
+            result["_meta"] = self._server_meta
+        if spec.cacheable:
+            self._hints(method, result, subject)
+        elif "resultType" not in result:
+            result["resultType"] = "complete"
+        return {"jsonrpc": "2.0", "id": rid, "result": result}
 
     async def handle(
         self, message: Any, emit: Emit | None = None, subject: str | None = None
@@ -292,22 +304,17 @@ class Dispatcher:
         )
         return result
 
-    def _shape(self, req: Prepared, result: dict[str, Any], subject: str | None = None) -> dict[str, Any]:
-        if "_meta" in result:
-            if SERVER_INFO not in result["_meta"]:
-                result["_meta"] = {**result["_meta"], **self._server_meta}
-        else:
-            result["_meta"] = self._server_meta
+    def _hints(self, method: str, result: dict[str, Any], subject: str | None) -> None:
+        """`resultType`, and the caching hints of a complete result without its own."""
         kind = result.setdefault("resultType", "complete")
-        if req.spec.cacheable and kind == "complete" and "ttlMs" not in result:
-            ttl, scope = self.server.cache_hints[req.method]
-            if subject is not None and req.method not in self.server.explicit_hints:
+        if kind == "complete" and "ttlMs" not in result:
+            ttl, scope = self.server.cache_hints[method]
+            if subject is not None and method not in self.server.explicit_hints:
                 # An authenticated answer may be user-specific: never shared across
                 # authorization contexts unless the server said so (CACHE-07/10).
                 scope = "private"
             result["ttlMs"] = ttl
             result["cacheScope"] = scope
-        return result
 
     # -- handlers ------------------------------------------------------------------------
 
@@ -358,7 +365,9 @@ class Dispatcher:
     async def _list_prompts(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         return self._page("prompts/list", "prompts", lambda: list(self.server.prompts.values()), params)
 
-    async def _call_tool(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+    def _call_tool(self, ctx: Context, params: dict[str, Any]) -> Awaitable[dict[str, Any]]:
+        # Not a coroutine itself: the checks raise at once, and what is awaited is the
+        # tool's own call (one frame less per call).
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("tools/call needs a string 'name'")
@@ -373,8 +382,8 @@ class Dispatcher:
         if tool.task is not None:
             from nimblemcp.server._tasks import call_tool
 
-            return await call_tool(self.server, ctx, tool, arguments)  # type: ignore[arg-type]
-        return await tool.call(ctx, arguments)  # type: ignore[arg-type]
+            return call_tool(self.server, ctx, tool, arguments)  # type: ignore[arg-type]
+        return tool.call(ctx, arguments)  # type: ignore[arg-type]
 
     async def _read_resource(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         uri = params.get("uri")

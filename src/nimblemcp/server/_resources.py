@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -168,10 +167,12 @@ class TemplateEntry(_Readable):
         m = self.pattern.match(uri)
         if m is None:
             return None
+        from urllib.parse import unquote  # here: keeps urllib off a server's start-up
+
         values: dict[str, str] = {}
         for name, reserved in self.variables:
             raw = m.group(name)
-            value = urllib.parse.unquote(raw)
+            value = unquote(raw)
             if not _safe(value, reserved):
                 raise InvalidParams("Invalid resource URI", {"uri": uri})
             values[name] = value

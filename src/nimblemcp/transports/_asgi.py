@@ -15,7 +15,7 @@ from nimblemcp.jsonrpc import encode
 
 __all__ = [
     "ACCESS", "SUBJECT", "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse",
-    "accepts_sse", "endpoint_path", "respond", "respond_json", "send_json",
+    "accepts_sse", "endpoint_path", "respond", "respond_json",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -43,15 +43,6 @@ async def respond(
         out.insert(0, (b"content-type", content_type) if content_type is not None else _TEXT)
         out.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": out})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def send_json(send: Send, status: int, body: bytes) -> None:
-    """An encoded JSON body: `respond` for the hot path (two fresh messages, nothing else)."""
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [JSON, (b"content-length", str(len(body)).encode())],
-    })
     await send({"type": "http.response.body", "body": body})
 
 
@@ -119,13 +110,21 @@ def accepts_sse(kinds: frozenset[bytes]) -> bool:
     return not kinds.isdisjoint(_SSE_RANGES)
 
 
+# Verdicts of `accepts_json_and_sse` per Accept value: a client sends the same one on
+# every request, so the check is one dict lookup. Bounded: the values come from clients.
+_BOTH: dict[bytes, bool] = {}
+_BOTH_LIMIT: Final = 256
+
+
 def accepts_json_and_sse(value: bytes | None) -> bool:
     """Both JSON and SSE are acceptable (wildcards count); what a Streamable HTTP
-    POST must say (HTTP-04). The common spelling (no parameters) costs three substring
-    searches; anything with a parameter (`q=0` may refuse a type) is parsed."""
+    POST must say (HTTP-04). Parsed once per distinct value (see `accepted`)."""
     if value is None:
         return False
-    if b"application/json" in value and b"text/event-stream" in value and b"=" not in value:
-        return True
-    kinds = accepted(value)
-    return accepts_json(kinds) and accepts_sse(kinds)
+    verdict = _BOTH.get(value) if type(value) is bytes else None
+    if verdict is None:
+        kinds = accepted(value)
+        verdict = accepts_json(kinds) and accepts_sse(kinds)
+        if len(_BOTH) < _BOTH_LIMIT and type(value) is bytes:
+            _BOTH[value] = verdict
+    return verdict

@@ -13,7 +13,7 @@ the server.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from nimblemcp.errors import HeaderMismatch
@@ -31,6 +31,7 @@ from nimblemcp.types._tool_headers import (
     header_matches,
     value_at,
 )
+from nimblemcp.types._versions import SUPPORTED_VERSIONS
 from nimblemcp.types.methods import METHODS
 
 __all__ = ["ParamRules", "RequestHeaders", "check_standard"]
@@ -50,17 +51,55 @@ WANTED: Final[dict[bytes, int]] = {
     header_key(HEADER_SESSION_ID): SESSION,
 }
 _ROUTING = (VERSION, METHOD, NAME)
+_VERSION_KEY: Final = header_key(HEADER_PROTOCOL_VERSION)
+_METHOD_KEY: Final = header_key(HEADER_METHOD)
+_NAME_KEY: Final = header_key(HEADER_NAME)
+_SESSION_KEY: Final = header_key(HEADER_SESSION_ID)
 _PARAM_PREFIX: Final = header_key(PARAM_HEADER_PREFIX)
 _DUP: Final = b"\x00dup"
 _NUMBER: Final = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?", re.ASCII)
 
 
 class RequestHeaders:
-    """The headers one POST carries that the transport cares about."""
+    """The headers one POST carries that the transport cares about.
+
+    `values[i]` is the value of header `i` (CONTENT_TYPE...SESSION, surrounding
+    whitespace stripped) or None; `params` maps lowercased names to values for the
+    `Mcp-Param-*` check (unstripped, `_DUP` for a name sent twice; it may hold other
+    headers too); `dup` is the index of a routing header sent twice, else -1."""
 
     __slots__ = ("dup", "params", "values")
 
-    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+    params: dict[bytes, bytes] | None
+    values: list[bytes | None]
+    dup: int
+
+    def __init__(self, raw: Sequence[tuple[bytes, bytes]]) -> None:
+        # The common request names no header twice: one C-level dict build, then
+        # lookups. A repeated name (or headers not in a list) takes the full scan.
+        found: dict[bytes, bytes] | None
+        try:
+            found = dict(raw) if type(raw) is list else None
+        except TypeError:  # names that are not bytes (unhashable)
+            found = None
+        if found is None or len(found) != len(raw):
+            self._scan(raw)
+            return
+        get = found.get
+        # RFC 9110: surrounding whitespace is not content. One C call; a value with
+        # none comes back as the same object.
+        a, b, c, d, e, f = (get(b"content-type"), get(b"accept"), get(_VERSION_KEY), get(_METHOD_KEY),
+                            get(_NAME_KEY), get(_SESSION_KEY))
+        values: list[bytes | None] = [
+            None if a is None else a.strip(b" \t"), None if b is None else b.strip(b" \t"),
+            None if c is None else c.strip(b" \t"), None if d is None else d.strip(b" \t"),
+            None if e is None else e.strip(b" \t"), None if f is None else f.strip(b" \t"),
+        ]
+        self.values = values
+        self.params = found
+        self.dup = -1
+
+    def _scan(self, raw: Iterable[tuple[bytes, bytes]]) -> None:
         values: list[bytes | None] = [None, None, None, None, None, None]
         params: dict[bytes, bytes] | None = None
         dup = -1
@@ -68,14 +107,11 @@ class RequestHeaders:
         for key, value in raw:
             idx = wanted.get(key)
             if idx is not None:
-                # RFC 9110: surrounding whitespace is not content. One C call; a value
-                # with none comes back as the same object.
                 value = value.strip(b" \t")
                 if values[idx] is not None and idx in _ROUTING:
                     dup = idx  # first-copy and last-copy readers would disagree (HTTP-19)
                 values[idx] = value
             elif key.startswith(_PARAM_PREFIX):
-                value = value.strip(b" \t")
                 if params is None:
                     params = {}
                 params[key] = _DUP if key in params else value
@@ -83,6 +119,10 @@ class RequestHeaders:
         self.params = params
         self.dup = dup
 
+
+# The header form of every version and method name this module knows (ASCII: the
+# encoding is the name's bytes), so the comparisons encode nothing per request.
+_ENCODED: Final[dict[str, bytes]] = {v: v.encode() for v in (*METHODS, *SUPPORTED_VERSIONS)}
 
 # Mcp-Name values already decoded (decode_value is pure): a client names the same few
 # tools over and over, so the check costs one dict lookup.
@@ -103,13 +143,13 @@ def check_standard(h: RequestHeaders, method: str, params: dict[str, Any], versi
     raw = values[VERSION]
     if raw is None:
         raise HeaderMismatch(f"Header mismatch: missing required header {HEADER_PROTOCOL_VERSION}")
-    if raw != version.encode():
+    if raw != (_ENCODED.get(version) or version.encode()):
         raise _mismatch(
             HEADER_PROTOCOL_VERSION, decode_header_value(raw, HEADER_PROTOCOL_VERSION), version)
     raw = values[METHOD]
     if raw is None:
         raise HeaderMismatch(f"Header mismatch: missing required header {HEADER_METHOD}")
-    if raw != method.encode():
+    if raw != (_ENCODED.get(method) or method.encode()):
         raise _mismatch(HEADER_METHOD, decode_header_value(raw, HEADER_METHOD), method)
     spec = METHODS.get(method)
     if spec is None or spec.name_param is None:
@@ -160,11 +200,9 @@ class ParamRules:
 
     def check(self, h: RequestHeaders, params: dict[str, Any]) -> None:
         name = params.get("name")
-        if not isinstance(name, str):
-            return
+        if not isinstance(name, str) or not self._lookup(name):
+            return  # most tools have no rules: one look-up
         rules = self.rules_for(name)
-        if not rules:
-            return
         arguments = params.get("arguments")
         sent = h.params or {}
         for key, label, path in rules:
@@ -176,6 +214,7 @@ class ParamRules:
                 raise HeaderMismatch(f"Header mismatch: missing required header {label}")
             if raw is _DUP:
                 raise HeaderMismatch(f"Header mismatch: {label} header appears more than once")
+            raw = raw.strip(b" \t")
             text = decode_header_value(raw, label)
             if type(value) is not str and type(value) is not bool and not _NUMBER.fullmatch(text):
                 # int()/float() also read `4_2`, `٤٢`, ` 42`, `inf`: a number is ASCII (HTTP-13).

@@ -22,7 +22,8 @@ import contextlib
 import gc
 import logging
 import math
-from collections.abc import Mapping
+import types
+from collections.abc import Generator, Mapping
 from typing import Any, Protocol
 
 from nimblemcp._loop import running_loop
@@ -42,6 +43,7 @@ from nimblemcp.jsonrpc import (
     request_id_of,
 )
 from nimblemcp.transports._asgi import (
+    JSON,
     SUBJECT,
     Receive,
     Scope,
@@ -50,7 +52,6 @@ from nimblemcp.transports._asgi import (
     endpoint_path,
     respond,
     respond_json,
-    send_json,
 )
 from nimblemcp.transports._http_exchange import BODY_SWEEP, Exchange, Watchlist
 from nimblemcp.transports._http_headers import (
@@ -108,6 +109,13 @@ def _settle_gc() -> None:
     young, middle, old = gc.get_threshold()
     if young:  # 0 means the application turned the GC off: leave it so
         gc.set_threshold(max(young, YOUNG_GC_THRESHOLD), middle, old)
+
+
+@types.coroutine
+def _next_pass() -> Generator[None, None, None]:
+    """`asyncio.sleep(0)` without its extra coroutine: the task resumes on the loop's
+    next pass."""
+    yield
 
 
 def _is_json(value: bytes | None) -> bool:
@@ -249,7 +257,47 @@ class McpHttpApp:
             except ProtocolError as exc:
                 await respond_json(send, _STATUS.get(exc.code, 200), error_response(msg["id"], exc))
                 return
-            await self._run(prepared, scope, receive, send, loop, task, watchlist)
+            subject = scope.get(SUBJECT)
+            ex = Exchange(loop, receive, send, self.keepalive, subject if isinstance(subject, str) else None, scope)
+            ex.owner = task
+            step = self.core.execute(prepared, ex)
+            watchlist.add(ex)
+            try:
+                response = await step
+            except asyncio.CancelledError:
+                ex.finish()
+                if ex.pump is not None:
+                    ex.pump.cancel()
+                if ex.disconnected:
+                    task.uncancel()
+                    return  # HTTP-10: nothing more is sent for a cancelled request
+                if ex.slow:
+                    task.uncancel()
+                    ex.pump = loop.create_task(ex._pump()) if ex.pump is None else ex.pump
+                    with contextlib.suppress(Exception):
+                        await ex.pump
+                    return
+                raise
+            ex.finish()
+            if ex.pump is None:
+                body = encode_reply(response)
+                # Answer on the loop's next pass, not in the middle of this one: under
+                # load the answers to one batch of requests then leave together, and the
+                # client's next requests all make the next poll instead of trailing a
+                # whole batch behind it. Measured at 64 connections: ~9% more req/s,
+                # p99 6.3 -> 4.5 ms.
+                await _next_pass()
+                await send({
+                    "type": "http.response.start",
+                    "status": 200 if "result" in response else _STATUS.get(response["error"]["code"], 200),
+                    "headers": [JSON, (b"content-length", b"%d" % len(body))],
+                })
+                await send({"type": "http.response.body", "body": body})
+                return
+            ex.frames.append(frame(encode_reply(response)))
+            ex.closed = True
+            ex._wake()
+            await ex.pump
         except Exception:
             # The last resort: a JSON-RPC answer, never the HTTP server's plain-text 500
             # (if the response had begun, the send fails and the connection just ends).
@@ -292,48 +340,6 @@ class McpHttpApp:
         if prepared.method == "tools/call":
             self.param_rules.check(h, prepared.params)
         return prepared
-
-    async def _run(
-        self, prepared: Prepared, scope: Scope, receive: Receive, send: Send,
-        loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], watchlist: Watchlist,
-    ) -> None:
-        subject = scope.get(SUBJECT)
-        ex = Exchange(loop, receive, send, self.keepalive, subject if isinstance(subject, str) else None, scope)
-        ex.owner = task
-        step = self.core.execute(prepared, ex)
-        watchlist.add(ex)
-        try:
-            response = await step
-        except asyncio.CancelledError:
-            ex.finish()
-            if ex.pump is not None:
-                ex.pump.cancel()
-            if ex.disconnected and ex.owner is not None:
-                ex.owner.uncancel()
-                return  # HTTP-10: nothing more is sent for a cancelled request
-            if ex.slow and ex.owner is not None:
-                ex.owner.uncancel()
-                ex.pump = loop.create_task(ex._pump()) if ex.pump is None else ex.pump
-                with contextlib.suppress(Exception):
-                    await ex.pump
-                return
-            raise
-        ex.finish()
-        if ex.pump is None:
-            status = 200 if "result" in response else _STATUS.get(response["error"]["code"], 200)
-            body = encode_reply(response)
-            # Answer on the loop's next pass, not in the middle of this one: under load
-            # the answers to one batch of requests then leave together, and the client's
-            # next requests all make the next poll instead of trailing a whole batch
-            # behind it. Measured at 64 connections: ~9% more req/s, p99 6.3 -> 4.5 ms.
-            await asyncio.sleep(0)
-            await send_json(send, status, body)
-            return
-        ex.frames.append(frame(encode_reply(response)))
-        ex.closed = True
-        ex._wake()
-        await ex.pump
-
 
 def asgi_app(
     core: Core,

@@ -176,23 +176,35 @@ class SecurityMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        origin = host = length = None
         raw_headers = scope["headers"]
-        size = 0
-        for key, value in raw_headers:
-            size += len(key) + len(value)
-            if key == b"origin":
-                if origin is not None and origin != value:
-                    await _reject(send, 403, _FORBIDDEN_ORIGIN)
-                    return
-                origin = value
-            elif key == b"host":
-                if host is not None:  # RFC 9112 §3.2: more than one Host is a 400
-                    await _reject(send, 400, _TWO_HOSTS)
-                    return
-                host = value
-            elif key == b"content-length":
-                length = value
+        # The common request names no header twice: one C-level dict build, lookups
+        # and sums instead of a Python loop. A repeated name takes the full scan.
+        try:
+            found = dict(raw_headers) if type(raw_headers) is list else None
+        except TypeError:  # names that are not bytes (unhashable)
+            found = None
+        if found is not None and len(found) == len(raw_headers):
+            origin = found.get(b"origin")
+            host = found.get(b"host")
+            length = found.get(b"content-length")
+            size = sum(map(len, found)) + sum(map(len, found.values()))
+        else:
+            origin = host = length = None
+            size = 0
+            for key, value in raw_headers:
+                size += len(key) + len(value)
+                if key == b"origin":
+                    if origin is not None and origin != value:
+                        await _reject(send, 403, _FORBIDDEN_ORIGIN)
+                        return
+                    origin = value
+                elif key == b"host":
+                    if host is not None:  # RFC 9112 §3.2: more than one Host is a 400
+                        await _reject(send, 400, _TWO_HOSTS)
+                        return
+                    host = value
+                elif key == b"content-length":
+                    length = value
         if len(raw_headers) > self.max_headers or size > self.max_header_bytes:
             await _reject(send, 431, _TOO_MANY_HEADERS)
             return
