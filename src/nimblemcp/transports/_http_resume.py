@@ -128,6 +128,7 @@ async def replay(
     gone, watcher = _watch(receive)
     try:
         await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
+        await send(_FLUSH)  # the head goes out now, not with the first event (ASGI lets a server wait)
         position = after
         while True:
             batch = stream.after(position)
@@ -164,6 +165,7 @@ async def replay_shared(
     wait = keepalive if keepalive > 0 else 1.0
     try:
         await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
+        await send(_FLUSH)  # the head goes out now, not with the first event (ASGI lets a server wait)
         position = after
         while not gone.done():
             reading: asyncio.Future[tuple[list[bytes], int, bool]] = asyncio.ensure_future(
@@ -188,6 +190,11 @@ async def replay_shared(
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
 
+
+# An empty chunk that is not the end: an ASGI server may hold the response head until the
+# first body message (nimblemcp's engine does, to write a JSON answer in one piece), and a
+# resumed stream may have nothing to send for a while.
+_FLUSH: dict[str, Any] = {"type": "http.response.body", "body": b"", "more_body": True}
 
 _GRACE = (0.02, 0.05, 0.1, 0.0)  # pauses between lookups of a stream not (yet) in the shared log
 
