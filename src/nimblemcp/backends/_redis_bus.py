@@ -12,11 +12,12 @@ event loop at once, so each local listener gets every instance's matching events
 order, each exactly once. Listeners are subscribed once `async with bus.subscribe()` is entered
 (it waits for Redis to confirm the channel, at most `ready_timeout` seconds).
 
-Delivery is at most once. When Redis drops, both connections reconnect with capped
+Delivery is at most once while Redis stays up. When Redis drops, both connections reconnect with capped
 exponential backoff and listeners are told nothing: events that reach the channel
 while an instance is not subscribed are lost to that instance (a client that must not
 miss a change re-lists when its own stream reconnects). Unsent events wait, bounded,
-and go out once the publisher reconnects. Identical events still waiting to be sent are
+and go out once the publisher reconnects (a pipeline that failed part-way is sent again
+whole, so its first events may then arrive twice). Identical events still waiting to be sent are
 merged: they mean the same thing ("refetch"), and this turns a burst of registrations
 at start-up into one notification. `close_all()` ends local subscriptions; `close()`
 also stops the thread. Must not import server, transports or client modules.
