@@ -74,6 +74,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.backends.bus": [
         "Event",
         "InProcessBus",
+        "Match",
         "NotificationBus",
         "SlowListener",
         "Subscription",

@@ -3,17 +3,21 @@
 Shape: one background thread per bus runs its own event loop, which owns both Redis
 connections (one for PUBLISH, one SUBSCRIBEd to `channel`). `publish()` is sync,
 non-blocking and thread-safe: it hands the event to that loop; events are sent as
-small JSON (`{"k": kind, "u": uri}`). Every message read from the channel, the
-instance's own included, goes to the in-process fan-out of `backends.bus` (bounded
-queues, `SlowListener`), so each local listener gets every instance's events, each
-exactly once. Listeners are subscribed once `async with bus.subscribe()` is entered
+small JSON (`{"k": kind, "u": uri}`), one PUBLISH per event, and a burst of them
+in one pipeline (one round trip; a lone event goes out at once, nothing waits to
+batch). Every message read from the channel, the instance's own included, goes to the
+in-process fan-out of `backends.bus` (indexed by `Match`, bounded queues,
+`SlowListener`); the messages already buffered are read as one batch, handed to each
+event loop at once, so each local listener gets every instance's matching events, in
+order, each exactly once. Listeners are subscribed once `async with bus.subscribe()` is entered
 (it waits for Redis to confirm the channel, at most `ready_timeout` seconds).
 
-Delivery is at most once. When Redis drops, both connections reconnect with capped
+Delivery is at most once while Redis stays up. When Redis drops, both connections reconnect with capped
 exponential backoff and listeners are told nothing: events that reach the channel
 while an instance is not subscribed are lost to that instance (a client that must not
 miss a change re-lists when its own stream reconnects). Unsent events wait, bounded,
-and go out once the publisher reconnects. Identical events still waiting to be sent are
+and go out once the publisher reconnects (a pipeline that failed part-way is sent again
+whole, so its first events may then arrive twice). Identical events still waiting to be sent are
 merged: they mean the same thing ("refetch"), and this turns a burst of registrations
 at start-up into one notification. `close_all()` ends local subscriptions; `close()`
 also stops the thread. Must not import server, transports or client modules.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import threading
 from types import TracebackType
@@ -30,11 +35,12 @@ from typing import Any
 
 import orjson
 
-from nimblemcp.backends.bus import Event, InProcessBus
+from nimblemcp.backends.bus import Event, InProcessBus, Match
 
 logger = logging.getLogger("nimblemcp.backends.redis")
 
 _MAX_PENDING = 10_000  # distinct unsent events; beyond this, new ones are dropped
+_BATCH = 500  # events per PUBLISH pipeline, and messages read per hand-over to the loops
 # Reconnect attempts while Redis is away: at most every 0.5 s, so that listeners hear
 # events again within about a second of Redis coming back.
 _BACKOFF_MIN, _BACKOFF_MAX = 0.05, 0.5
@@ -148,9 +154,9 @@ class RedisBus:
             with contextlib.suppress(RuntimeError):  # loop closed by close()
                 loop.call_soon_threadsafe(self._enqueue, event)
 
-    def subscribe(self, max_queue: int = 256) -> RedisSubscription:
+    def subscribe(self, max_queue: int = 256, *, match: Match | None = None) -> RedisSubscription:
         self._start()
-        return RedisSubscription(self, self._local.subscribe(max_queue))
+        return RedisSubscription(self, self._local.subscribe(max_queue, match=match))
 
     def close_all(self) -> None:
         self._local.close_all()
@@ -257,16 +263,23 @@ class RedisBus:
             await self._wake.wait()
             self._wake.clear()
             while self._pending:
-                event = next(iter(self._pending))
+                batch = list(itertools.islice(self._pending, _BATCH))
                 try:
-                    await client.publish(self.channel, encode(event))
+                    if len(batch) == 1:
+                        await client.publish(self.channel, encode(batch[0]))
+                    else:  # a burst: one round trip, in order
+                        pipe = client.pipeline(transaction=False)
+                        for event in batch:
+                            pipe.publish(self.channel, encode(event))
+                        await pipe.execute()
                 except Exception as exc:  # never let the publisher die
-                    # Keep it pending and retry after a pause; Redis may be restarting.
+                    # Keep them pending and retry after a pause; Redis may be restarting.
                     logger.warning("redis bus: publish failed (%s); retrying in %.2fs", describe(exc), delay)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, _BACKOFF_MAX)
                     continue
-                self._pending.pop(event, None)
+                for event in batch:
+                    self._pending.pop(event, None)
                 delay = _BACKOFF_MIN
 
     async def _reader(self, client: Any) -> None:
@@ -277,17 +290,21 @@ class RedisBus:
                 await pubsub.subscribe(self.channel)
                 while True:
                     message = await pubsub.get_message(timeout=None)
-                    if message is None:
-                        continue
-                    if message["type"] == "subscribe":
-                        delay = _BACKOFF_MIN
-                        self._connected()
-                    elif message["type"] == "message":
-                        event = decode(message["data"])
-                        if event is None:
-                            logger.warning("redis bus: ignoring malformed message %r", message["data"][:100])
-                        else:
-                            self._local.publish(event)
+                    events: list[Event] = []
+                    while message is not None:
+                        if message["type"] == "subscribe":
+                            delay = _BACKOFF_MIN
+                            self._connected()
+                        elif message["type"] == "message":
+                            event = decode(message["data"])
+                            if event is None:
+                                logger.warning("redis bus: ignoring malformed message %r", message["data"][:100])
+                            else:
+                                events.append(event)
+                        if len(events) >= _BATCH:
+                            break
+                        message = await pubsub.get_message(timeout=0)  # already buffered, or None
+                    self._local.publish_many(events)
             except Exception as exc:  # never let the reader die: Redis errors, a bug
                 logger.warning("redis bus: subscription lost (%s); reconnecting in %.2fs", describe(exc), delay)
             finally:

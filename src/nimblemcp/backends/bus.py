@@ -8,21 +8,32 @@ subscription has a bounded queue, and one that overflows is ended with
 Cleanup contract: leaving the `async with` (or `close()`) unregisters at once;
 `close_all()` ends every subscription gracefully (iteration just stops).
 The in-process bus is the default; a Redis bus implements the same Protocol.
+
+Fan-out: a subscription may say which events it wants (`Match`); the subscriptions of
+one event loop are indexed by it (kind, resource URI and the URIs above it, task id),
+so an event touches only the subscriptions it matches. An event published from another
+thread (a worker, the Redis bus thread) is handed to each event loop once, in one
+`call_soon_threadsafe` per loop for the whole batch, and fanned out there; the index
+is only ever read or changed on its own loop's thread. Each subscription still gets
+its events in publish order, each once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import deque
+from collections.abc import Collection, Iterable, Sequence
 from types import TracebackType
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from nimblemcp.errors import SlowListener
 
 __all__ = [
     "Event",
     "InProcessBus",
+    "Match",
     "NotificationBus",
     "SlowListener",
     "Subscription",
@@ -34,6 +45,19 @@ class Event(NamedTuple):
 
     kind: str
     uri: str | None = None
+
+
+class Match(NamedTuple):
+    """Which events a subscription wants (no `Match` at all: every event).
+
+    `kinds`: every event of these kinds ("tools", "prompts", "resources", ...);
+    `uris`: "updated" events for one of these URIs or a resource beneath it (the
+    event's URI equals it, or starts with it plus "/": SUB-11); `tasks`: "task"
+    events for one of these task ids."""
+
+    kinds: Collection[str] = ()
+    uris: Collection[str] = ()
+    tasks: Collection[str] = ()
 
 
 class Subscription(Protocol):
@@ -48,23 +72,27 @@ class Subscription(Protocol):
 
 class NotificationBus(Protocol):
     def publish(self, event: Event) -> None: ...
-    def subscribe(self, max_queue: int = 256) -> Subscription: ...
+    def subscribe(self, max_queue: int = 256, *, match: Match | None = None) -> Subscription: ...
     def close_all(self) -> None: ...
 
 
 _CLOSED = Event("__closed__")
 _OVERFLOW = Event("__overflow__")
 
+_Subs = dict["_LocalSubscription", None]  # an ordered set
+
 
 class _LocalSubscription:
-    def __init__(self, bus: InProcessBus, max_queue: int) -> None:
+    def __init__(self, bus: InProcessBus, max_queue: int, match: Match | None) -> None:
         self._bus = bus
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
         self._queue: deque[Event] = deque()
         self._max = max_queue
+        self._match = match
         self._wakeup: asyncio.Future[None] | None = None
         self._ended = False
+        self._fanout: _Fanout | None = None  # set while registered
 
     def _push(self, event: Event) -> None:
         if self._ended:
@@ -80,12 +108,6 @@ class _LocalSubscription:
             self._queue.append(event)
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
-
-    def deliver(self, event: Event) -> None:
-        if threading.get_ident() == self._thread:
-            self._push(event)
-        else:
-            self._loop.call_soon_threadsafe(self._push, event)
 
     def __aiter__(self) -> _LocalSubscription:
         return self
@@ -110,28 +132,168 @@ class _LocalSubscription:
         self.close()
 
     def close(self) -> None:
-        self._bus._subs.discard(self)
+        fanout = self._fanout
+        if fanout is None:
+            return
+        if threading.get_ident() == self._thread:
+            fanout.remove(self)
+        else:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nothing to wake
+                self._loop.call_soon_threadsafe(fanout.remove, self)
+
+
+class _Fanout:
+    """The subscriptions of one event loop, indexed by what they want. Every method
+    runs on that loop's thread (publishers elsewhere hand events over with one
+    `call_soon_threadsafe` per batch)."""
+
+    def __init__(self, bus: InProcessBus, loop: asyncio.AbstractEventLoop) -> None:
+        self.bus = bus
+        self.loop = loop
+        self.thread = threading.get_ident()
+        self.size = 0
+        self._all: _Subs = {}  # no Match: every event
+        self._kinds: dict[str, _Subs] = {}  # every event of a kind
+        self._exact: dict[tuple[str, str], _Subs] = {}  # (kind, uri or task id)
+        self._beneath: dict[str, _Subs] = {}  # "updated" at this URI + "/" + anything
+
+    def _keys(self, match: Match) -> Iterable[tuple[dict[Any, _Subs], Any]]:
+        for kind in match.kinds:
+            yield self._kinds, kind
+        for uri in match.uris:
+            yield self._exact, ("updated", uri)
+            yield self._beneath, uri.rstrip("/")
+        for task_id in match.tasks:
+            yield self._exact, ("task", task_id)
+
+    def add(self, sub: _LocalSubscription) -> None:
+        sub._fanout = self
+        self.size += 1
+        if sub._match is None:
+            self._all[sub] = None
+            return
+        for index, key in self._keys(sub._match):
+            index.setdefault(key, {})[sub] = None
+
+    def remove(self, sub: _LocalSubscription) -> None:
+        if sub._fanout is not self:
+            return
+        sub._fanout = None
+        self.size -= 1
+        if sub._match is None:
+            self._all.pop(sub, None)
+        else:
+            for index, key in self._keys(sub._match):
+                subs = index.get(key)
+                if subs is not None:
+                    subs.pop(sub, None)
+                    if not subs:
+                        del index[key]
+        if not self.size:
+            self.bus._drop(self)
+
+    def targets(self, event: Event) -> Iterable[_LocalSubscription]:
+        """The subscriptions `event` matches, each once (as a snapshot: pushing may
+        not change the index, but a caller may)."""
+        kind, uri = event
+        found: list[_Subs] = []
+        if self._all:
+            found.append(self._all)
+        subs = self._kinds.get(kind)
+        if subs:
+            found.append(subs)
+        if uri is not None:
+            subs = self._exact.get((kind, uri))
+            if subs:
+                found.append(subs)
+            if kind == "updated" and self._beneath:
+                cut = uri.find("/")
+                while cut >= 0:  # every URI above this one, as a "beneath" key
+                    subs = self._beneath.get(uri[:cut])
+                    if subs:
+                        found.append(subs)
+                    cut = uri.find("/", cut + 1)
+        if not found:
+            return ()
+        if len(found) == 1:
+            return list(found[0])
+        merged: _Subs = {}
+        for subs in found:
+            merged.update(subs)
+        return list(merged)
+
+    def deliver(self, events: Sequence[Event]) -> None:
+        for event in events:
+            for sub in self.targets(event):
+                sub._push(event)
+
+    def close_all(self) -> None:
+        subs: _Subs = dict(self._all)
+        for index in (self._kinds, self._exact, self._beneath):
+            for group in list(index.values()):
+                subs.update(group)
+        for sub in subs:
+            sub._push(_CLOSED)
+            self.remove(sub)
 
 
 class InProcessBus:
     """Fan-out to the listeners of this process."""
 
     def __init__(self) -> None:
-        self._subs: set[_LocalSubscription] = set()
+        self._lock = threading.Lock()
+        # One `_Fanout` per event loop with subscriptions; replaced, never changed in
+        # place, so that publishers on any thread can read it without the lock.
+        self._fanouts: tuple[_Fanout, ...] = ()
 
     def publish(self, event: Event) -> None:
-        for sub in list(self._subs):
-            sub.deliver(event)
+        self.publish_many((event,))
 
-    def subscribe(self, max_queue: int = 256) -> _LocalSubscription:
-        sub = _LocalSubscription(self, max_queue)
-        self._subs.add(sub)
+    def publish_many(self, events: Sequence[Event]) -> None:
+        """Publish `events` in order: one hand-over per event loop for all of them."""
+        if not events:
+            return
+        here = threading.get_ident()
+        for fanout in self._fanouts:
+            if fanout.thread == here:
+                fanout.deliver(events)
+            else:
+                try:
+                    fanout.loop.call_soon_threadsafe(fanout.deliver, events)
+                except RuntimeError:  # that loop is closed: nobody listens there any more
+                    self._drop(fanout)
+
+    def subscribe(self, max_queue: int = 256, *, match: Match | None = None) -> _LocalSubscription:
+        sub = _LocalSubscription(self, max_queue, match)
+        self._fanout_for(sub._loop).add(sub)
         return sub
 
+    def _fanout_for(self, loop: asyncio.AbstractEventLoop) -> _Fanout:
+        for fanout in self._fanouts:
+            if fanout.loop is loop:
+                return fanout
+        with self._lock:
+            for fanout in self._fanouts:
+                if fanout.loop is loop:
+                    return fanout
+            fanout = _Fanout(self, loop)
+            self._fanouts = (*self._fanouts, fanout)
+            return fanout
+
+    def _drop(self, fanout: _Fanout) -> None:
+        with self._lock:
+            self._fanouts = tuple(f for f in self._fanouts if f is not fanout)
+
     def close_all(self) -> None:
-        for sub in list(self._subs):
-            sub.deliver(_CLOSED)
-            sub.close()
+        here = threading.get_ident()
+        for fanout in self._fanouts:
+            if fanout.thread == here:
+                fanout.close_all()
+            else:
+                try:
+                    fanout.loop.call_soon_threadsafe(fanout.close_all)
+                except RuntimeError:  # that loop is closed
+                    self._drop(fanout)
 
     def __len__(self) -> int:
-        return len(self._subs)
+        return sum(fanout.size for fanout in self._fanouts)

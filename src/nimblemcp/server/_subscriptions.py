@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from nimblemcp.backends.bus import Event, SlowListener
+from nimblemcp.backends.bus import Event, Match, SlowListener
 from nimblemcp.errors import InvalidParams
-from nimblemcp.server._task_events import TaskWatch
+from nimblemcp.server._task_events import MAX_TASK_IDS, TaskWatch
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 if TYPE_CHECKING:
@@ -91,7 +91,10 @@ async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     sid = ctx.request_id
     methods = {cap: method for key, cap, method in _LIST_FILTERS if honoured.get(key)}
     uris: list[str] = honoured.get("resourceSubscriptions", [])
-    async with server.bus.subscribe(server.listen_queue) as events:
+    # Only matching events reach this stream (the bus indexes them); the task ids asked
+    # for are a superset of those honoured, known before subscribing.
+    match = Match(kinds=tuple(methods), uris=uris, tasks=_requested_tasks(requested))
+    async with server.bus.subscribe(server.listen_queue, match=match) as events:
         tasks = await TaskWatch.open(ctx, params.get("notifications"))  # after subscribing: no change missed
         if tasks is not None:
             honoured["taskIds"] = tasks.ids
@@ -116,6 +119,13 @@ async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
             if tasks is not None:
                 tasks.close()  # its watchdog (shared store)
     return {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: sid}}
+
+
+def _requested_tasks(requested: Any) -> list[str]:
+    raw = requested.get("taskIds") if isinstance(requested, dict) else None  # type: ignore[union-attr]
+    if not isinstance(raw, list) or len(raw) > MAX_TASK_IDS:  # type: ignore[arg-type]
+        return []  # refused by TaskWatch.open
+    return [t for t in raw if isinstance(t, str)]  # type: ignore[union-attr]
 
 
 def _translate(event: Event, methods: dict[str, str], uris: list[str], sid: Any) -> dict[str, Any] | None:

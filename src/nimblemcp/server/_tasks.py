@@ -296,11 +296,12 @@ class TaskManager:
                 self._stop(task_id)
 
     async def _hear_cancels(self) -> None:
+        from nimblemcp.backends.bus import Match
         from nimblemcp.errors import SlowListener
 
         while True:
             try:
-                async with self.server.bus.subscribe(4096) as events:
+                async with self.server.bus.subscribe(4096, match=Match(kinds=(CANCEL,))) as events:
                     async for event in events:
                         if event.kind == CANCEL and event.uri is not None:
                             self._stop(event.uri)
