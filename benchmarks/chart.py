@@ -33,14 +33,15 @@ import matplotlib.pyplot as plt
 
 HERE = Path(__file__).resolve().parent
 COLOURS = {"nimblemcp": "#2a7ab0", "mcp": "#d9822b", "FastMCP": "#7a5cad", "bare ASGI app": "#9a9a9a"}
-LABELS = {"nimblemcp": "nimblemcp", "nimblemcp-async": "nimblemcp (async tool)", "mcp": "mcp",
+LABELS = {"nimblemcp-run": "nimblemcp run (own engine)", "nimblemcp": "nimblemcp app under uvicorn",
+          "nimblemcp-async": "nimblemcp (async tool, uvicorn)", "mcp": "mcp",
           "fastmcp": "FastMCP", "bare-asgi": "bare ASGI app"}
 # panel: (results file, key of the value, title, unit, higher is better, names in order)
 PANELS = [
     ("http_throughput", "rps", "HTTP tools/call, 64 connections", "req/s", True,
-     ["nimblemcp", "nimblemcp-async", "mcp", "fastmcp", "bare-asgi"]),
+     ["nimblemcp-run", "nimblemcp", "mcp", "fastmcp", "bare-asgi"]),
     ("http_throughput", "p99_ms", "HTTP tools/call p99 latency", "ms", False,
-     ["nimblemcp", "nimblemcp-async", "mcp", "fastmcp"]),
+     ["nimblemcp-run", "nimblemcp", "mcp", "fastmcp", "bare-asgi"]),
     ("stdio_roundtrip", "median_us", "stdio tools/call round trip (median)", "µs", False,
      ["nimblemcp", "nimblemcp-async", "mcp", "fastmcp"]),
     ("cold_start", "median_ms", "spawn to first server/discover (stdio)", "ms", False,
