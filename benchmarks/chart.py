@@ -33,9 +33,11 @@ import matplotlib.pyplot as plt
 
 HERE = Path(__file__).resolve().parent
 COLOURS = {"nimblemcp": "#2a7ab0", "mcp": "#d9822b", "FastMCP": "#7a5cad", "bare ASGI app": "#9a9a9a"}
-LABELS = {"nimblemcp-run": "nimblemcp run (own engine)", "nimblemcp": "nimblemcp app under uvicorn",
+LABELS = {"nimblemcp-run": "nimblemcp run (own engine)", "nimblemcp": "nimblemcp",
           "nimblemcp-async": "nimblemcp (async tool, uvicorn)", "mcp": "mcp",
           "fastmcp": "FastMCP", "bare-asgi": "bare ASGI app"}
+# http_throughput's "nimblemcp" row is the guarded app under uvicorn (the run row is the engine)
+HTTP_LABELS = {"nimblemcp": "nimblemcp app under uvicorn"}
 # panel: (results file, key of the value, title, unit, higher is better, names in order)
 PANELS = [
     ("http_throughput", "rps", "HTTP tools/call, 64 connections", "req/s", True,
@@ -64,7 +66,10 @@ def load_results(folder: Path) -> dict[str, dict[str, dict[str, float]]]:
         path = folder / f"{stem}.json"
         if path.exists():
             data = json.loads(path.read_text())
-            found[stem] = data.get("results", data)
+            rows = data.get("results", data)
+            if any("/" in name for name in rows):  # client_roundtrip keys rows "wire/client": the HTTP ones
+                rows = {name.split("/", 1)[1]: row for name, row in rows.items() if name.startswith("http/")}
+            found[stem] = rows
     return found
 
 
@@ -88,8 +93,9 @@ def draw(results: dict[str, dict[str, dict[str, float]]], out: Path, note: str) 
     fig, axes = plt.subplots(nrows, cols, figsize=(11, 2.3 * nrows + 0.9), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.axis("off")
-    for ax, (_stem, _key, title, unit, higher, rows) in zip(axes.flat, panels, strict=False):
-        names = [LABELS.get(n, n) for n, _ in rows][::-1]
+    for ax, (stem, _key, title, unit, higher, rows) in zip(axes.flat, panels, strict=False):
+        names = [HTTP_LABELS.get(n, LABELS.get(n, n)) if stem == "http_throughput" else LABELS.get(n, n)
+                 for n, _ in rows][::-1]
         values = [v for _, v in rows][::-1]
         ax.barh(names, values, color=[colour(n) for n, _ in rows][::-1])
         ref = dict(rows).get("mcp")
