@@ -11,13 +11,9 @@ per stream, TTL).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +21,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from _deploy import launch
 from _redis import RedisServer, free_port
 
 from nimblemcp.transports._sse import ServerSentEvent, iter_sse
@@ -64,18 +61,7 @@ class Instance:
 
 def _launch(src: Path, name: str, env: dict[str, str], log: Path) -> Instance:
     port = free_port()
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "nimblemcp", "run", str(src), "--transport", "http", "--port", str(port)],
-            stdout=sink, stderr=sink, env={**env, "INSTANCE": name})
-    for _ in range(600):
-        if proc.poll() is not None:
-            raise RuntimeError(f"instance {name} exited: {log.read_text()}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return Instance(name, proc, port, log)
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(f"instance {name} did not start")
+    return Instance(name, launch(src, port, log, env={**env, "INSTANCE": name}), port, log)
 
 
 @pytest.fixture(scope="module")
