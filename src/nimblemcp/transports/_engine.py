@@ -46,6 +46,7 @@ logger = logging.getLogger("nimblemcp.http")
 
 _STATUS_LINES = {int(s): b"HTTP/1.1 %d %s\r\n" % (s, s.phrase.encode("ascii")) for s in HTTPStatus}
 _NO_BODY_STATUS = frozenset({204, 304})
+_FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection"})  # response headers the engine reads
 _MAX_PIPELINE = 100  # queued requests on one connection before it is closed
 _BODY_HIGH_WATER = 256 * 1024  # request body bytes buffered before reading pauses
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -71,8 +72,7 @@ def _expects_continue(headers: list[tuple[bytes, bytes]]) -> bool:
 
 
 def _status_line(status: int) -> bytes:
-    line = _STATUS_LINES.get(status)
-    return line if line is not None else b"HTTP/1.1 %d \r\n" % status
+    return b"HTTP/1.1 %d \r\n" % status  # a code without a standard phrase
 
 
 class _Cycle:
@@ -99,12 +99,12 @@ class _Cycle:
     )
     task: asyncio.Task[None]  # set by `Engine.start`
 
-    def __init__(self, conn: Connection, scope: dict[str, Any], keep_alive: bool) -> None:
+    def __init__(self, conn: Connection, scope: dict[str, Any], keep_alive: bool, head_only: bool) -> None:
         self.conn = conn
         self.scope = scope
         self.keep_alive = keep_alive
         self.check_continue = True  # until the app first asks for the body
-        self.head_only = scope["method"] == "HEAD"
+        self.head_only = head_only
         self.body = b""  # usually one chunk: bytes concatenation keeps it uncopied
         self.more_body = True  # the request message is not complete yet
         self.request_done = False  # the last body chunk was handed to the app
@@ -191,24 +191,27 @@ class _Cycle:
                 await conn.drained()
             return
         self.response_complete = True
-        self.wake()
+        if self.waiter is not None:
+            self.wake()
         conn.response_done(self)
 
     def _head(self, body: bytes, more: bool) -> bytes:
         length = False
         close = False
-        parts = [_status_line(self.status), self.conn.engine.date_header]
+        status = self.status
+        parts = [_STATUS_LINES.get(status) or _status_line(status), self.conn.engine.date_header]
         for name, value in self.headers:
             low = name.lower()
-            if low == b"content-length":
-                length = True
-            elif low == b"transfer-encoding":
-                if value.lower() != b"chunked":
-                    raise RuntimeError("unsupported transfer-encoding in response")
-                self.chunked = True
-                continue  # added below, once
-            elif low == b"connection" and value.lower() == b"close":
-                close = True
+            if low in _FRAMING:
+                if low == b"content-length":
+                    length = True
+                elif low == b"transfer-encoding":
+                    if value.lower() != b"chunked":
+                        raise RuntimeError("unsupported transfer-encoding in response")
+                    self.chunked = True
+                    continue  # added below, once
+                elif value.lower() == b"close":
+                    close = True
             parts.append(b"%s: %s\r\n" % (name, value))
         if close:
             self.keep_alive = False
@@ -245,6 +248,7 @@ class Connection(asyncio.Protocol):
         self.client: tuple[str, int] | None = None
         self.scheme = "http"
         self.trusted = False
+        self.base_scope: dict[str, Any] = {}
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.cycle: _Cycle | None = None  # the request being answered
@@ -276,6 +280,11 @@ class Connection(asyncio.Protocol):
         if transport.get_extra_info("sslcontext") is not None:
             self.scheme = "https"
         self.trusted = engine.proxies is not None and engine.proxies.trusts(self.client)
+        self.base_scope = {
+            "type": "http", "asgi": _ASGI, "http_version": "1.1", "server": self.server,
+            "client": self.client, "scheme": self.scheme, "method": "GET", "root_path": engine.root_path,
+            "path": "/", "raw_path": b"/", "query_string": b"", "headers": [], "state": {},
+        }
         self.deadline = engine.now + engine.head_timeout
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -376,21 +385,25 @@ class Connection(asyncio.Protocol):
         else:
             raw_path, query, path = url, b"", url.decode("ascii")
         headers = self.headers
-        scheme = self.scheme
-        client = self.client
+        # A copy of the connection's scope with every key present costs about half
+        # of building the 13-key dict anew.
+        scope = self.base_scope.copy()
+        scope["http_version"] = parser.get_http_version()
+        scope["method"] = method = parser.get_method().decode("ascii")
+        if engine.root_path:
+            scope["path"] = engine.root_path + path
+            scope["raw_path"] = engine.root_path_raw + raw_path
+        else:
+            scope["path"] = path
+            scope["raw_path"] = raw_path
+        scope["query_string"] = query
+        scope["headers"] = headers
+        scope["state"] = engine.state.copy()
         if self.trusted:
-            scheme, client = engine.proxies.apply(headers, scheme, client)  # type: ignore[union-attr]
-        root = engine.root_path
-        scope = {
-            "type": "http", "asgi": _ASGI, "http_version": parser.get_http_version(),
-            "server": self.server, "client": client, "scheme": scheme,
-            "method": parser.get_method().decode("ascii"), "root_path": root,
-            "path": root + path if root else path,
-            "raw_path": engine.root_path_raw + raw_path if root else raw_path,
-            "query_string": query, "headers": headers, "state": engine.state.copy(),
-        }
+            scope["scheme"], scope["client"] = engine.proxies.apply(  # type: ignore[union-attr]
+                headers, self.scheme, self.client)
         keep_alive = parser.should_keep_alive() and not self.stopping
-        cycle = _Cycle(self, scope, keep_alive)
+        cycle = _Cycle(self, scope, keep_alive, method == "HEAD")
         self.parsing = cycle
         if self.cycle is None:
             self.cycle = cycle
@@ -404,7 +417,8 @@ class Connection(asyncio.Protocol):
         cycle = self.parsing
         if cycle is not None and not cycle.response_complete and not cycle.disconnected:
             cycle.body += body
-            cycle.wake()
+            if cycle.waiter is not None:
+                cycle.wake()
 
     def on_message_complete(self) -> None:
         if self.lingering:
@@ -414,7 +428,8 @@ class Connection(asyncio.Protocol):
         if cycle is not None:
             cycle.more_body = False
             self.parsing = None
-            cycle.wake()
+            if cycle.waiter is not None:
+                cycle.wake()
 
     # -- responses ---------------------------------------------------------------------
 
