@@ -1,4 +1,4 @@
-"""HTTP throughput: each server's ASGI app under uvicorn, driven by wrk.
+"""HTTP throughput: each server's ASGI app under uvicorn (or nimblemcp's engine), driven by wrk.
 
     python benchmarks/http_throughput.py [--rounds 3] [--duration 5] [--connections 64]
 
@@ -7,8 +7,16 @@ access log) on 127.0.0.1; nimblemcp's from benchmarks/.venv-nimble, the peers' f
 benchmarks/.venv-peers. wrk (Debian package `wrk`) POSTs one fixed 2026-07-28
 `tools/call echo` body with the headers the transport needs. Rounds are interleaved:
 each round runs wrk once against every server, in rotated order. A bare ASGI app that
-returns a canned result is the ceiling. Idle RSS is read from /proc after start-up
-and one request, before any load.
+returns a canned result is the ceiling (`bare-asgi`, on uvicorn); `bare-asgi-engine` serves
+the same app on nimblemcp's own engine, the engine's own ceiling. Idle RSS is read from
+/proc after start-up and one request, before any load.
+
+Besides req/s (which halves whenever other work shares the server's core), every run
+reads the server's own CPU time from /proc (user + system, its threads and children)
+and reports CPU microseconds per request and requests per CPU-second: what the server
+can do on one core. It is less sensitive to other work on the box than req/s, not
+immune (shared caches; an unsaturated server answers fewer requests per loop pass).
+The load average is printed with the table; compare only rows of one run.
 
 The `nimblemcp-run*` rows are not uvicorn apps: they run `nimblemcp run --transport
 http` itself (the guarded app, as deployed) on nimblemcp's own engine (the default) and
@@ -42,6 +50,7 @@ HEADERS = {
 }
 APPS = {  # name -> (interpreter, module); "run:<engine>" = `nimblemcp run` on that engine
     "bare-asgi": (NIMBLE_PY, "bare_asgi"),
+    "bare-asgi-engine": (NIMBLE_PY, "engine:bare_asgi"),  # the same app on nimblemcp's own engine
     "nimblemcp-run-uvicorn": (NIMBLE_PY, "run:uvicorn"),  # the guarded app, as deployed, on uvicorn
     "nimblemcp-run": (NIMBLE_PY, "run:nimblemcp"),  # the same on nimblemcp's own engine (default)
     "nimblemcp": (NIMBLE_PY, "nimble_server"),
@@ -62,6 +71,8 @@ def start(name: str, py: str, module: str, port: int, pin: str | None = None) ->
     if module.startswith("run:"):
         argv = [py, "-m", "nimblemcp", "run", "nimble_server.py", "--transport", "http", "--port", str(port),
                 "--log-level", "warning", "--engine", module.removeprefix("run:")]
+    elif module.startswith("engine:"):
+        argv = [py, f"{module.removeprefix('engine:')}.py", str(port)]
     else:
         argv = [py, "-m", "uvicorn", f"{module}:http_app", "--factory", "--host", "127.0.0.1",
                 "--port", str(port), "--workers", "1", "--loop", "uvloop", "--http", "httptools",
@@ -109,6 +120,25 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid`, its threads and its live descendants."""
+    total = 0.0
+    todo = [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
 LUA = """wrk.method = "POST"
 wrk.body = {body}
 {headers}
@@ -117,7 +147,9 @@ wrk.body = {body}
 _UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-def run_wrk(port: int, script: str, conns: int, duration: int, threads: int, pin: str | None = None) -> dict:
+def run_wrk(port: int, script: str, conns: int, duration: int, threads: int, pin: str | None = None,
+            server_pid: int | None = None) -> dict:
+    cpu0 = cpu_seconds(server_pid) if server_pid is not None else 0.0
     out = subprocess.run(
         [*(["taskset", "-c", pin] if pin is not None else []), "wrk", f"-t{threads}", f"-c{conns}", f"-d{duration}s", "--latency", "-s", script,
          f"http://127.0.0.1:{port}/mcp"], capture_output=True, text=True, check=True).stdout
@@ -126,9 +158,12 @@ def run_wrk(port: int, script: str, conns: int, duration: int, threads: int, pin
     for p in ("50", "99"):
         m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
         lat[p] = float(m.group(1)) * _UNIT[m.group(2)]
+    cpu = cpu_seconds(server_pid) - cpu0 if server_pid is not None else float("nan")
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     errs = re.search(r"Socket errors:.*", out)
-    return {"rps": rps, "p50_ms": lat["50"], "p99_ms": lat["99"],
+    return {"rps": rps, "p50_ms": lat["50"], "p99_ms": lat["99"], "requests": requests,
+            "cpu_us_per_req": cpu / requests * 1e6 if requests else float("nan"),
             "non2xx": int(bad.group(1)) if bad else 0, "socket_errors": errs.group(0) if errs else ""}
 
 
@@ -167,10 +202,12 @@ def main() -> None:
         for name, (proc, port) in procs.items():  # warm-up, not counted
             run_wrk(port, lua.name, args.connections, 1, args.threads, wrk_cpu)
         names = list(procs)
+        load_before = os.getloadavg()[0]
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 runs[name].append(run_wrk(procs[name][1], lua.name, args.connections,
-                                          args.duration, args.threads, wrk_cpu))
+                                          args.duration, args.threads, wrk_cpu, procs[name][0].pid))
+        load_after = os.getloadavg()[0]
         loaded = {n: rss_mib(p.pid) for n, (p, _) in procs.items()}
     finally:
         for proc, _ in procs.values():
@@ -186,27 +223,35 @@ def main() -> None:
         summary[n] = {"rps": median([x["rps"] for x in rs]),
                       "p50_ms": median([x["p50_ms"] for x in rs]),
                       "p99_ms": median([x["p99_ms"] for x in rs]),
+                      "cpu_us_per_req": median([x["cpu_us_per_req"] for x in rs]),
                       "non2xx": sum(x["non2xx"] for x in rs),
                       "idle_rss_mib": idle[n], "rss_after_load_mib": loaded[n], "runs": rs}
     ref = summary.get("mcp", {}).get("rps")
     ceil = summary.get("bare-asgi", {}).get("rps")
+    ceil_cpu = summary.get("bare-asgi", {}).get("cpu_us_per_req")
     rows = []
     for n, s in summary.items():
         rows.append([n, f"{s['rps']:.0f}", f"{s['p50_ms']:.2f}", f"{s['p99_ms']:.2f}",
                      f"{s['rps'] / ref:.2f}x" if ref else "-",
                      f"{s['rps'] / ceil:.0%}" if ceil else "-",
+                     f"{s['cpu_us_per_req']:.1f}", f"{1e6 / s['cpu_us_per_req']:.0f}",
+                     f"{ceil_cpu / s['cpu_us_per_req']:.0%}" if ceil_cpu else "-",
                      f"{s['idle_rss_mib']:.1f}", f"{s['rss_after_load_mib']:.1f}", str(s["non2xx"])])
-    out = (f"HTTP tools/call echo under uvicorn (1 worker, uvloop+httptools), wrk -t{args.threads} "
-           f"-c{args.connections}, {args.rounds} interleaved rounds x {args.duration}s; medians of rounds\n\n"
-           + table(["server", "req/s", "p50 ms", "p99 ms", "vs mcp", "of ceiling",
-                    "idle RSS MiB", "RSS after MiB", "non-2xx"], rows))
+    out = (f"HTTP tools/call echo (uvicorn rows: 1 worker, uvloop+httptools; *-engine and nimblemcp-run: "
+           f"nimblemcp's engine), wrk -t{args.threads} -c{args.connections}"
+           f"{', servers pinned to CPU 0 and wrk to CPU 1' if args.pin else ''}, {args.rounds} interleaved "
+           f"rounds x {args.duration}s; medians of rounds. Load average {load_before:.2f} before, "
+           f"{load_after:.2f} after (2 cores): req/s fall with it, server CPU per request less so.\n\n"
+           + table(["server", "req/s", "p50 ms", "p99 ms", "vs mcp", "of ceiling", "CPU us/req",
+                    "req per CPU-s", "of ceiling (CPU)", "idle RSS MiB", "RSS after MiB", "non-2xx"], rows))
     if "nimblemcp" in summary and ref and ceil:
         s = summary["nimblemcp"]
         out += (f"\n\nnimblemcp: {s['rps'] / ref:.2f}x mcp (target >= 10x), {s['rps'] / ceil:.0%} "
                 f"of bare ASGI (target >= 50%), p99 {s['p99_ms']:.2f} ms (target < 5 ms), "
                 f"idle RSS {s['idle_rss_mib']:.1f} MiB (target <= 40 MiB)")
     say(out)
-    save("http_throughput", out, {"args": vars(args), "results": summary})
+    save("http_throughput", out, {"args": vars(args), "load_average": [load_before, load_after],
+                                  "results": summary})
 
 
 if __name__ == "__main__":

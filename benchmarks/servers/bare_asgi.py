@@ -1,4 +1,10 @@
-"""The ceiling: a bare ASGI app that reads the body and returns a canned tools/call result."""
+"""The ceiling: a bare ASGI app that reads the body and returns a canned tools/call result.
+
+    uvicorn bare_asgi:http_app --factory ...   # the `bare-asgi` row of http_throughput.py
+    python bare_asgi.py PORT                   # the same app on nimblemcp's own engine (`bare-asgi-engine`)
+"""
+
+import sys
 
 BODY = (b'{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete",'
         b'"content":[{"type":"text","text":"hello"}],"isError":false}}')
@@ -24,3 +30,9 @@ async def app(scope, receive, send):
 
 def http_app():
     return app
+
+
+if __name__ == "__main__":
+    from nimblemcp.transports._engine_server import EngineConfig, run
+
+    run(app, EngineConfig(port=int(sys.argv[1])))
