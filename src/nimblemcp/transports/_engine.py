@@ -46,7 +46,6 @@ logger = logging.getLogger("nimblemcp.http")
 
 _STATUS_LINES = {int(s): b"HTTP/1.1 %d %s\r\n" % (s, s.phrase.encode("ascii")) for s in HTTPStatus}
 _NO_BODY_STATUS = frozenset({204, 304})
-_FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection"})  # response headers the engine reads
 _MAX_PIPELINE = 100  # queued requests on one connection before it is closed
 _BODY_HIGH_WATER = 256 * 1024  # request body bytes buffered before reading pauses
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -202,17 +201,16 @@ class _Cycle:
         parts = [_STATUS_LINES.get(status) or _status_line(status), self.conn.engine.date_header]
         for name, value in self.headers:
             low = name.lower()
-            if low in _FRAMING:
-                if low == b"content-length":
-                    length = True
-                elif low == b"transfer-encoding":
-                    if value.lower() != b"chunked":
-                        raise RuntimeError("unsupported transfer-encoding in response")
-                    self.chunked = True
-                    continue  # added below, once
-                elif value.lower() == b"close":
-                    close = True
-            parts.append(b"%s: %s\r\n" % (name, value))
+            if low == b"content-length":
+                length = True
+            elif low == b"transfer-encoding":
+                if value.lower() != b"chunked":
+                    raise RuntimeError("unsupported transfer-encoding in response")
+                self.chunked = True
+                continue  # added below, once
+            elif low == b"connection" and value.lower() == b"close":
+                close = True
+            parts += (name, b": ", value, b"\r\n")
         if close:
             self.keep_alive = False
         if self.status not in _NO_BODY_STATUS and not length:

@@ -20,7 +20,6 @@ from functools import lru_cache
 __all__ = ["TrustedProxies"]
 
 _SCHEMES = frozenset({"http", "https", "ws", "wss"})
-_FORWARDING = frozenset({b"x-forwarded-proto", b"x-forwarded-for"})
 _Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -87,11 +86,10 @@ class TrustedProxies:
         proto: bytes | None = None
         forwarded: list[bytes] = []
         for name, value in headers:
-            if name in _FORWARDING:  # one lookup for the many headers that are neither
-                if name == b"x-forwarded-proto":
-                    proto = value
-                else:
-                    forwarded.append(value)
+            if name == b"x-forwarded-proto":
+                proto = value
+            elif name == b"x-forwarded-for":
+                forwarded.append(value)
         if proto is not None:
             said = proto.decode("latin-1").strip()
             if said in _SCHEMES:
