@@ -29,6 +29,7 @@ Imports `httptools` and the stdlib only; never the server (the app is any ASGI a
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections import deque
 from http import HTTPStatus
@@ -247,6 +248,7 @@ class Connection(asyncio.Protocol):
         self.scheme = "http"
         self.trusted = False
         self.base_scope: dict[str, Any] = {}
+        self.context = contextvars.Context()
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.cycle: _Cycle | None = None  # the request being answered
@@ -267,6 +269,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.context = contextvars.copy_context()  # what each request's task starts from
         engine = self.engine
         engine.connections.add(self)
         sock_name = transport.get_extra_info("sockname")
@@ -449,7 +452,10 @@ class Connection(asyncio.Protocol):
         if self.queue:
             nxt = self.queue.popleft()
             self.cycle = nxt
-            self.engine.start(self, nxt)
+            # We are inside the finished request's task: started from here, the next
+            # request's task would copy that task's context (its contextvars). Start it
+            # from the connection's own context, as `data_received` does.
+            self.context.run(self.engine.start, self, nxt)
             self.update_reading()
             return
         if self.bad:
