@@ -164,6 +164,18 @@ async def test_expect_100_continue_is_sent_only_while_the_body_is_held_back(scop
     await finish(writer)
 
 
+async def test_expect_100_continue_from_http_1_0_is_ignored(scoped: Served) -> None:
+    # RFC 9110 10.1.1: the expectation is HTTP/1.1's; a 1.0 client never gets an interim answer.
+    reader, writer = await asyncio.open_connection("127.0.0.1", scoped.port)
+    writer.write(b"POST /e HTTP/1.0\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")
+    await asyncio.sleep(0.2)  # time enough for a wrongly sent interim answer to arrive first
+    writer.write(b"xyz")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD)
+    assert not head.startswith(b"HTTP/1.1 100"), head
+    assert b" 200 " in head.split(b"\r\n", 1)[0]
+    writer.close()
+
+
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="unset")
 
 
@@ -238,5 +250,36 @@ async def test_a_failing_request_answers_500_and_leaves_no_task_behind(caplog: p
         await asyncio.sleep(0.05)
         assert served.engine.tasks == set()
         assert any("Exception in ASGI application" in r.getMessage() for r in caplog.records)
+    finally:
+        await close(served)
+
+
+async def splitting_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await read_body(receive)
+    value = b"a\r\nset-cookie: stolen=1" if scope["path"] == "/split" else b"fine"
+    if scope["path"] == "/lf":
+        value = b"a\nset-cookie: stolen=1"
+    headers = ((b"x-echo", value), (b"transfer-encoding", b"chunked"))  # an iterable, not a list
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"ok", "more_body": False})
+
+
+async def test_a_cr_or_lf_in_a_response_header_is_refused_not_written() -> None:
+    served = await serving(splitting_app)
+    try:
+        for path in (b"/split", b"/lf"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+            writer.write(b"GET " + path + b" HTTP/1.1\r\nHost: h\r\n\r\n")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD)
+            assert head.startswith(b"HTTP/1.1 500"), head
+            assert b"stolen" not in head + await asyncio.wait_for(reader.read(), GUARD)
+            await finish(writer)
+        # The same app with a clean value, its own transfer-encoding header included, is served.
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        writer.write(b"GET /ok HTTP/1.1\r\nHost: h\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD)
+        assert head.startswith(b"HTTP/1.1 200") and b"x-echo: fine\r\n" in head
+        assert head.lower().count(b"transfer-encoding: chunked") == 1
+        await finish(writer)
     finally:
         await close(served)

@@ -128,7 +128,9 @@ class _Cycle:
         conn = self.conn
         if self.check_continue:
             self.check_continue = False
+            # RFC 9110 10.1.1: a server ignores `Expect: 100-continue` from HTTP/1.0.
             if (self.more_body and not (self.disconnected or self.response_started or self.body)
+                    and self.scope["http_version"] != "1.0"
                     and _expects_continue(self.scope["headers"])):
                 conn.transport.write(_CONTINUE)
         while True:
@@ -168,8 +170,8 @@ class _Cycle:
             return
         transport = conn.transport
         if not self.written:
+            head = self._head(body, more)  # may refuse the app's headers: then a 500 goes out
             self.written = True
-            head = self._head(body, more)
             if self.head_only or self.status in _NO_BODY_STATUS:
                 transport.write(head)
             elif self.chunked:
@@ -198,6 +200,7 @@ class _Cycle:
     def _head(self, body: bytes, more: bool) -> bytes:
         length = False
         close = False
+        app_lines = 0  # header lines of the app's, written as they came
         status = self.status
         parts = [_STATUS_LINES.get(status) or _status_line(status), self.conn.engine.date_header]
         for name, value in self.headers:
@@ -212,6 +215,7 @@ class _Cycle:
             elif low == b"connection" and value.lower() == b"close":
                 close = True
             parts += (name, b": ", value, b"\r\n")
+            app_lines += 1
         if close:
             self.keep_alive = False
         if self.status not in _NO_BODY_STATUS and not length:
@@ -232,7 +236,13 @@ class _Cycle:
         elif self.keep_alive and self.scope["http_version"] == "1.0":
             parts.append(b"connection: keep-alive\r\n")
         parts.append(b"\r\n")
-        return b"".join(parts)
+        head = b"".join(parts)
+        # Every line of the head ends in our own CRLF; one more CR or LF means a name or
+        # value of the app's carried it (response splitting): refuse, as uvicorn does.
+        lines = len(parts) - 3 * app_lines
+        if head.count(b"\n") != lines or head.count(b"\r") != lines:
+            raise RuntimeError("invalid response header: CR or LF in a name or value")
+        return head
 
 
 class Connection(asyncio.Protocol):
