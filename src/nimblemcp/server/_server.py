@@ -507,6 +507,21 @@ class Server:
         """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09)."""
         self.bus.close_all()
 
+    def drain(self, grace: float) -> None:
+        """A graceful stop began (SIGTERM under `run_http`): background tasks running
+        now may finish within `grace` seconds; when the server stops, those still
+        running are marked failed (see `settle_tasks`)."""
+        if self._tasks is not None:
+            self._tasks.drain(grace)
+
+    async def settle_tasks(self) -> None:
+        """The server stops (its lifespan's last exit): background tasks still running
+        after the drain's grace (none without a drain) are marked failed at once, the
+        change published and their leases released, instead of staying `working`
+        until a lease lapses."""
+        if self._tasks is not None:
+            await self._tasks.settle()
+
     @property
     def tasks(self) -> TaskManager:
         """Background tasks of the tasks extension; built on first use."""
