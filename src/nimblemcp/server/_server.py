@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from nimblemcp.backends._store import KeyValueStore
-from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
+from nimblemcp.backends.bus import Event, InProcessBus, Match, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.errors import InsufficientScope, RegistrationNotShared
 from nimblemcp.server._dispatch import Dispatcher
@@ -50,6 +50,9 @@ def _override(options: _O, **given: Any) -> _O:
     return replace(options, **given) if given else options
 
 _NO_SCOPES: frozenset[str] = frozenset()
+# What `changes()` (the legacy adapter's feed) wants: the list changes `_changed`
+# publishes and `notify_resource_updated`'s events; not tasks nor cancellations.
+_CHANGES = Match(kinds=("tools", "prompts", "resources", "updated"))
 
 
 def _check_callable(decorator: str, fn: Any) -> None:
@@ -500,8 +503,10 @@ class Server:
 
     def changes(self) -> Changes | None:
         """A new subscription to list changes and resource updates (None when
-        `subscriptions=False`); see `nimblemcp._port.Changes`."""
-        return self.bus.subscribe(self.listen_queue) if self.subscriptions else None
+        `subscriptions=False`); see `nimblemcp._port.Changes`. Only those kinds of
+        event reach it (a `Match`), so other traffic on the bus (task changes) neither
+        wakes it nor fills its queue."""
+        return self.bus.subscribe(self.listen_queue, match=_CHANGES) if self.subscriptions else None
 
     def close_listeners(self) -> None:
         """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09)."""
