@@ -73,7 +73,7 @@ class Lifespan:
             if self._depth == 0:
                 opened, self._stack = self._stack, None
                 try:
-                    await self.server.settle_tasks()  # while the lifespan's resources are open
+                    await self.server.stopping()  # tasks settle while the lifespan's resources are open
                 finally:
                     self.started = False
                     try:

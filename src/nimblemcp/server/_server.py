@@ -191,11 +191,19 @@ class Server:
         self.dispatcher = Dispatcher(self)
         self.prepare = self.dispatcher.prepare
         self.execute = self.dispatcher.run
+        self.served = False  # a transport served a request (`note_serving`)
         self.middleware: list[Middleware] = []
         # (method, name or URI) -> scopes a token must hold (`require_scopes`).
         self.scope_rules: dict[tuple[str, str], frozenset[str]] = {}
         for mw in middleware or ():
             self.add_middleware(mw)
+
+    def note_serving(self) -> None:
+        """A transport is serving requests (the port's `Core.note_serving`, called once
+        per event loop, not per request): registrations count as while serving from
+        now on, also where no lifespan runs (a framework that mounts the ASGI app
+        without running its lifespan), until the lifespan stops."""
+        self.served = True
 
     def require_scopes(
         self, scopes: list[str] | tuple[str, ...] | frozenset[str], *, tool: str | None = None,
@@ -280,8 +288,10 @@ class Server:
     def _check_shared(self, action: str, kind: str, name: str) -> None:
         """Refuse a registry change that only this instance would serve while every
         instance's listeners hear of it: serving (the lifespan has started, so not at
-        import time nor in the lifespan's own start-up) with shared backends, on this
-        server or a server it is mounted in, unless that server says `"local"`."""
+        import time nor in the lifespan's own start-up; or, where no lifespan runs, a
+        request was served) with shared backends, on this server or a server it is
+        mounted in, unless that server says `"local"`. The lifespan's shut-down is no
+        longer serving."""
         pending, seen = [self], set()
         while pending:
             server = pending.pop()
@@ -289,7 +299,7 @@ class Server:
                 continue
             seen.add(id(server))
             pending.extend(server._hosts)
-            if (server.registrations == "shared" and server._lifespan.started
+            if (server.registrations == "shared" and (server._lifespan.started or server.served)
                     and server._shares_backends()):
                 served = "" if server is self else f" (mounted in {server.name!r})"
                 raise RegistrationNotShared(
@@ -515,15 +525,17 @@ class Server:
     def drain(self, grace: float) -> None:
         """A graceful stop began (SIGTERM under `run_http`): background tasks running
         now may finish within `grace` seconds; when the server stops, those still
-        running are marked failed (see `settle_tasks`)."""
+        running are marked failed (see `stopping`)."""
         if self._tasks is not None:
             self._tasks.drain(grace)
 
-    async def settle_tasks(self) -> None:
-        """The server stops (its lifespan's last exit): background tasks still running
-        after the drain's grace (none without a drain) are marked failed at once, the
-        change published and their leases released, instead of staying `working`
-        until a lease lapses."""
+    async def stopping(self) -> None:
+        """The server stops (its lifespan's last exit, before the lifespan's own
+        shut-down): background tasks still running after the drain's grace (none
+        without a drain) are marked failed at once, the change published and their
+        leases released, instead of staying `working` until a lease lapses; and
+        registrations no longer count as while serving."""
+        self.served = False
         if self._tasks is not None:
             await self._tasks.settle()
 

@@ -34,7 +34,15 @@ from urllib.parse import parse_qs
 from nimblemcp._port import Core
 from nimblemcp.errors import InvalidRequest, ParseError, ProtocolError
 from nimblemcp.jsonrpc import decode, encode, error_response
-from nimblemcp.transports._asgi import SUBJECT, Receive, Scope, Send, respond, respond_json
+from nimblemcp.transports._asgi import (
+    SUBJECT,
+    Receive,
+    Scope,
+    Send,
+    endpoint_path,
+    respond,
+    respond_json,
+)
 from nimblemcp.transports._drain import DRAIN
 from nimblemcp.transports._legacy import LegacySession
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS
@@ -90,7 +98,7 @@ class HttpSseApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            path = scope["path"]
+            path = endpoint_path(scope)  # under a host's mount point too
             if path == self.sse_path:
                 if scope["method"] != "GET":
                     await respond(send, 405, headers=[(b"allow", b"GET")])
@@ -115,6 +123,7 @@ class HttpSseApp:
         if len(self.sessions) >= self.max_sessions:
             await respond(send, 503, b"Too many sessions", content_type=b"text/plain")
             return
+        self.core.note_serving()  # once per stream: also where no lifespan runs
         sid = secrets.token_hex(16)
         session = self.sessions[sid] = _SseSession(self.core, scope.get(SUBJECT))
         gone = asyncio.ensure_future(self._watch(receive))
