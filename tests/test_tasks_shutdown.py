@@ -324,6 +324,7 @@ async def test_sigterm_fails_a_running_task_for_the_other_instance_and_after_res
         assert (w.marks / "slow.cancelled").read_text() == "A"
         assert stop(a.proc) in (0, -signal.SIGTERM), a.log.read_text()
         assert "marked failed" in a.log.read_text()
+        assert "could not confirm" not in a.log.read_text()  # the notice crossed Redis before A exited
 
         # A restarted on the same port with the same store reads the same.
         again = w.start("A2", port=a.port)
