@@ -124,6 +124,14 @@ async def test_tasks_that_all_finish_in_the_grace_end_the_wait_early() -> None:
     assert (await server.tasks.read(quick, None))["status"] == "completed"
 
 
+async def test_a_task_created_during_the_drain_gets_the_same_deadline() -> None:
+    server = _server([])
+    async with server.lifespan_context():
+        server.drain(30.0)  # before any task exists (a request still in flight makes one)
+        late = await _start(server, 0.3, "late")
+    assert (await server.tasks.read(late, None))["status"] == "completed"
+
+
 async def test_a_cancelled_task_stays_cancelled_at_shutdown() -> None:
     server = _server([])
     async with server.lifespan_context():

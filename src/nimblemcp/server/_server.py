@@ -525,9 +525,10 @@ class Server:
     def drain(self, grace: float) -> None:
         """A graceful stop began (SIGTERM under `run_http`): background tasks running
         now may finish within `grace` seconds; when the server stops, those still
-        running are marked failed (see `stopping`)."""
-        if self._tasks is not None:
-            self._tasks.drain(grace)
+        running are marked failed (see `stopping`). A task a request still in flight
+        creates meanwhile gets the same deadline."""
+        if self._tasks is not None or any(tool.task is not None for tool in self.tools.values()):
+            self.tasks.drain(grace)
 
     async def stopping(self) -> None:
         """The server stops (its lifespan's last exit, before the lifespan's own
