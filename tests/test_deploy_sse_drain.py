@@ -96,7 +96,7 @@ async def test_sigterm_ends_sse_streams_after_their_answers_and_exits_promptly(t
                 busy_rest = await asyncio.wait_for(busy.rest(), HANG_GUARD)
                 busy_ended = time.monotonic() - began
                 assert all(chunk.startswith(b":") for chunk in [*idle_rest, *busy_rest])  # keep-alives only
-                assert idle_ended < 1.0 + 2.0, idle_ended  # not after the slow call, nor the deadline
+                assert idle_ended < DEADLINE / 5, idle_ended  # ended, not left for the deadline
                 assert busy_ended < DEADLINE / 2, busy_ended
             code = await asyncio.to_thread(proc.wait, HANG_GUARD)
             took = time.monotonic() - began

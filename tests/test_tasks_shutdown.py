@@ -109,7 +109,7 @@ async def test_a_stop_without_a_drain_fails_running_tasks_at_once() -> None:
         slow = await _start(server, 3600, "slow")
         await asyncio.sleep(0.05)
         began = time.monotonic()
-    assert time.monotonic() - began < 2
+    assert time.monotonic() - began < 5  # at once: no grace (and never the lease or the TTL)
     _assert_stopped(await server.tasks.read(slow, None))
     assert marks == ["slow.started", "slow.finally"]
 
