@@ -1,6 +1,9 @@
 """Shared bits for the multi-instance benchmarks (workers.py, nginx_pool.py, listen_fanout.py):
 a throw-away Redis, `nimblemcp run --transport http` instances, nginx from the deploy kit,
-wrk runs, and per-process CPU time and RSS read from /proc.
+wrk runs, and per-process CPU time and RSS read from /proc. The wrk benchmarks
+(workers.py, nginx_pool.py) share their set-up too: the same options (`wrk_options`),
+`WrkBench` (wrk present, Redis, state key, wrk's script), interleaved rounds
+(`rotations`) and medians (`summarize`).
 
 Everything runs on 127.0.0.1 with free ports; every process started here is stopped by
 its own pid (never by name). The instances run from benchmarks/.venv-nimble (made by
@@ -9,6 +12,7 @@ _peers.sh with the [http,redis] extras), exactly as a user would start them.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -17,11 +21,15 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
-from _common import NIMBLE_PY, VERSION, call_request
+from _common import NIMBLE_PY, VERSION, call_request, ensure_peers, median
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -233,3 +241,75 @@ class Nginx:
 
 def load() -> str:
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" ({os.cpu_count()} cores)"
+
+
+# -- the wrk benchmarks' common set-up -------------------------------------------------
+
+
+def wrk_options(ap: argparse.ArgumentParser) -> None:
+    """The options every wrk benchmark takes."""
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--duration", type=float, default=4, help="seconds of wrk per run")
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1, help="wrk threads")
+
+
+class WrkBench:
+    """A wrk benchmark of `nimblemcp run` instances, as a context manager: checks that
+    wrk and the instances' interpreter are there, notes the load average, starts a
+    Redis, and gives `env` (that Redis and a fresh state key, what every instance of a
+    deployment shares) and `script` (wrk's Lua for the fixed tools/call). Leaving it
+    stops Redis and removes the script."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        if shutil.which("wrk") is None:
+            sys.exit("wrk not found: apt-get update && apt-get install -y wrk")
+        if not Path(NIMBLE_PY).exists():
+            ensure_peers()
+        self.extra = env or {}
+        self.load_before = load()
+        self.env: dict[str, str] = {}
+        self.script = ""
+        self.redis: Redis | None = None
+
+    def __enter__(self) -> WrkBench:
+        self.redis = Redis()
+        self.env = {"NIMBLEMCP_STATE_KEYS": state_key(), "NIMBLEMCP_REDIS_URL": self.redis.url, **self.extra}
+        self.script = wrk_script()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.redis is not None:
+            self.redis.close()
+        if self.script:
+            os.unlink(self.script)
+
+    def warm(self, url: str, args: argparse.Namespace, cpus: str | None = None) -> None:
+        """A one-second run, not counted (and upstream keep-alive opened); refuses a
+        set-up that answers anything but 2xx."""
+        warm = run_wrk(url, self.script, args.connections, 1, args.threads, cpus=cpus)
+        if warm["non2xx"]:
+            raise RuntimeError(f"{url}: {warm['non2xx']} non-2xx answers; see {LOGS}/bench-*.log")
+
+    def run(self, url: str, args: argparse.Namespace, cpus: str | None = None,
+            watch: dict[str, list[int]] | None = None) -> dict[str, float | int | str]:
+        """One counted run with the benchmark's options."""
+        return run_wrk(url, self.script, args.connections, args.duration, args.threads, cpus=cpus, watch=watch)
+
+
+def rotations(names: Sequence[str], rounds: int) -> Iterator[str]:
+    """Interleaved rounds: each round visits every name, starting one further along."""
+    for r in range(rounds):
+        k = r % len(names)
+        yield from [*names[k:], *names[:k]]
+
+
+def summarize(runs: dict[str, list[dict[str, Any]]], keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per setup: the median of each of `keys`, the non-2xx answers of all runs, and the runs."""
+    summary: dict[str, dict[str, Any]] = {}
+    for name, rs in runs.items():
+        summary[name] = {k: median([float(x[k]) for x in rs]) for k in keys}
+        summary[name]["non2xx"] = sum(int(x["non2xx"]) for x in rs)
+        summary[name]["runs"] = rs
+    return summary

@@ -24,25 +24,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
-import sys
 import time
 
-from _common import ensure_peers, median, save, say, table
+from _common import save, say, table
 from _fleet import (
     SERVERS_DIR,
     Nginx,
-    Redis,
+    WrkBench,
     free_port,
     launch,
     load,
-    run_wrk,
+    rotations,
     serving_pids,
-    state_key,
     stop,
+    summarize,
     wait_port,
-    wrk_script,
+    wrk_options,
 )
 
 TARGET = SERVERS_DIR / "nimble_server.py"
@@ -65,63 +63,43 @@ server {{
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--duration", type=float, default=4, help="seconds of wrk per run")
-    ap.add_argument("--connections", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=1, help="wrk threads")
+    wrk_options(ap)
     ap.add_argument("--nginx-workers", type=int, default=1)
     args = ap.parse_args()
-    if shutil.which("wrk") is None:
-        sys.exit("wrk not found: apt-get update && apt-get install -y wrk")
-    ensure_peers()
-    load_before = load()
-    redis = Redis()
-    env = {"NIMBLEMCP_STATE_KEYS": state_key(), "NIMBLEMCP_REDIS_URL": redis.url,
-           "NIMBLEMCP_ALLOWED_HOSTS": "nimblemcp,nimblemcp_sticky,bench_single"}
-    script = wrk_script()
+    bench = WrkBench({"NIMBLEMCP_ALLOWED_HOSTS": "nimblemcp,nimblemcp_sticky,bench_single"})
+    load_before = bench.load_before
     instances: list[tuple[subprocess.Popen[bytes], int]] = []
     nginx: Nginx | None = None
     runs: dict[str, list[dict]] = {}
-    try:
-        for name in "ABC":
-            port = free_port()
-            instances.append((launch(TARGET, port, f"pool-{name}", env={**env, "INSTANCE": name}), port))
-        for proc, port in instances:
-            wait_port(port, proc)
-        listen, single = free_port(), free_port()
-        nginx = Nginx([p for _, p in instances], listen,
-                      SINGLE.format(port=instances[0][1], listen=single), workers=args.nginx_workers)
-        routes = {"1 direct": (f"http://127.0.0.1:{instances[0][1]}/mcp", instances[:1]),
-                  "1 via nginx": (f"http://127.0.0.1:{single}/mcp", instances[:1]),
-                  "3 via nginx": (f"http://127.0.0.1:{listen}/mcp", instances)}
-        runs = {n: [] for n in routes}
-        time.sleep(0.5)
-        for url, _ in routes.values():  # warm-up (and upstream keep-alive), not counted
-            warm = run_wrk(url, script, args.connections, 1, args.threads)
-            if warm["non2xx"]:
-                raise RuntimeError(f"{url}: {warm['non2xx']} non-2xx answers; see /tmp/bench-pool-*.log")
-        names = list(routes)
-        for r in range(args.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+    with bench:
+        try:
+            for name in "ABC":
+                port = free_port()
+                instances.append((launch(TARGET, port, f"pool-{name}", env={**bench.env, "INSTANCE": name}), port))
+            for proc, port in instances:
+                wait_port(port, proc)
+            listen, single = free_port(), free_port()
+            nginx = Nginx([p for _, p in instances], listen,
+                          SINGLE.format(port=instances[0][1], listen=single), workers=args.nginx_workers)
+            routes = {"1 direct": (f"http://127.0.0.1:{instances[0][1]}/mcp", instances[:1]),
+                      "1 via nginx": (f"http://127.0.0.1:{single}/mcp", instances[:1]),
+                      "3 via nginx": (f"http://127.0.0.1:{listen}/mcp", instances)}
+            runs = {n: [] for n in routes}
+            time.sleep(0.5)
+            for url, _ in routes.values():  # warm-up (and upstream keep-alive), not counted
+                bench.warm(url, args)
+            for name in rotations(list(routes), args.rounds):
                 url, serving = routes[name]
                 watch = {"server": [pid for proc, _ in serving for pid in serving_pids(proc)],
                          "nginx": nginx.pids() if "nginx" in name else []}
-                runs[name].append(run_wrk(url, script, args.connections, args.duration, args.threads,
-                                          watch=watch))
-    finally:
-        if nginx is not None:
-            nginx.close()
-        for proc, _ in instances:
-            stop(proc)
-        redis.close()
-        os.unlink(script)
+                runs[name].append(bench.run(url, args, watch=watch))
+        finally:
+            if nginx is not None:
+                nginx.close()
+            for proc, _ in instances:
+                stop(proc)
     load_after = load()
-    summary = {}
-    for n, rs in runs.items():
-        summary[n] = {k: median([float(x[k]) for x in rs])
-                      for k in ("rps", "p50_ms", "p99_ms", "server_cores", "nginx_cores", "wrk_cores")}
-        summary[n]["non2xx"] = sum(int(x["non2xx"]) for x in rs)
-        summary[n]["runs"] = rs
+    summary = summarize(runs, ("rps", "p50_ms", "p99_ms", "server_cores", "nginx_cores", "wrk_cores"))
     base = summary["1 direct"]["rps"]
     rows = [[n, f"{s['rps']:.0f}", f"{s['p50_ms']:.2f}", f"{s['p99_ms']:.2f}", f"{s['rps'] / base:.2f}x",
              f"{s['server_cores']:.2f}", f"{s['nginx_cores']:.2f}", f"{s['wrk_cores']:.2f}", str(s["non2xx"])]

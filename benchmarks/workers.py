@@ -24,27 +24,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
-import sys
 import time
 import urllib.request
 
-from _common import ensure_peers, median, save, say, table
+from _common import median, save, say, table
 from _fleet import (
     BODY,
     HEADERS,
     SERVERS_DIR,
-    Redis,
+    WrkBench,
     free_port,
     launch,
     load,
-    run_wrk,
+    rotations,
     serving_pids,
-    state_key,
     stop,
+    summarize,
     wait_port,
-    wrk_script,
+    wrk_options,
 )
 
 TARGET = SERVERS_DIR / "nimble_server.py"
@@ -67,57 +65,40 @@ def post_ok(port: int) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--duration", type=float, default=4, help="seconds of wrk per run")
-    ap.add_argument("--connections", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=1, help="wrk threads")
+    wrk_options(ap)
     args = ap.parse_args()
-    if shutil.which("wrk") is None:
-        sys.exit("wrk not found: apt-get update && apt-get install -y wrk")
-    ensure_peers()
-    load_before = load()
-    redis = Redis()
-    env = {"NIMBLEMCP_STATE_KEYS": state_key(), "NIMBLEMCP_REDIS_URL": redis.url}
-    script = wrk_script()
+    bench = WrkBench()
+    load_before = bench.load_before
     procs: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
     runs: dict[str, list[dict]] = {n: [] for n in SETUPS}
-    try:
-        for name, (workers, cpus, _) in SETUPS.items():
-            port = free_port()
-            procs[name] = (launch(TARGET, port, "workers-" + name.replace(" ", "").replace(",", "-"),
-                                  "--workers", str(workers), env=env, cpus=cpus), port)
-        for name, (proc, port) in procs.items():
-            wait_port(port, proc, name)
-            deadline = time.monotonic() + 30
-            while len(serving_pids(proc)) < SETUPS[name][0] or not post_ok(port):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{name} did not get ready")
-                time.sleep(0.1)
-        time.sleep(1.0)  # every worker of `2 workers` bound and idle
-        for name, (_proc, port) in procs.items():  # warm-up, not counted
-            run_wrk(f"http://127.0.0.1:{port}/mcp", script, args.connections, 1, args.threads,
-                    cpus=SETUPS[name][2])
-        names = list(procs)
-        for r in range(args.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+    with bench:
+        try:
+            for name, (workers, cpus, _) in SETUPS.items():
+                port = free_port()
+                procs[name] = (launch(TARGET, port, "workers-" + name.replace(" ", "").replace(",", "-"),
+                                      "--workers", str(workers), env=bench.env, cpus=cpus), port)
+            for name, (proc, port) in procs.items():
+                wait_port(port, proc, name)
+                deadline = time.monotonic() + 30
+                while len(serving_pids(proc)) < SETUPS[name][0] or not post_ok(port):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{name} did not get ready")
+                    time.sleep(0.1)
+            time.sleep(1.0)  # every worker of `2 workers` bound and idle
+            for name, (_proc, port) in procs.items():  # warm-up, not counted
+                bench.warm(f"http://127.0.0.1:{port}/mcp", args, cpus=SETUPS[name][2])
+            for name in rotations(list(procs), args.rounds):
                 proc, port = procs[name]
-                runs[name].append(run_wrk(f"http://127.0.0.1:{port}/mcp", script, args.connections,
-                                          args.duration, args.threads, cpus=SETUPS[name][2],
-                                          watch={"server": serving_pids(proc)}))
-    finally:
-        for proc, _ in procs.values():
-            stop(proc)
-        redis.close()
-        os.unlink(script)
+                runs[name].append(bench.run(f"http://127.0.0.1:{port}/mcp", args, cpus=SETUPS[name][2],
+                                            watch={"server": serving_pids(proc)}))
+        finally:
+            for proc, _ in procs.values():
+                stop(proc)
     load_after = load()
-    summary = {}
+    summary = summarize(runs, ("rps", "p50_ms", "p99_ms", "server_cores", "wrk_cores"))
     for n, rs in runs.items():
-        summary[n] = {k: median([float(x[k]) for x in rs])
-                      for k in ("rps", "p50_ms", "p99_ms", "server_cores", "wrk_cores")}
         summary[n]["rps_per_server_core"] = median([float(x["rps"]) / max(float(x["server_cores"]), 1e-9)
                                                     for x in rs])
-        summary[n]["non2xx"] = sum(int(x["non2xx"]) for x in rs)
-        summary[n]["runs"] = rs
     base = summary["1 worker"]["rps"]
     rows = [[n, f"{s['rps']:.0f}", f"{s['p50_ms']:.2f}", f"{s['p99_ms']:.2f}", f"{s['rps'] / base:.2f}x",
              f"{s['server_cores']:.2f}", f"{s['wrk_cores']:.2f}", f"{s['rps_per_server_core']:.0f}",

@@ -12,10 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from _deploy import launch, wait_port
 from _redis import RedisServer, free_port
 
 from nimblemcp.server._sealing import new_key
@@ -92,20 +90,11 @@ class Instance:
         self.url = f"http://127.0.0.1:{port}/mcp"
 
 
-def _launch(src: Path, name: str, env: dict[str, str], log: Path) -> Instance:
+def _launch(src: Path, name: str, env: dict[str, str], log: Path, instances: list[Instance]) -> None:
     port = free_port()
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "nimblemcp", "run", str(src), "--transport", "http", "--port", str(port)],
-            stdout=sink, stderr=sink, env={**env, "SCALEOUT_INSTANCE": name})
-    for _ in range(600):
-        if proc.poll() is not None:
-            raise RuntimeError(f"instance {name} exited: {log.read_text()}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return Instance(name, proc, port)
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(f"instance {name} did not start")
+    proc = launch(src, port, log, env={**env, "SCALEOUT_INSTANCE": name}, wait=False)
+    instances.append(Instance(name, proc, port))  # listed first: stopped even if it never listens
+    wait_port(port, proc, log)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +109,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Instance]
     instances: list[Instance] = []
     try:
         for name in ("A", "B"):
-            instances.append(_launch(src, name, env, tmp / f"{name}.log"))
+            _launch(src, name, env, tmp / f"{name}.log", instances)
         yield instances
         for inst in instances:  # graceful exit: the bus thread must not hold shutdown
             inst.proc.send_signal(signal.SIGINT)

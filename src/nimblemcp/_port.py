@@ -199,6 +199,11 @@ class Core(Protocol):
         """The limits of this server's 2025-11-25 sessions."""
         ...
 
+    def note_serving(self) -> None:
+        """A transport began serving requests (at its first request on an event loop,
+        never per request): the server is serving even when no lifespan runs."""
+        ...
+
     def lifespan_context(self, app: Any = None, /) -> AbstractAsyncContextManager[Any]:
         """The server's start-up/shut-down: a transport that owns the process (stdio,
         the ASGI `lifespan` scope) enters it around serving. Entries nest (the lifespan

@@ -208,6 +208,7 @@ def run_http(
     from nimblemcp.transports._drain import ListenDrain
 
     drain = ListenDrain(app)
+    drain.on_drain(lambda: server.drain(shutdown_timeout))  # running tasks get the grace time
     if engine == "nimblemcp":
         _run_engine(server, drain, host=host, port=port, shutdown_timeout=shutdown_timeout,
                     log_level=log_level, access_log=access_log, root_path=root_path,

@@ -15,6 +15,10 @@ show on stderr. `call` asks elicitation questions in the terminal and refuses sa
 unless `--sample-reply` is given; `call --tasks` lets the tool run as a task and
 prints its status changes on stderr. Loaded only for these commands, so `nimblemcp
 run` never imports the client; must not import the server.
+
+A server spawned over stdio gets a longer era probe than the library's (COMPAT-C06:
+silence on stdio means a 2025-11-25 server): the process is ours and was just started,
+so a slow start (a loaded machine, heavy imports) is no sign of a legacy server.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from nimblemcp.cli import _render as r
 __all__ = ["COMMANDS", "main"]
 
 COMMANDS = ("discover", "tools", "call", "read", "prompt", "listen")
+# Seconds a stdio server we spawned may take to answer the `server/discover` probe
+# before it counts as a 2025-11-25 server (capped by --timeout).
+SPAWNED_PROBE_TIMEOUT = 30.0
 
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -163,6 +170,8 @@ async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
             reply = args.sample_reply
             callbacks["on_sample"] = lambda params: reply
         callbacks["tasks"] = args.tasks
+    if isinstance(target, list):  # spawned by us: starting, not silent (see the module doc)
+        callbacks["probe_timeout"] = min(args.timeout, SPAWNED_PROBE_TIMEOUT)
     async with Client(_transport(target, args.header), timeout=args.timeout, **callbacks) as client:
         if args.command == "discover":
             result = await client.discover()

@@ -72,12 +72,15 @@ class Lifespan:
             self._depth -= 1
             if self._depth == 0:
                 opened, self._stack = self._stack, None
-                self.started = False
                 try:
-                    if opened is not None:
-                        await opened.aclose()
+                    await self.server.stopping()  # tasks settle while the lifespan's resources are open
                 finally:
-                    self.value = None
+                    self.started = False
+                    try:
+                        if opened is not None:
+                            await opened.aclose()
+                    finally:
+                        self.value = None
 
     @property
     def needed(self) -> bool:

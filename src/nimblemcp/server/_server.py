@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from nimblemcp.backends._store import KeyValueStore
-from nimblemcp.backends.bus import Event, InProcessBus, NotificationBus
+from nimblemcp.backends.bus import Event, InProcessBus, Match, NotificationBus
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.errors import InsufficientScope, RegistrationNotShared
 from nimblemcp.server._dispatch import Dispatcher
@@ -50,6 +50,9 @@ def _override(options: _O, **given: Any) -> _O:
     return replace(options, **given) if given else options
 
 _NO_SCOPES: frozenset[str] = frozenset()
+# What `changes()` (the legacy adapter's feed) wants: the list changes `_changed`
+# publishes and `notify_resource_updated`'s events; not tasks nor cancellations.
+_CHANGES = Match(kinds=("tools", "prompts", "resources", "updated"))
 
 
 def _check_callable(decorator: str, fn: Any) -> None:
@@ -188,11 +191,19 @@ class Server:
         self.dispatcher = Dispatcher(self)
         self.prepare = self.dispatcher.prepare
         self.execute = self.dispatcher.run
+        self.served = False  # a transport served a request (`note_serving`)
         self.middleware: list[Middleware] = []
         # (method, name or URI) -> scopes a token must hold (`require_scopes`).
         self.scope_rules: dict[tuple[str, str], frozenset[str]] = {}
         for mw in middleware or ():
             self.add_middleware(mw)
+
+    def note_serving(self) -> None:
+        """A transport is serving requests (the port's `Core.note_serving`, called once
+        per event loop, not per request): registrations count as while serving from
+        now on, also where no lifespan runs (a framework that mounts the ASGI app
+        without running its lifespan), until the lifespan stops."""
+        self.served = True
 
     def require_scopes(
         self, scopes: list[str] | tuple[str, ...] | frozenset[str], *, tool: str | None = None,
@@ -277,8 +288,10 @@ class Server:
     def _check_shared(self, action: str, kind: str, name: str) -> None:
         """Refuse a registry change that only this instance would serve while every
         instance's listeners hear of it: serving (the lifespan has started, so not at
-        import time nor in the lifespan's own start-up) with shared backends, on this
-        server or a server it is mounted in, unless that server says `"local"`."""
+        import time nor in the lifespan's own start-up; or, where no lifespan runs, a
+        request was served) with shared backends, on this server or a server it is
+        mounted in, unless that server says `"local"`. The lifespan's shut-down is no
+        longer serving."""
         pending, seen = [self], set()
         while pending:
             server = pending.pop()
@@ -286,7 +299,7 @@ class Server:
                 continue
             seen.add(id(server))
             pending.extend(server._hosts)
-            if (server.registrations == "shared" and server._lifespan.started
+            if (server.registrations == "shared" and (server._lifespan.started or server.served)
                     and server._shares_backends()):
                 served = "" if server is self else f" (mounted in {server.name!r})"
                 raise RegistrationNotShared(
@@ -500,12 +513,32 @@ class Server:
 
     def changes(self) -> Changes | None:
         """A new subscription to list changes and resource updates (None when
-        `subscriptions=False`); see `nimblemcp._port.Changes`."""
-        return self.bus.subscribe(self.listen_queue) if self.subscriptions else None
+        `subscriptions=False`); see `nimblemcp._port.Changes`. Only those kinds of
+        event reach it (a `Match`), so other traffic on the bus (task changes) neither
+        wakes it nor fills its queue."""
+        return self.bus.subscribe(self.listen_queue, match=_CHANGES) if self.subscriptions else None
 
     def close_listeners(self) -> None:
         """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09)."""
         self.bus.close_all()
+
+    def drain(self, grace: float) -> None:
+        """A graceful stop began (SIGTERM under `run_http`): background tasks running
+        now may finish within `grace` seconds; when the server stops, those still
+        running are marked failed (see `stopping`). A task a request still in flight
+        creates meanwhile gets the same deadline."""
+        if self._tasks is not None or any(tool.task is not None for tool in self.tools.values()):
+            self.tasks.drain(grace)
+
+    async def stopping(self) -> None:
+        """The server stops (its lifespan's last exit, before the lifespan's own
+        shut-down): background tasks still running after the drain's grace (none
+        without a drain) are marked failed at once, the change published and their
+        leases released, instead of staying `working` until a lease lapses; and
+        registrations no longer count as while serving."""
+        self.served = False
+        if self._tasks is not None:
+            await self._tasks.settle()
 
     @property
     def tasks(self) -> TaskManager:

@@ -19,6 +19,14 @@ delivered on the bus (`Event("task-cancel", id)`) to the keeper of the instance
 running the job, which cancels it as a local cancel would; each heartbeat also reads
 the record, so a cancel whose bus message was lost still lands. With the in-memory
 store there is one process: no lease, no keeper, records exactly as before.
+
+When the server stops (its lifespan's last exit: `settle()`), tasks still running do
+not wait for a lease to lapse. A graceful stop (SIGTERM: `drain(grace)`, called when
+the HTTP drain begins) first gives them the drain's grace time to finish; any other
+stop gives none. Each task still running then is marked `failed` at once (-32603,
+`STOPPED`), the change is published (and, on a shared bus, seen to come back, so it
+left this process), its lease is released, and its job is cancelled so the handler's
+`finally` runs.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import contextlib
 import datetime
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +65,9 @@ CANCEL = "task-cancel"  # bus event kind: stop the job of this task id where it 
 _TRIES = 20  # compare-and-set attempts before a change gives up (-32603)
 DEAD = ("The server instance running this task stopped before finishing it "
         "(its lease lapsed)")
+STOPPED = "The server instance running this task shut down before the task finished"
+_ECHO_WAIT = 2.0  # seconds to see a shutdown's publish come back from a shared bus
+_CANCEL_WAIT = 1.0  # seconds for a cancelled job to end when the server stops
 REQUIRED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 
 
@@ -91,7 +103,9 @@ class TaskManager:
         self.instance = secrets.token_urlsafe(12)  # this process, as a lease holder
         self.running: dict[str, asyncio.Task[None]] = {}
         self.wakeups: dict[str, asyncio.Event] = {}
+        self.subjects: dict[str, str | None] = {}  # running task -> its caller's subject
         self._keeper: asyncio.Task[None] | None = None
+        self._deadline: float | None = None  # a graceful stop: running tasks end by then
 
     @property
     def shared(self) -> bool:
@@ -186,6 +200,7 @@ class TaskManager:
             await self.server.store.set(_LEASE + task_id, self.instance.encode(), self.lease)
         await self._save(record)  # durable before we answer (TASK-04)
         self.wakeups[task_id] = asyncio.Event()
+        self.subjects[task_id] = ctx.subject
         runner = asyncio.get_running_loop().create_task(self._run(task_id, ctx.subject, run))
         self.running[task_id] = runner
         runner.add_done_callback(lambda _t: self._forget(task_id))
@@ -229,6 +244,7 @@ class TaskManager:
     def _forget(self, task_id: str) -> None:
         self.running.pop(task_id, None)
         self.wakeups.pop(task_id, None)
+        self.subjects.pop(task_id, None)
 
     async def _ask(self, task_id: str, subject: str | None, requests: dict[str, Any]) -> dict[str, Any]:
         """Park the task in input_required until every question is answered."""
@@ -317,6 +333,74 @@ class TaskManager:
         if runner is not None and not runner.cancelling():
             runner.cancel()
 
+    # -- when the server stops -----------------------------------------------------------
+
+    def drain(self, grace: float) -> None:
+        """A graceful stop began: tasks running now may finish within `grace` seconds
+        (`settle` waits for them until then)."""
+        if self._deadline is None:
+            self._deadline = time.monotonic() + max(0.0, grace)
+
+    async def settle(self) -> None:
+        """The server stops: wait for running tasks until the drain's deadline (no
+        drain: no wait), then fail those still running (see the module docstring)."""
+        runners = {task_id: (runner, self.subjects.get(task_id)) for task_id, runner in self.running.items()}
+        if not runners:
+            return
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic()
+            if left > 0:
+                await asyncio.wait([r for r, _ in runners.values()], timeout=left)
+        late = {task_id: pair for task_id, pair in runners.items() if not pair[0].done()}
+        if not late:
+            return
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.cancel()  # no lease renewal past this point
+        failed: list[str] = []
+        for task_id, (_, subject) in late.items():
+            try:
+                _, wrote = await self._change(task_id, subject, _stopped)
+            except Exception as exc:  # expired, or the store is away: the lease lapses anyway
+                logger.warning("task %s: could not mark it failed at shutdown (%s)", task_id, exc)
+                continue
+            if wrote:
+                failed.append(task_id)
+                logger.warning("task %s: still running at shutdown; marked failed", task_id)
+        if failed:
+            await self._publish_stopped(failed)
+        if self.shared:
+            for task_id in late:
+                with contextlib.suppress(Exception):  # it lapses anyway
+                    await self.server.store.delete(_LEASE + task_id)
+        jobs = [runner for runner, _ in late.values()]
+        for runner in jobs:
+            runner.cancel()  # the handler's `finally` runs; its record stays failed
+        await asyncio.wait(jobs, timeout=_CANCEL_WAIT)
+
+    async def _publish_stopped(self, task_ids: list[str]) -> None:
+        """Publish the changes; on a shared bus, wait (briefly) to hear them back, so
+        they left this process before it exits."""
+        from nimblemcp.backends.bus import Match
+
+        bus = self.server.bus
+        if not self.shared:
+            for task_id in task_ids:
+                bus.publish(_task_event(task_id))
+            return
+        waiting = set(task_ids)
+        try:
+            async with asyncio.timeout(_ECHO_WAIT), bus.subscribe(max(256, 2 * len(task_ids)),
+                                                                   match=Match(tasks=task_ids)) as events:
+                for task_id in task_ids:
+                    bus.publish(_task_event(task_id))
+                async for event in events:
+                    waiting.discard(event.uri or "")
+                    if not waiting:
+                        return
+        except Exception as exc:  # the bus is away or slow: pollers still see the record
+            logger.warning("tasks: could not confirm the shutdown notices went out (%s)", exc)
+
     # -- the tasks/* methods --------------------------------------------------------------------
 
     def _gate(self, ctx: Context) -> None:
@@ -377,6 +461,14 @@ class TaskManager:
 
 def _unchanged(_record: dict[str, Any]) -> bool:
     return False
+
+
+def _stopped(record: dict[str, Any]) -> bool:
+    if record["status"] in TERMINAL:
+        return False  # finished, cancelled or failed meanwhile: that stands
+    record.update(status="failed", statusMessage=STOPPED, error=InternalError(STOPPED).to_wire())
+    record.pop("inputRequests", None)
+    return True
 
 
 def _mark_dead(record: dict[str, Any]) -> None:

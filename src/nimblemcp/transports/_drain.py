@@ -13,7 +13,9 @@ Whatever the handler sends afterwards is dropped.
 stream it opens with `on_drain(stop)`; `drain()` calls `stop`, and the stream ends itself
 cleanly (its final empty body, the session's stream slot freed). The 2025-11-25 spec lets
 a server close a stream at any time; the client opens a new GET (through the balancer,
-on another instance). A GET stream opened while draining is ended at once.
+on another instance). A GET stream opened while draining is ended at once. `on_drain`
+takes any such hook: `run_http` registers one that starts the grace time of the
+server's running background tasks (`Server.drain`).
 
 Cost per request: one scan of the header list; only listens get a wrapped `send`, only
 GETs a scope key. Imports nothing from the server; stdlib only.

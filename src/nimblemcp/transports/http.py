@@ -155,6 +155,7 @@ class McpHttpApp:
             for old in [k for k in self.watchlists if k.is_closed()]:
                 del self.watchlists[old]
             watchlist = self.watchlists[loop] = Watchlist(loop)
+            self.core.note_serving()  # the first request on this loop (see `Core`)
             if self.body_timeout is not None:  # whole sweeps, rounded up; at least one
                 watchlist.body_sweeps = max(1, math.ceil(self.body_timeout / BODY_SWEEP))
         return watchlist

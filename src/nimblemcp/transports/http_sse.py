@@ -15,6 +15,12 @@ number, and the stream also carries the session's untagged change notifications.
 the spec's backwards-compatibility section asks. Wrap it in the same security
 middleware as the main app (Origin/Host checks, body limits). Must not import the
 server or uvicorn.
+
+Graceful shutdown (SIGTERM under `run_http`): the GET carries the `ListenDrain` under
+`DRAIN`; when the drain begins, each stream delivers the answers of its session's
+requests still in flight, then ends cleanly (its final empty body) instead of being cut
+at the shutdown deadline. The session ends with it (as whenever the stream closes); the
+client connects again, through the balancer, elsewhere.
 """
 
 from __future__ import annotations
@@ -28,7 +34,16 @@ from urllib.parse import parse_qs
 from nimblemcp._port import Core
 from nimblemcp.errors import InvalidRequest, ParseError, ProtocolError
 from nimblemcp.jsonrpc import decode, encode, error_response
-from nimblemcp.transports._asgi import SUBJECT, Receive, Scope, Send, respond, respond_json
+from nimblemcp.transports._asgi import (
+    SUBJECT,
+    Receive,
+    Scope,
+    Send,
+    endpoint_path,
+    respond,
+    respond_json,
+)
+from nimblemcp.transports._drain import DRAIN
 from nimblemcp.transports._legacy import LegacySession
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS
 
@@ -37,6 +52,8 @@ __all__ = ["HttpSseApp"]
 logger = logging.getLogger("nimblemcp.http_sse")
 
 _MAX_BODY = 4 << 20
+_DRAINING = b""  # queued when a graceful shutdown begins (no event is ever empty)
+_DRAIN_POLL = 0.05  # seconds between looks at the requests still in flight while draining
 
 
 def _event(name: bytes, data: bytes) -> bytes:
@@ -81,7 +98,7 @@ class HttpSseApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            path = scope["path"]
+            path = endpoint_path(scope)  # under a host's mount point too
             if path == self.sse_path:
                 if scope["method"] != "GET":
                     await respond(send, 405, headers=[(b"allow", b"GET")])
@@ -106,31 +123,42 @@ class HttpSseApp:
         if len(self.sessions) >= self.max_sessions:
             await respond(send, 503, b"Too many sessions", content_type=b"text/plain")
             return
+        self.core.note_serving()  # once per stream: also where no lifespan runs
         sid = secrets.token_hex(16)
         session = self.sessions[sid] = _SseSession(self.core, scope.get(SUBJECT))
         gone = asyncio.ensure_future(self._watch(receive))
         sub = self.core.changes()
         forward = asyncio.ensure_future(session.legacy.forward(sub, session.send)) if sub is not None else None
         endpoint = f"{scope.get('root_path', '')}{self.messages_path}?session_id={sid}".encode()
+        drain = scope.get(DRAIN)
+        undrain = drain.on_drain(lambda: session.out.put_nowait(_DRAINING)) if drain is not None else None
+        draining = False
         try:
             await send({"type": "http.response.start", "status": 200, "headers": list(SSE_HEADERS)})
             await send({"type": "http.response.body", "body": _event(b"endpoint", endpoint), "more_body": True})
             while not gone.done():
+                if draining and not session.tasks and session.out.empty():
+                    break  # shutting down and every answer delivered: end cleanly
                 getter = asyncio.ensure_future(session.out.get())
-                done, _ = await asyncio.wait({getter, gone}, timeout=self.keepalive if self.keepalive > 0 else None,
-                                             return_when=asyncio.FIRST_COMPLETED)
+                wait = _DRAIN_POLL if draining else self.keepalive if self.keepalive > 0 else None
+                done, _ = await asyncio.wait({getter, gone}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
                 if getter not in done:
                     getter.cancel()
-                    if not done:
+                    if not done and not draining:
                         await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
                     continue
                 chunk = getter.result()
                 if chunk is None:
                     break
+                if not chunk:  # _DRAINING
+                    draining = True
+                    continue
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             if not gone.done():
                 await send({"type": "http.response.body", "body": b""})
         finally:
+            if undrain is not None:
+                undrain()
             self.sessions.pop(sid, None)
             session.close()
             gone.cancel()
