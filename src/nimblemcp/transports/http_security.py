@@ -133,6 +133,8 @@ class SecurityMiddleware:
         self.cors_max_age = str(config.cors_max_age).encode()
         self._origins: dict[bytes, bool] = {}
         self._hosts: dict[bytes, bool] = {}
+        # The app takes the header dict built here (nimblemcp's endpoint does).
+        self.hands_headers = getattr(app, "takes_found_headers", False) is True
 
     # -- verdicts (cached) --------------------------------------------------------------
 
@@ -160,12 +162,10 @@ class SecurityMiddleware:
         return host in LOCAL_HOSTS or f"[{host}]" in LOCAL_HOSTS
 
     def host_ok(self, raw: bytes) -> bool:
-        if self.any_host:
-            return True
         verdict = self._hosts.get(raw)
         if verdict is None:
             value = raw.decode("latin-1").strip().lower()
-            verdict = value in self.allowed_hosts or _host_name(value) in self.allowed_hosts
+            verdict = self.any_host or value in self.allowed_hosts or _host_name(value) in self.allowed_hosts
             if len(self._hosts) < _CACHE_LIMIT:
                 self._hosts[raw] = verdict
         return verdict
@@ -178,7 +178,8 @@ class SecurityMiddleware:
             return
         raw_headers = scope["headers"]
         # The common request names no header twice: one C-level dict build, lookups
-        # and sums instead of a Python loop. A repeated name takes the full scan.
+        # and sums instead of a Python loop. A repeated name takes the full scan. The
+        # dict goes on to an app that takes it (`takes_found_headers`): one build for both.
         try:
             found = dict(raw_headers) if type(raw_headers) is list else None
         except TypeError:  # names that are not bytes (unhashable)
@@ -189,7 +190,7 @@ class SecurityMiddleware:
             length = found.get(b"content-length")
             size = sum(map(len, found)) + sum(map(len, found.values()))
         else:
-            origin = host = length = None
+            found = origin = host = length = None
             size = 0
             for key, value in raw_headers:
                 size += len(key) + len(value)
@@ -208,17 +209,18 @@ class SecurityMiddleware:
         if len(raw_headers) > self.max_headers or size > self.max_header_bytes:
             await _reject(send, 431, _TOO_MANY_HEADERS)
             return
-        if host is not None and not self.host_ok(host):
+        if host is not None and self._hosts.get(host) is not True and not self.host_ok(host):
             await _reject(send, 403, _FORBIDDEN_HOST)  # DNS rebinding (HTTP-02)
             return
-        if origin is not None and not self.origin_ok(origin):
-            await _reject(send, 403, _FORBIDDEN_ORIGIN)  # present and invalid (HTTP-02)
-            return
-        if self.cors and origin is not None:
-            if scope["method"] == "OPTIONS":
-                await self._preflight(scope, origin, send)
+        if origin is not None:
+            if self._origins.get(origin) is not True and not self.origin_ok(origin):
+                await _reject(send, 403, _FORBIDDEN_ORIGIN)  # present and invalid (HTTP-02)
                 return
-            send = self._with_cors(send, origin)
+            if self.cors:
+                if scope["method"] == "OPTIONS":
+                    await self._preflight(scope, origin, send)
+                    return
+                send = self._with_cors(send, origin)
         limit = self.max_body
         if limit is not None:
             if length is not None:
@@ -236,7 +238,10 @@ class SecurityMiddleware:
             elif scope["method"] in ("POST", "PUT", "PATCH"):
                 await self._limited(scope, receive, send, limit)
                 return
-        await self.app(scope, receive, send)
+        if found is not None and self.hands_headers:
+            await self.app(scope, receive, send, found)
+        else:
+            await self.app(scope, receive, send)
 
     async def _limited(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         """A body without Content-Length (chunked): count as it arrives."""
