@@ -215,8 +215,11 @@ class McpHttpApp:
             else:  # HTTP-01: no GET stream, no DELETE, no sessions
                 await respond(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
             return
-        h = RequestHeaders(scope["headers"], found)
-        found = h.found
+        if found is None:
+            h = RequestHeaders(scope["headers"])
+            found = h.found
+        else:
+            h = RequestHeaders.of(found)
         value = found.get(b"content-type")
         if value != b"application/json" and not _is_json(value):
             await respond(send, 415, b"Content-Type must be application/json")
@@ -280,8 +283,7 @@ class McpHttpApp:
             subject = scope.get(SUBJECT)
             if subject is not None and not isinstance(subject, str):
                 subject = None
-            ex = Exchange(loop, receive, send, self.keepalive, subject, scope)
-            ex.owner = task
+            ex = Exchange(loop, receive, send, self.keepalive, subject, scope, task)
             step = self.core.execute(prepared, ex)
             watchlist.add(ex)
             try:

@@ -133,6 +133,7 @@ class SecurityMiddleware:
         self.cors_max_age = str(config.cors_max_age).encode()
         self._origins: dict[bytes, bool] = {}
         self._hosts: dict[bytes, bool] = {}
+        self._length_digits = len(str(config.max_body)) if config.max_body is not None else 0
         # The app takes the header dict built here (nimblemcp's endpoint does).
         self.hands_headers = getattr(app, "takes_found_headers", False) is True
 
@@ -224,16 +225,18 @@ class SecurityMiddleware:
         limit = self.max_body
         if limit is not None:
             if length is not None:
-                try:
-                    declared = int(length)
-                except ValueError:
-                    declared = -1
-                if declared < 0:
-                    await _reject(send, 400, _BAD_LENGTH)
-                    return
-                if declared > limit:
-                    await _reject(send, 413, _TOO_LARGE)
-                    return
+                # Fewer ASCII digits than the limit has: a valid length under it, unparsed.
+                if len(length) >= self._length_digits or not length.isdigit():
+                    try:
+                        declared = int(length)
+                    except ValueError:
+                        declared = -1
+                    if declared < 0:
+                        await _reject(send, 400, _BAD_LENGTH)
+                        return
+                    if declared > limit:
+                        await _reject(send, 413, _TOO_LARGE)
+                        return
                 # The HTTP server never delivers more than Content-Length bytes.
             elif scope["method"] in ("POST", "PUT", "PATCH"):
                 await self._limited(scope, receive, send, limit)
