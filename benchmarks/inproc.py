@@ -254,7 +254,7 @@ STAGES = ("security", "headers", "decode", "http-checks", "prepare", "execute", 
           "encode", "respond", "next-pass")
 STAGE_NAMES = {
     "security": "security middleware: Host/Origin, header count/size, Content-Length limit",
-    "headers": "endpoint header scan, Content-Type and Accept checks",
+    "headers": "endpoint header view (from the guard's dict), Content-Type and Accept checks",
     "decode": "JSON decode with the depth guard, JSON-RPC shape (classify)",
     "http-checks": "headers against the body: version, method, name, Mcp-Param-*",
     "prepare": "_meta check, version, method table, capability gate (Core.prepare)",
@@ -294,9 +294,15 @@ def stage_table(case: str, loop: asyncio.AbstractEventLoop, app: Any) -> dict[st
     async def nothing(message: Any = None) -> Any:
         return None
 
+    found = dict(headers)  # built by the security middleware, handed to the endpoint
+
     def header_checks() -> Any:
-        found = RequestHeaders(headers)
-        return http._is_json(found.values[0]) and _asgi.accepts_json_and_sse(found.values[1])
+        h = RequestHeaders.of(found)
+        value = h.found.get(b"content-type")
+        if value != b"application/json" and not http._is_json(value):
+            return False
+        value = found.get(b"accept")
+        return _asgi.ACCEPT_VERDICTS.get(value) is True or _asgi.accepts_json_and_sse(value)
 
     def http_checks() -> None:
         params = msg["params"]

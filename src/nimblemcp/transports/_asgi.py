@@ -14,7 +14,7 @@ from typing import Any, Final
 from nimblemcp.jsonrpc import encode
 
 __all__ = [
-    "ACCESS", "SUBJECT", "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse",
+    "ACCEPT_VERDICTS", "ACCESS", "SUBJECT", "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse",
     "accepts_sse", "endpoint_path", "respond", "respond_json",
 ]
 
@@ -111,8 +111,10 @@ def accepts_sse(kinds: frozenset[bytes]) -> bool:
 
 
 # Verdicts of `accepts_json_and_sse` per Accept value: a client sends the same one on
-# every request, so the check is one dict lookup. Bounded: the values come from clients.
-_BOTH: dict[bytes, bool] = {}
+# every request, so the check is one dict lookup (a hot caller may look here first).
+# Bounded: the values come from clients.
+ACCEPT_VERDICTS: Final[dict[bytes | None, bool]] = {}
+_BOTH = ACCEPT_VERDICTS
 _BOTH_LIMIT: Final = 256
 
 

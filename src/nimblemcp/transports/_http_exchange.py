@@ -41,7 +41,7 @@ class Exchange:
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, receive: Receive, send: Send, keepalive: float,
-        subject: str | None = None, scope: Any = None,
+        subject: str | None = None, scope: Any = None, owner: asyncio.Task[Any] | None = None,
     ) -> None:
         self.loop = loop
         self.scope = scope  # read only by `headers` / `auth`, when a handler asks
@@ -54,7 +54,7 @@ class Exchange:
         self.watcher: asyncio.Task[None] | None = None
         self.waiter: asyncio.Future[bool] | None = None
         self.commit_timer: asyncio.TimerHandle | None = None
-        self.owner: asyncio.Task[Any] | None = None
+        self.owner = owner  # the task the handler runs on: a disconnect cancels it
         self.done = False
         self.closed = False
         self.disconnected = False

@@ -51,80 +51,98 @@ WANTED: Final[dict[bytes, int]] = {
     header_key(HEADER_SESSION_ID): SESSION,
 }
 _ROUTING = (VERSION, METHOD, NAME)
+_NAMES_BY_INDEX: Final = tuple(sorted(WANTED, key=WANTED.__getitem__))
 _VERSION_KEY: Final = header_key(HEADER_PROTOCOL_VERSION)
 _METHOD_KEY: Final = header_key(HEADER_METHOD)
 _NAME_KEY: Final = header_key(HEADER_NAME)
 _SESSION_KEY: Final = header_key(HEADER_SESSION_ID)
 _PARAM_PREFIX: Final = header_key(PARAM_HEADER_PREFIX)
 _DUP: Final = b"\x00dup"
+_new = object.__new__
 _NUMBER: Final = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?", re.ASCII)
 
 
 class RequestHeaders:
     """The headers one POST carries that the transport cares about.
 
-    `values[i]` is the value of header `i` (CONTENT_TYPE...SESSION, surrounding
-    whitespace stripped) or None; `params` maps lowercased names to values for the
-    `Mcp-Param-*` check (unstripped, `_DUP` for a name sent twice; it may hold other
-    headers too); `dup` is the index of a routing header sent twice, else -1."""
+    `found` maps lowercased names to values as sent (surrounding whitespace kept: a
+    check strips only a value that is not already what it expects). `values[i]` is
+    the value of header `i` (CONTENT_TYPE...SESSION, stripped) or None, built when
+    asked. `params` maps lowercased names to values for the `Mcp-Param-*` check
+    (unstripped, `_DUP` for a name sent twice; it may hold other headers too); `dup`
+    is the index of a routing header sent twice, else -1.
 
-    __slots__ = ("dup", "params", "values")
+    `found` may be handed in by whoever already built it (the security middleware):
+    a dict of the whole header list in which no name repeats."""
 
+    __slots__ = ("dup", "found", "params")
+
+    found: dict[bytes, bytes]
     params: dict[bytes, bytes] | None
-    values: list[bytes | None]
     dup: int
 
-    def __init__(self, raw: Sequence[tuple[bytes, bytes]]) -> None:
+    def __init__(self, raw: Sequence[tuple[bytes, bytes]], found: dict[bytes, bytes] | None = None) -> None:
         # The common request names no header twice: one C-level dict build, then
         # lookups. A repeated name (or headers not in a list) takes the full scan.
-        found: dict[bytes, bytes] | None
-        try:
-            found = dict(raw) if type(raw) is list else None
-        except TypeError:  # names that are not bytes (unhashable)
-            found = None
-        if found is None or len(found) != len(raw):
-            self._scan(raw)
-            return
-        get = found.get
-        # RFC 9110: surrounding whitespace is not content. One C call; a value with
-        # none comes back as the same object.
-        a, b, c, d, e, f = (get(b"content-type"), get(b"accept"), get(_VERSION_KEY), get(_METHOD_KEY),
-                            get(_NAME_KEY), get(_SESSION_KEY))
-        values: list[bytes | None] = [
-            None if a is None else a.strip(b" \t"), None if b is None else b.strip(b" \t"),
-            None if c is None else c.strip(b" \t"), None if d is None else d.strip(b" \t"),
-            None if e is None else e.strip(b" \t"), None if f is None else f.strip(b" \t"),
-        ]
-        self.values = values
-        self.params = found
+        if found is None:
+            try:
+                found = dict(raw) if type(raw) is list else None
+            except TypeError:  # names that are not bytes (unhashable)
+                found = None
+            if found is None or len(found) != len(raw):
+                self._scan(raw)
+                return
+        self.found = self.params = found
         self.dup = -1
 
     def _scan(self, raw: Iterable[tuple[bytes, bytes]]) -> None:
-        values: list[bytes | None] = [None, None, None, None, None, None]
+        found: dict[bytes, bytes] = {}
         params: dict[bytes, bytes] | None = None
         dup = -1
         wanted = WANTED
         for key, value in raw:
             idx = wanted.get(key)
             if idx is not None:
-                value = value.strip(b" \t")
-                if values[idx] is not None and idx in _ROUTING:
+                if idx in _ROUTING and key in found:
                     dup = idx  # first-copy and last-copy readers would disagree (HTTP-19)
-                values[idx] = value
+                found[key] = value
             elif key.startswith(_PARAM_PREFIX):
                 if params is None:
                     params = {}
                 params[key] = _DUP if key in params else value
-        self.values = values
+        self.found = found
         self.params = params
         self.dup = dup
+
+    @classmethod
+    def of(cls, found: dict[bytes, bytes]) -> RequestHeaders:
+        """From a dict of a whole header list in which no name repeats (built by the
+        caller already): nothing is read again."""
+        h = _new(cls)
+        h.found = h.params = found
+        h.dup = -1
+        return h
+
+    @property
+    def values(self) -> list[bytes | None]:
+        """The wanted headers by index, stripped (RFC 9110: surrounding whitespace is
+        not content)."""
+        get = self.found.get
+        out: list[bytes | None] = []
+        for key in _NAMES_BY_INDEX:
+            value = get(key)
+            out.append(None if value is None else value.strip(b" \t"))
+        return out
 
 
 # The header form of every version and method name this module knows (ASCII: the
 # encoding is the name's bytes), so the comparisons encode nothing per request.
 _ENCODED: Final[dict[str, bytes]] = {v: v.encode() for v in (*METHODS, *SUPPORTED_VERSIONS)}
 
-# Mcp-Name values already decoded (decode_value is pure): a client names the same few
+# The body parameter `Mcp-Name` mirrors, per method that has one.
+_NAME_PARAM: Final[dict[str, str]] = {m: spec.name_param for m, spec in METHODS.items() if spec.name_param}
+
+# Mcp-Name values (as sent) already decoded (decode_value is pure): a client names the same few
 # tools over and over, so the check costs one dict lookup.
 _NAMES: dict[bytes, str] = {}
 
@@ -139,30 +157,36 @@ def check_standard(h: RequestHeaders, method: str, params: dict[str, Any], versi
     """MCP-Protocol-Version, Mcp-Method and Mcp-Name against the body (HTTP-17)."""
     if h.dup >= 0:
         raise HeaderMismatch(f"Header mismatch: {_LABEL[h.dup]} header appears more than once")
-    values = h.values
-    raw = values[VERSION]
+    get = h.found.get
+    raw = get(_VERSION_KEY)
     if raw is None:
         raise HeaderMismatch(f"Header mismatch: missing required header {HEADER_PROTOCOL_VERSION}")
-    if raw != (_ENCODED.get(version) or version.encode()):
-        raise _mismatch(
-            HEADER_PROTOCOL_VERSION, decode_header_value(raw, HEADER_PROTOCOL_VERSION), version)
-    raw = values[METHOD]
+    expected = _ENCODED.get(version) or version.encode()
+    if raw != expected:
+        raw = raw.strip(b" \t")  # RFC 9110 optional whitespace (SEP-2243)
+        if raw != expected:
+            raise _mismatch(
+                HEADER_PROTOCOL_VERSION, decode_header_value(raw, HEADER_PROTOCOL_VERSION), version)
+    raw = get(_METHOD_KEY)
     if raw is None:
         raise HeaderMismatch(f"Header mismatch: missing required header {HEADER_METHOD}")
-    if raw != (_ENCODED.get(method) or method.encode()):
-        raise _mismatch(HEADER_METHOD, decode_header_value(raw, HEADER_METHOD), method)
-    spec = METHODS.get(method)
-    if spec is None or spec.name_param is None:
+    expected = _ENCODED.get(method) or method.encode()
+    if raw != expected:
+        raw = raw.strip(b" \t")
+        if raw != expected:
+            raise _mismatch(HEADER_METHOD, decode_header_value(raw, HEADER_METHOD), method)
+    name_param = _NAME_PARAM.get(method)
+    if name_param is None:
         return
-    body = params.get(spec.name_param)
-    if not isinstance(body, str):
+    body = params.get(name_param)
+    if type(body) is not str and not isinstance(body, str):
         return  # the handler answers the malformed body with -32602
-    raw = values[NAME]
+    raw = get(_NAME_KEY)
     if raw is None:
         raise HeaderMismatch(f"Header mismatch: missing required header {HEADER_NAME}")
     text = _NAMES.get(raw)
     if text is None:
-        text = decode_header_value(raw, HEADER_NAME)
+        text = decode_header_value(raw.strip(b" \t"), HEADER_NAME)
         if len(_NAMES) >= 256:  # bounded: the values come from clients
             _NAMES.clear()
         _NAMES[raw] = text

@@ -22,8 +22,9 @@ import contextlib
 import gc
 import logging
 import math
+import sys
 import types
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, Protocol
 
 from nimblemcp._loop import running_loop
@@ -43,6 +44,7 @@ from nimblemcp.jsonrpc import (
     request_id_of,
 )
 from nimblemcp.transports._asgi import (
+    ACCEPT_VERDICTS,
     JSON,
     SUBJECT,
     Receive,
@@ -54,17 +56,10 @@ from nimblemcp.transports._asgi import (
     respond_json,
 )
 from nimblemcp.transports._http_exchange import BODY_SWEEP, Exchange, Watchlist
-from nimblemcp.transports._http_headers import (
-    ACCEPT,
-    CONTENT_TYPE,
-    SESSION,
-    VERSION,
-    ParamRules,
-    RequestHeaders,
-    check_standard,
-)
+from nimblemcp.transports._http_headers import ParamRules, RequestHeaders, check_standard
 from nimblemcp.transports._routes import App
 from nimblemcp.transports._sse import frame
+from nimblemcp.types._http import HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID, header_key
 from nimblemcp.types._meta import CLIENT_CAPABILITIES, PROTOCOL_VERSION
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
@@ -88,6 +83,15 @@ _STATUS: dict[int, int] = {
 }
 _BODY_TIMEOUT = encode(error_response(None, InvalidRequest("Request body not received in time")))
 _LEGACY_HEADER = frozenset(v.encode() for v in LEGACY_VERSIONS)  # MCP-Protocol-Version values
+_MODERN_HEADER = frozenset(v.encode() for v in MODERN_VERSIONS)
+_VERSION_KEY = header_key(HEADER_PROTOCOL_VERSION)
+_SESSION_KEY = header_key(HEADER_SESSION_ID)
+
+_current_task: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None]
+if sys.version_info >= (3, 12):
+    _current_task = asyncio.current_task
+else:  # 3.11: `asyncio.current_task` is Python over this (C) dict, which every task updates
+    _current_task = asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
 
 
 # Seconds a POST body may take to arrive in full (408 after; None: no deadline);
@@ -127,6 +131,9 @@ def _is_json(value: bytes | None) -> bool:
 class McpHttpApp:
     """The ASGI callable. Build it with `asgi_app(server, ...)`."""
 
+    # `__call__` takes the header dict a guard in front already built (see there).
+    takes_found_headers = True
+
     def __init__(
         self,
         core: Core,
@@ -148,6 +155,7 @@ class McpHttpApp:
         self.freeze_gc = freeze_gc
         self.param_rules = ParamRules(core.tool_header_rules)
         self.watchlists: dict[asyncio.AbstractEventLoop, Watchlist] = {}
+        self._last: Watchlist | None = None  # the one of the loop that served last
 
     def _watchlist(self, loop: asyncio.AbstractEventLoop) -> Watchlist:
         watchlist = self.watchlists.get(loop)
@@ -183,7 +191,12 @@ class McpHttpApp:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(
+        self, scope: Scope, receive: Receive, send: Send, found: dict[bytes, bytes] | None = None,
+    ) -> None:
+        """The ASGI entry. `found` (not part of ASGI): the request's headers as a dict
+        with no repeated name, from a caller that built it already (`SecurityMiddleware`
+        with `takes_found_headers`), so the list is not read twice."""
         if scope["type"] != "http":
             if scope["type"] == "lifespan":
                 await self._lifespan(receive, send)
@@ -197,22 +210,30 @@ class McpHttpApp:
                 else:
                     await respond(send, 404, b"Not Found")
                 return
-        h = RequestHeaders(scope["headers"])
         if scope["method"] != "POST":
             if self.legacy is not None:
                 await self.legacy(scope, receive, send, None)
             else:  # HTTP-01: no GET stream, no DELETE, no sessions
                 await respond(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
             return
-        if not _is_json(h.values[CONTENT_TYPE]):
+        if found is None:
+            h = RequestHeaders(scope["headers"])
+            found = h.found
+        else:
+            h = RequestHeaders.of(found)
+        value = found.get(b"content-type")
+        if value != b"application/json" and not _is_json(value):
             await respond(send, 415, b"Content-Type must be application/json")
             return
-        if not accepts_json_and_sse(h.values[ACCEPT]):
+        value = found.get(b"accept")
+        if ACCEPT_VERDICTS.get(value) is not True and not accepts_json_and_sse(value):
             await respond(send, 406, b"Accept must list application/json and text/event-stream")
             return
         loop = running_loop()  # once, without a syscall (see `_loop`), and handed on
-        task: asyncio.Task[Any] = asyncio.current_task(loop)  # type: ignore[assignment]  # in a task
-        watchlist = self._watchlist(loop)
+        task: asyncio.Task[Any] = _current_task(loop)  # type: ignore[assignment]  # in a task
+        watchlist = self._last
+        if watchlist is None or watchlist.loop is not loop:
+            watchlist = self._last = self._watchlist(loop)
         reading = watchlist.reading
         if self.body_timeout is not None:
             reading[task] = watchlist.sweeps
@@ -244,7 +265,9 @@ class McpHttpApp:
             except ProtocolError as exc:  # -32700 / -32600 (HTTP-19)
                 await respond_json(send, 400, error_response(request_id_of(msg), exc))
                 return
-            if self.legacy is not None and self._is_legacy(h, msg):
+            # A modern version header, as sent, settles the leg without a look at the body.
+            if self.legacy is not None and found.get(_VERSION_KEY) not in _MODERN_HEADER \
+                    and self._is_legacy(h, msg):
                 await self.legacy(scope, receive, send, msg)
                 return
             if kind != "request":
@@ -259,8 +282,9 @@ class McpHttpApp:
                 await respond_json(send, _STATUS.get(exc.code, 200), error_response(msg["id"], exc))
                 return
             subject = scope.get(SUBJECT)
-            ex = Exchange(loop, receive, send, self.keepalive, subject if isinstance(subject, str) else None, scope)
-            ex.owner = task
+            if subject is not None and not isinstance(subject, str):
+                subject = None
+            ex = Exchange(loop, receive, send, self.keepalive, subject, scope, task)
             step = self.core.execute(prepared, ex)
             watchlist.add(ex)
             try:
@@ -308,39 +332,60 @@ class McpHttpApp:
                     request_id_of(msg), InternalError("Internal error")))
 
     def _is_legacy(self, h: RequestHeaders, msg: Any) -> bool:
-        version = h.values[VERSION]
+        get = h.found.get
+        version = get(_VERSION_KEY)
         # COMPAT-S04: the version header decides; a modern one wins over a stray
         # `Mcp-Session-Id` and makes `initialize` a removed method (-32601).
         if version is not None:
             if version not in _LEGACY_HEADER:
-                return False
+                version = version.strip(b" \t")
+                if version not in _LEGACY_HEADER:
+                    return False
             # A legacy header on a body enveloped for a modern revision contradicts
             # itself: the modern path answers it 400 -32020 (HTTP-17).
             params = msg.get("params") if type(msg) is dict else None
             meta = params.get("_meta") if type(params) is dict else None
             body_version = meta.get(PROTOCOL_VERSION) if type(meta) is dict else None
             return type(body_version) is not str or body_version.encode() in _LEGACY_HEADER
-        return h.values[SESSION] is not None or (type(msg) is dict and msg.get("method") == "initialize")
+        return get(_SESSION_KEY) is not None or (type(msg) is dict and msg.get("method") == "initialize")
 
     def _prepare(self, h: RequestHeaders, msg: dict[str, Any]) -> Prepared:
-        """HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params."""
+        """HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params.
+
+        The core checks `_meta`, version, method and params; the headers are compared
+        with the body after it passed, reading what it read (the version it parsed), or,
+        when it refused the request, before its error is answered, as the ladder wants."""
+        if msg["method"] == "initialize":
+            params = msg.get("params")
+            meta = params.get("_meta") if type(params) is dict else None
+            if not (type(meta) is dict and PROTOCOL_VERSION in meta):
+                # A legacy client the legacy leg does not serve (COMPAT-S02); an enveloped
+                # `initialize` is a removed method instead (-32601, 404).
+                requested = params.get("protocolVersion") if type(params) is dict else None
+                raise UnsupportedProtocolVersion(
+                    requested, list(MODERN_VERSIONS),
+                    "This server speaks only the stateless revisions (no initialize handshake)")
+        try:
+            prepared = self.core.prepare(msg)  # -32602 / -32022 / -32601
+        except ProtocolError:
+            self._headers_before(h, msg)
+            raise
+        check_standard(h, prepared.method, prepared.params, prepared.meta.version)
+        if prepared.method == "tools/call":
+            self.param_rules.check(h, prepared.params)
+        return prepared
+
+    @staticmethod
+    def _headers_before(h: RequestHeaders, msg: dict[str, Any]) -> None:
+        """A request the core refused: once its `_meta` keys are there, headers that
+        contradict the body are the answer (-32020), not the core's error."""
         params = msg.get("params")
         meta = params.get("_meta") if type(params) is dict else None
-        if msg["method"] == "initialize" and not (type(meta) is dict and PROTOCOL_VERSION in meta):
-            # A legacy client the legacy leg does not serve (COMPAT-S02); an enveloped
-            # `initialize` is a removed method instead (-32601, 404).
-            requested = params.get("protocolVersion") if type(params) is dict else None
-            raise UnsupportedProtocolVersion(
-                requested, list(MODERN_VERSIONS),
-                "This server speaks only the stateless revisions (no initialize handshake)")
         if type(meta) is dict:
             version = meta.get(PROTOCOL_VERSION)
             if type(version) is str and type(meta.get(CLIENT_CAPABILITIES)) is dict:
                 check_standard(h, msg["method"], params, version)  # type: ignore[arg-type]
-        prepared = self.core.prepare(msg)  # -32602 / -32022 / -32601
-        if prepared.method == "tools/call":
-            self.param_rules.check(h, prepared.params)
-        return prepared
+
 
 def asgi_app(
     core: Core,

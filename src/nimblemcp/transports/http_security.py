@@ -133,6 +133,9 @@ class SecurityMiddleware:
         self.cors_max_age = str(config.cors_max_age).encode()
         self._origins: dict[bytes, bool] = {}
         self._hosts: dict[bytes, bool] = {}
+        self._length_digits = len(str(config.max_body)) if config.max_body is not None else 0
+        # The app takes the header dict built here (nimblemcp's endpoint does).
+        self.hands_headers = getattr(app, "takes_found_headers", False) is True
 
     # -- verdicts (cached) --------------------------------------------------------------
 
@@ -160,12 +163,10 @@ class SecurityMiddleware:
         return host in LOCAL_HOSTS or f"[{host}]" in LOCAL_HOSTS
 
     def host_ok(self, raw: bytes) -> bool:
-        if self.any_host:
-            return True
         verdict = self._hosts.get(raw)
         if verdict is None:
             value = raw.decode("latin-1").strip().lower()
-            verdict = value in self.allowed_hosts or _host_name(value) in self.allowed_hosts
+            verdict = self.any_host or value in self.allowed_hosts or _host_name(value) in self.allowed_hosts
             if len(self._hosts) < _CACHE_LIMIT:
                 self._hosts[raw] = verdict
         return verdict
@@ -178,7 +179,8 @@ class SecurityMiddleware:
             return
         raw_headers = scope["headers"]
         # The common request names no header twice: one C-level dict build, lookups
-        # and sums instead of a Python loop. A repeated name takes the full scan.
+        # and sums instead of a Python loop. A repeated name takes the full scan. The
+        # dict goes on to an app that takes it (`takes_found_headers`): one build for both.
         try:
             found = dict(raw_headers) if type(raw_headers) is list else None
         except TypeError:  # names that are not bytes (unhashable)
@@ -189,7 +191,7 @@ class SecurityMiddleware:
             length = found.get(b"content-length")
             size = sum(map(len, found)) + sum(map(len, found.values()))
         else:
-            origin = host = length = None
+            found = origin = host = length = None
             size = 0
             for key, value in raw_headers:
                 size += len(key) + len(value)
@@ -208,35 +210,41 @@ class SecurityMiddleware:
         if len(raw_headers) > self.max_headers or size > self.max_header_bytes:
             await _reject(send, 431, _TOO_MANY_HEADERS)
             return
-        if host is not None and not self.host_ok(host):
+        if host is not None and self._hosts.get(host) is not True and not self.host_ok(host):
             await _reject(send, 403, _FORBIDDEN_HOST)  # DNS rebinding (HTTP-02)
             return
-        if origin is not None and not self.origin_ok(origin):
-            await _reject(send, 403, _FORBIDDEN_ORIGIN)  # present and invalid (HTTP-02)
-            return
-        if self.cors and origin is not None:
-            if scope["method"] == "OPTIONS":
-                await self._preflight(scope, origin, send)
+        if origin is not None:
+            if self._origins.get(origin) is not True and not self.origin_ok(origin):
+                await _reject(send, 403, _FORBIDDEN_ORIGIN)  # present and invalid (HTTP-02)
                 return
-            send = self._with_cors(send, origin)
+            if self.cors:
+                if scope["method"] == "OPTIONS":
+                    await self._preflight(scope, origin, send)
+                    return
+                send = self._with_cors(send, origin)
         limit = self.max_body
         if limit is not None:
             if length is not None:
-                try:
-                    declared = int(length)
-                except ValueError:
-                    declared = -1
-                if declared < 0:
-                    await _reject(send, 400, _BAD_LENGTH)
-                    return
-                if declared > limit:
-                    await _reject(send, 413, _TOO_LARGE)
-                    return
+                # Fewer ASCII digits than the limit has: a valid length under it, unparsed.
+                if len(length) >= self._length_digits or not length.isdigit():
+                    try:
+                        declared = int(length)
+                    except ValueError:
+                        declared = -1
+                    if declared < 0:
+                        await _reject(send, 400, _BAD_LENGTH)
+                        return
+                    if declared > limit:
+                        await _reject(send, 413, _TOO_LARGE)
+                        return
                 # The HTTP server never delivers more than Content-Length bytes.
             elif scope["method"] in ("POST", "PUT", "PATCH"):
                 await self._limited(scope, receive, send, limit)
                 return
-        await self.app(scope, receive, send)
+        if found is not None and self.hands_headers:
+            await self.app(scope, receive, send, found)
+        else:
+            await self.app(scope, receive, send)
 
     async def _limited(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         """A body without Content-Length (chunked): count as it arrives."""
