@@ -132,3 +132,35 @@ def test_unknown_name_is_an_attribute_error() -> None:
         assert "NoSuchThing" in str(exc)
     else:
         raise AssertionError("nimblemcp.NoSuchThing resolved")
+
+
+def test_content_types_load_on_first_use_and_still_mean_content() -> None:
+    """The block TypedDicts are built only when named; a tool returning them (named in a
+    postponed annotation, as most user modules write) is still a content tool."""
+    mods = _modules_after("from nimblemcp import Server, text\ns = Server('x')\n"
+                          "@s.tool\ndef hi() -> str:\n    return 'hi'\ntext('a')")
+    assert "nimblemcp.content" in mods and "nimblemcp._content_types" not in mods
+    code = textwrap.dedent("""
+        from __future__ import annotations
+        import asyncio, json
+        from nimblemcp import Server
+        from nimblemcp.content import TextContent, text
+        from nimblemcp.testing import connect
+
+        server = Server("blocks")
+
+        @server.tool
+        def blocks() -> list[TextContent]:
+            return [text("a")]
+
+        async def main() -> None:
+            async with connect(server) as client:
+                tools = await client.client.list_tools()
+                result = await client.call_tool("blocks")
+            print(json.dumps(["outputSchema" in tools[0], result["content"]]))
+
+        asyncio.run(main())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == [False, [{"type": "text", "text": "a"}]]
