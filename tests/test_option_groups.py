@@ -117,11 +117,11 @@ def test_a_required_field_and_the_builder_refusals() -> None:
         right: int = 2
 
     assert Pair(1) == Pair(left=1, right=2)
-    with pytest.raises(TypeError, match="missing 1 required argument"):
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'left'"):
         Pair()
     with pytest.raises(TypeError):
         frozen_dataclass(frozen=False, slots=True)
-    with pytest.raises(TypeError, match="field"):
+    with pytest.raises(TypeError, match="field\\(default="):
         @frozen_dataclass(frozen=True, slots=True)
         class WithField:
             items: list[int] = dataclasses.field(default_factory=list)
@@ -130,3 +130,32 @@ def test_a_required_field_and_the_builder_refusals() -> None:
         class Misordered:
             a: int = 1
             b: int
+
+
+def test_field_flags_are_honoured() -> None:
+    """`field(default=..., repr=False / compare=False)`, as the client's records use."""
+    from nimblemcp.client._listen import ListenEvent
+    from nimblemcp.client._options import CachePolicy
+
+    assert CachePolicy(store=object()) == CachePolicy(store=object())  # store is not compared
+    assert hash(CachePolicy(store=[1])) == hash(CachePolicy())  # ... nor hashed
+    assert CachePolicy(enabled=False) != CachePolicy()
+    event = ListenEvent("resource_updated", raw={"secret": 1})
+    assert "secret" not in repr(event) and "raw" not in repr(event)  # raw is not shown
+    assert repr(event) == ("ListenEvent(kind='resource_updated', uri=None, subscription_id=None, "
+                           "task_id=None)")
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'kind'"):
+        ListenEvent()  # type: ignore[call-arg]
+
+    @frozen_dataclass(frozen=True, slots=True)
+    class Three:
+        a: int
+        b: int
+        c: int
+
+    with pytest.raises(TypeError, match="missing 3 required positional arguments: 'a', 'b', and 'c'"):
+        Three()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="only field"):
+        @frozen_dataclass(frozen=True, slots=True)
+        class Factory:
+            a: list[int] = dataclasses.field(default_factory=list)

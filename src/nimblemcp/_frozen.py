@@ -17,7 +17,8 @@ Type checkers see the standard decorator; a module writes
         from nimblemcp._frozen import dataclass
 
 Only what the option groups use is supported: own fields (no dataclass base class) with
-a plain default or none, no `field(...)`, no zero-argument `super()` in methods.
+a plain default or none, or `field(default=..., repr=..., compare=..., hash=...)` (no
+`default_factory`), and no zero-argument `super()` in methods.
 Imports only the standard library (`dataclasses` is loaded by orjson, `inspect` by asyncio).
 """
 
@@ -46,9 +47,13 @@ def _build(cls: _T) -> _T:
     names = tuple(n for n, hint in own.items() if not str(hint).startswith(("ClassVar", "typing.ClassVar")))
     if any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
         raise TypeError(f"{cls.__qualname__}: a dataclass base class is not supported here")
-    defaults = tuple(cls.__dict__.get(n, _NO_DEFAULT) for n in names)
-    if any(isinstance(d, dataclasses.Field) for d in defaults):
-        raise TypeError(f"{cls.__qualname__}: field(...) is not supported here")
+    given = [cls.__dict__.get(n, _NO_DEFAULT) for n in names]
+    specs: list[dataclasses.Field[Any]] = [g if isinstance(g, dataclasses.Field) else dataclasses.field(default=g) for g in given]
+    for name, f in zip(names, specs, strict=True):
+        if f.default_factory is not _NO_DEFAULT or not f.init or f.kw_only is True:
+            raise TypeError(f"{cls.__qualname__}.{name}: only field(default=..., repr=..., compare=..., hash=...) "
+                            "is supported here")
+    defaults = tuple(f.default for f in specs)
     seen_default = False
     for name, default in zip(names, defaults, strict=True):
         if default is _NO_DEFAULT and seen_default:
@@ -61,20 +66,23 @@ def _build(cls: _T) -> _T:
     new: Any = type(cls)(cls.__name__, cls.__bases__, namespace)
     new.__qualname__ = cls.__qualname__
     fields: dict[str, dataclasses.Field[Any]] = {}
-    for name, default in zip(names, defaults, strict=True):
-        f: dataclasses.Field[Any] = dataclasses.field(default=default)
+    for name, f in zip(names, specs, strict=True):
         f.name, f.type, f.kw_only = name, own[name], False
         f._field_type = _FIELD_KIND  # type: ignore[attr-defined]
         fields[name] = f
     new.__dataclass_fields__ = fields
-    for method in _methods(new, names, defaults):
+    shown = tuple(f.name for f in specs if f.repr)
+    compared = tuple(f.name for f in specs if f.compare)
+    hashed = tuple(f.name for f in specs if (f.compare if f.hash is None else f.hash))
+    for method in _methods(new, names, defaults, shown, compared, hashed):
         method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
         setattr(new, method.__name__, method)
     new.__signature__ = _LazySignature(names, defaults, own)
     return new  # type: ignore[no-any-return]
 
 
-def _methods(cls: Any, names: tuple[str, ...], defaults: tuple[Any, ...]) -> list[Any]:
+def _methods(cls: Any, names: tuple[str, ...], defaults: tuple[Any, ...], shown: tuple[str, ...],
+             compared: tuple[str, ...], hashed: tuple[str, ...]) -> list[Any]:
     qualname = cls.__qualname__
     count = len(names)
     index = {name: i for i, name in enumerate(names)}
@@ -94,29 +102,31 @@ def _methods(cls: Any, names: tuple[str, ...], defaults: tuple[Any, ...]) -> lis
             if i < len(args):
                 raise TypeError(f"{qualname}.__init__() got multiple values for argument {key!r}")
             values[i] = value
-        missing = [n for n, v in zip(names, values, strict=True) if v is _NO_DEFAULT]
-        if missing:
-            raise TypeError(f"{qualname}.__init__() missing {len(missing)} required argument(s): "
-                            + ", ".join(repr(n) for n in missing))
+        missing = [repr(n) for n, v in zip(names, values, strict=True) if v is _NO_DEFAULT]
+        if missing:  # worded as CPython words it
+            listed = missing[0] if len(missing) == 1 else (
+                " and ".join(missing) if len(missing) == 2 else ", ".join(missing[:-1]) + ", and " + missing[-1])
+            plural = "argument" if len(missing) == 1 else "arguments"
+            raise TypeError(f"{qualname}.__init__() missing {len(missing)} required positional {plural}: {listed}")
         for name, value in zip(names, values, strict=True):
             setter(self, name, value)
         if post_init is not None:
             self.__post_init__()
 
     def __repr__(self: Any) -> str:
-        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in shown)
         return f"{type(self).__qualname__}({inner})"
 
-    def _values(self: Any) -> tuple[Any, ...]:
-        return tuple(getattr(self, n) for n in names)
+    def _values(self: Any, which: tuple[str, ...] = names) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in which)
 
     def __eq__(self: Any, other: object) -> bool:
         if other.__class__ is self.__class__:
-            return _values(self) == _values(other)
+            return _values(self, compared) == _values(other, compared)
         return NotImplemented
 
     def __hash__(self: Any) -> int:
-        return hash(_values(self))
+        return hash(_values(self, hashed))
 
     def __setattr__(self: Any, name: str, value: Any) -> None:
         if type(self) is cls or name in index:
