@@ -120,7 +120,7 @@ def test_a_required_field_and_the_builder_refusals() -> None:
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'left'"):
         Pair()
     with pytest.raises(TypeError):
-        frozen_dataclass(frozen=False, slots=True)
+        frozen_dataclass(frozen=True, slots=False)
     with pytest.raises(TypeError, match="field\\(default="):
         @frozen_dataclass(frozen=True, slots=True)
         class WithField:
@@ -159,3 +159,19 @@ def test_field_flags_are_honoured() -> None:
         @frozen_dataclass(frozen=True, slots=True)
         class Factory:
             a: list[int] = dataclasses.field(default_factory=list)
+
+
+def test_an_unfrozen_slotted_record() -> None:
+    """`dataclass(slots=True)` alone: mutable, compared by value, unhashable."""
+    from nimblemcp.transports.http_client import _Resume
+
+    state = _Resume()
+    assert state == _Resume(None, None, False) and repr(state) == "_Resume(last_id=None, retry_ms=None, accepted=False)"
+    state.last_id = "7"
+    assert state == _Resume(last_id="7") and state != _Resume()
+    with pytest.raises(TypeError):
+        hash(state)
+    with pytest.raises(AttributeError):
+        state.other = 1  # type: ignore[attr-defined]
+    assert not hasattr(state, "__dict__")
+    assert dataclasses.replace(state, accepted=True) == _Resume("7", None, True)

@@ -1,9 +1,10 @@
 """Frozen, slotted records (the option groups) built without `exec`.
 
-`dataclass(frozen=True, slots=True)` here gives a class what the standard decorator
-gives it: an `__init__` taking the fields in order (positional or keyword, with their
+`dataclass(frozen=True, slots=True)` (or `slots=True` alone) here gives a class what
+the standard decorator gives it: an `__init__` taking the fields in order (positional or keyword, with their
 defaults, then `__post_init__`), `__repr__`, `__eq__`, `__hash__`, `__match_args__`,
-`__slots__`, immutability (`dataclasses.FrozenInstanceError`), pickling, and
+`__slots__`, when frozen immutability (`dataclasses.FrozenInstanceError`) and pickling
+(unfrozen: no `__hash__`, as the standard decorator does), and
 `__dataclass_fields__`, so `dataclasses.fields`, `replace`, `asdict` and `is_dataclass`
 work on it. It builds them from closures instead of generating source and compiling
 it: the standard decorator costs ~4.6M instructions a class on CPython 3.11, which made
@@ -35,14 +36,14 @@ _NO_DEFAULT: Any = dataclasses.MISSING
 _FIELD_KIND = getattr(dataclasses, "_FIELD")  # what `dataclasses.fields()` keeps  # noqa: B009
 
 
-def dataclass(*, frozen: bool, slots: bool) -> Any:
-    """`@dataclass(frozen=True, slots=True)` without `exec` (see the module docstring)."""
-    if not (frozen and slots):
-        raise TypeError("nimblemcp._frozen.dataclass makes frozen, slotted records only")
-    return _build
+def dataclass(*, slots: bool, frozen: bool = False) -> Any:
+    """`@dataclass(slots=True[, frozen=True])` without `exec` (see the module docstring)."""
+    if not slots:
+        raise TypeError("nimblemcp._frozen.dataclass makes slotted records only")
+    return lambda cls: _build(cls, frozen)
 
 
-def _build(cls: _T) -> _T:
+def _build(cls: _T, frozen: bool) -> _T:
     own = inspect.get_annotations(cls)  # strings (postponed annotations): never evaluated
     names = tuple(n for n, hint in own.items() if not str(hint).startswith(("ClassVar", "typing.ClassVar")))
     if any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
@@ -74,15 +75,17 @@ def _build(cls: _T) -> _T:
     shown = tuple(f.name for f in specs if f.repr)
     compared = tuple(f.name for f in specs if f.compare)
     hashed = tuple(f.name for f in specs if (f.compare if f.hash is None else f.hash))
-    for method in _methods(new, names, defaults, shown, compared, hashed):
+    for method in _methods(new, names, defaults, shown, compared, hashed, frozen):
         method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
         setattr(new, method.__name__, method)
+    if not frozen:  # eq without frozen: unhashable, as dataclass makes it
+        new.__hash__ = None
     new.__signature__ = _LazySignature(names, defaults, own)
     return new  # type: ignore[no-any-return]
 
 
 def _methods(cls: Any, names: tuple[str, ...], defaults: tuple[Any, ...], shown: tuple[str, ...],
-             compared: tuple[str, ...], hashed: tuple[str, ...]) -> list[Any]:
+             compared: tuple[str, ...], hashed: tuple[str, ...], frozen: bool) -> list[Any]:
     qualname = cls.__qualname__
     count = len(names)
     index = {name: i for i, name in enumerate(names)}
@@ -145,6 +148,8 @@ def _methods(cls: Any, names: tuple[str, ...], defaults: tuple[Any, ...], shown:
         for name, value in zip(names, state, strict=True):
             setter(self, name, value)
 
+    if not frozen:
+        return [__init__, __repr__, __eq__]
     return [__init__, __repr__, __eq__, __hash__, __setattr__, __delattr__, __getstate__, __setstate__]
 
 
