@@ -1,4 +1,4 @@
-"""Issue 18: the option groups are built without dataclass's `exec` (`nimblemcp._frozen`)
+"""Issue 18: the option groups are built without dataclass's `exec` (`nimblemcp.types._records`)
 and behave as the frozen, slotted dataclasses they were: same keywords and defaults,
 immutability, equality, hashing, repr, `dataclasses.replace`, pickling."""
 
@@ -21,8 +21,8 @@ from nimblemcp import (
     TaskOptions,
     ToolOptions,
 )
-from nimblemcp._frozen import dataclass as frozen_dataclass
 from nimblemcp.backends.memory import MemoryStore
+from nimblemcp.types._records import dataclass as frozen_dataclass
 
 DEFAULTS: dict[type, dict[str, Any]] = {
     StateOptions: {"keys": None, "ttl": 600.0, "one_time": False, "audience": None, "handle_ttl": 3600.0,

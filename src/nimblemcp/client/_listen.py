@@ -45,7 +45,7 @@ from ._pipeline import Pipeline
 if TYPE_CHECKING:
     from dataclasses import dataclass
 else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp._frozen import dataclass
+    from nimblemcp.types._records import dataclass
 
 __all__ = ["ListenEvent", "Listener", "listen_filter"]
 

@@ -16,7 +16,7 @@ is read.
   `Server.__init__`. What the code passed explicitly always wins over the environment.
 
 `None` always means "not given: use the default". Imports only the port, backends,
-`_frozen` (dataclasses without `exec`) and stdlib.
+`types._records` (dataclasses without `exec`) and stdlib.
 (`backends.from_env()` remains for code that builds its own backends by hand.)
 """
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from nimblemcp.backends.bus import NotificationBus
     from nimblemcp.server._server import Server
 else:  # the same records, built without dataclass's `exec` (start-up cost)
-    from nimblemcp._frozen import dataclass
+    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "LegacyOptions", "ListenOptions", "ServerSettings", "StateOptions", "TaskOptions",

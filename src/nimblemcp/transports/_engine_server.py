@@ -35,7 +35,7 @@ from nimblemcp.transports._engine_proxy import TrustedProxies
 if TYPE_CHECKING:
     from dataclasses import dataclass
 else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp._frozen import dataclass
+    from nimblemcp.types._records import dataclass
 
 __all__ = ["Engine", "EngineConfig", "run"]
 

@@ -27,7 +27,7 @@ from nimblemcp.types._http import SSE_TYPE
 if TYPE_CHECKING:
     from dataclasses import dataclass
 else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp._frozen import dataclass
+    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "KEEPALIVE",

@@ -108,7 +108,7 @@ if TYPE_CHECKING:
     from ._h1client import H1Pool
     from .sse_client import SseTransport
 else:  # the same slotted records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp._frozen import dataclass
+    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "HttpStatusError", "HttpTransport", "SessionExpired", "StreamBroken",

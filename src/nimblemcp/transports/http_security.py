@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from nimblemcp.transports._asgi import Receive, Scope, Send
     from nimblemcp.transports.http import LegacyHandler
 else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp._frozen import dataclass
+    from nimblemcp.types._records import dataclass
 
 __all__ = ["DEFAULT_MAX_BODY", "HttpSecurity", "SecurityMiddleware", "secure_app"]
 

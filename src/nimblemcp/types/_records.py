@@ -10,12 +10,14 @@ work on it. It builds them from closures instead of generating source and compil
 it: the standard decorator costs ~4.6M instructions a class on CPython 3.11, which made
 the module holding six option groups the most expensive one a server imports.
 
-Type checkers see the standard decorator; a module writes
+It lives in `types`, the layer every other one (the port included) may import; it
+imports no other part of nimblemcp. Type checkers see the standard decorator; a
+module writes
 
     if TYPE_CHECKING:
         from dataclasses import dataclass
     else:
-        from nimblemcp._frozen import dataclass
+        from nimblemcp.types._records import dataclass
 
 Only what the option groups use is supported: own fields (no dataclass base class) with
 a plain default or none, or `field(default=..., repr=..., compare=..., hash=...)` (no
@@ -39,7 +41,7 @@ _FIELD_KIND = getattr(dataclasses, "_FIELD")  # what `dataclasses.fields()` keep
 def dataclass(*, slots: bool, frozen: bool = False) -> Any:
     """`@dataclass(slots=True[, frozen=True])` without `exec` (see the module docstring)."""
     if not slots:
-        raise TypeError("nimblemcp._frozen.dataclass makes slotted records only")
+        raise TypeError("nimblemcp.types._records.dataclass makes slotted records only")
     return lambda cls: _build(cls, frozen)
 
 
