@@ -12,14 +12,25 @@ interleaved run; `--nimble-only` leaves the peers out.
 Every round spawns each server once (order rotated per round, so drift and cache
 effects spread evenly) and times from Popen to the first response line to a
 2026-07-28 `server/discover`. A peer that answers `server/discover` with an error
-gets an `initialize` instead, and the output says so. Baseline: `python -c pass`.
+gets an `initialize` instead, and the output says so. Baselines: `python -c pass`, and
+the floor any asyncio server pays, `python -c "import asyncio"` (same interpreter).
+
+    python benchmarks/cold_start.py --callgrind [--against SRC]
+
+counts instructions instead (valgrind's callgrind; stable on a loaded machine, where
+timings are not): each row runs once under valgrind with PYTHONHASHSEED=0, a server
+answering one `server/discover` from stdin and exiting at its end (so the count also
+holds the shutdown). The "beyond asyncio" column is each row less the
+`import asyncio` row: what the library itself costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -98,6 +109,53 @@ def baseline(py: str) -> float:
     return time.perf_counter() - t0
 
 
+def floor(py: str) -> float:
+    """What any asyncio server pays before its own code runs."""
+    t0 = time.perf_counter()
+    subprocess.run([py, "-c", "import asyncio"], check=True)
+    return time.perf_counter() - t0
+
+
+def instructions(argv: list[str], src: str | None = None, stdin: bytes = b"") -> int:
+    """Instructions executed by `argv` from exec to exit (callgrind's total)."""
+    env = {**env_for("nimblemcp"), "PYTHONHASHSEED": "0"}
+    if src is not None:
+        env["PYTHONPATH"] = src
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv], input=stdin,
+                       env=env, cwd=str(SERVERS), check=True, capture_output=True)
+        m = re.search(r"^(?:summary|totals): (\d+)", out.read_text(errors="replace"), re.M)
+    if m is None:
+        raise RuntimeError(f"no callgrind total for {argv}")
+    return int(m.group(1))
+
+
+def count_instructions(other: str | None) -> None:
+    cmds = {k: v for k, v in stdio_commands().items() if k.startswith("nimblemcp")}
+    discover = line(discover_request())
+    jobs: dict[str, tuple[list[str], str | None, bytes]] = {
+        "python -c pass": ([NIMBLE_PY, "-c", "pass"], None, b""),
+        "python -c 'import asyncio' (floor)": ([NIMBLE_PY, "-c", "import asyncio"], None, b""),
+        "python -c 'import asyncio, orjson'": ([NIMBLE_PY, "-c", "import asyncio, orjson"], None, b""),
+    }
+    for name, argv in cmds.items():
+        jobs[name] = (argv, None, discover)
+        if other:
+            jobs[f"{name} (other)"] = (argv, other, discover)
+    counts = {name: instructions(*job) for name, job in jobs.items()}
+    floor_count = counts["python -c 'import asyncio' (floor)"]
+    rows = [[n, f"{c / 1e6:.1f}", f"{(c - floor_count) / 1e6:+.1f}"] for n, c in counts.items()]
+    out = ("Cold start in instructions (callgrind, millions; servers answer one server/discover, then exit)\n\n"
+           + table(["run", "M instructions", "beyond asyncio"], rows))
+    if other:
+        for name in cmds:
+            mine, theirs = counts[name] - floor_count, counts[f"{name} (other)"] - floor_count
+            out += f"\n\n{name}: beyond asyncio this tree / other tree = {mine / 1e6:.1f}M / {theirs / 1e6:.1f}M = {mine / theirs:.3f}"
+    say(out)
+    save("cold_start_callgrind", out, {"instructions": counts})
+
+
 def compile_tree(py: str, src: str) -> None:
     subprocess.run([py, "-m", "compileall", "-q", src], check=True, stdout=subprocess.DEVNULL)
 
@@ -107,14 +165,22 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--against", help="another checkout's src/ directory, timed as 'nimblemcp (other)'")
     ap.add_argument("--nimble-only", action="store_true", help="leave the peers out")
+    ap.add_argument("--callgrind", action="store_true", help="count instructions (valgrind) instead of timing")
     args = ap.parse_args()
     ensure_peers()
     own_src = str(HERE.parent / "src")
     compile_tree(NIMBLE_PY, own_src)
+    if args.callgrind:
+        other = str(Path(args.against).resolve()) if args.against else None
+        if other:
+            compile_tree(NIMBLE_PY, other)
+        count_instructions(other)
+        return
     cmds = stdio_commands()
     if args.nimble_only:
         cmds = {k: v for k, v in cmds.items() if k.startswith("nimblemcp")}
-    jobs: dict[str, object] = {"python -c pass": lambda: (baseline(NIMBLE_PY), "exit")}
+    jobs: dict[str, object] = {"python -c pass": lambda: (baseline(NIMBLE_PY), "exit"),
+                               "python -c 'import asyncio' (floor)": lambda: (floor(NIMBLE_PY), "exit")}
     # The main interpreter's site-packages runs a .pth hook at every start (see
     # _peers.sh); the "main interpreter" rows show what that costs (when nimblemcp is
     # installed there).
@@ -157,6 +223,9 @@ def main() -> None:
     if args.against:
         out += (f"\n\nthis tree / other tree: {median(times['nimblemcp']) / median(times['nimblemcp (other)']):.3f}"
                 f" (server.run()), {median(times['nimblemcp-cli']) / median(times['nimblemcp-cli (other)']):.3f} (CLI)")
+    fl = median(times["python -c 'import asyncio' (floor)"])
+    beyond = {n: (median(times[n]) - fl) * 1e3 for n in names if n.startswith("nimblemcp")}
+    out += "\n\nbeyond the asyncio floor (median ms): " + ", ".join(f"{n} {v:.1f}" for n, v in beyond.items())
     say(out)
     save("cold_start", out, {"rounds": args.rounds, "results": data})
 

@@ -1,7 +1,8 @@
 """nimblemcp: a fast, conformant Model Context Protocol library (2026-07-28, dual-era).
 
-The names a quickstart needs. Heavy parts (pydantic, HTTP, the client) are imported
-only when used, so a stdio server starts fast.
+The names a quickstart needs, each imported on first use: a program pays only for the
+side it uses (a Client never loads the server, a stdio server never loads the client
+or the HTTP stack), so both start fast. Type checkers see them all (TYPE_CHECKING).
 
 Where a `tools/call` goes, from the socket to your function and back:
 `serving` starts a transport for a `Server`; the transport (`transports/http.py` or
@@ -18,70 +19,84 @@ once on the way back. A 2025-11-25 peer goes through `transports/_legacy.py` fir
 
 from typing import TYPE_CHECKING
 
-from nimblemcp.content import (
-    ContentBlock,
-    audio,
-    blob_resource,
-    embedded,
-    image,
-    resource_link,
-    text,
-    text_resource,
-)
-from nimblemcp.errors import (
-    ClientError,
-    InvalidParams,
-    McpError,
-    MissingClientCapability,
-    ProtocolError,
-    RequestTimeout,
-    ResourceNotFound,
-    StartupError,
-    ToolError,
-    TransportError,
-)
-from nimblemcp.server import (
-    Backends,
-    Context,
-    Depends,
-    Headers,
-    LegacyOptions,
-    ListenOptions,
-    Server,
-    ServerSettings,
-    StateOptions,
-    TaskOptions,
-    ToolAnnotations,
-    ToolOptions,
-    ToolResult,
-    assistant,
-    get_headers,
-    get_lifespan,
-    get_principal,
-    message,
-    user,
-)
-from nimblemcp.types import LATEST_VERSION, SUPPORTED_VERSIONS
-
 if TYPE_CHECKING:
     from nimblemcp.client import Callbacks, Client, RetryPolicy
+    from nimblemcp.content import (
+        ContentBlock,
+        audio,
+        blob_resource,
+        embedded,
+        image,
+        resource_link,
+        text,
+        text_resource,
+    )
+    from nimblemcp.errors import (
+        ClientError,
+        InvalidParams,
+        McpError,
+        MissingClientCapability,
+        ProtocolError,
+        RequestTimeout,
+        ResourceNotFound,
+        StartupError,
+        ToolError,
+        TransportError,
+    )
     from nimblemcp.host import ClientGroup
+    from nimblemcp.server import (
+        Backends,
+        Context,
+        Depends,
+        Headers,
+        LegacyOptions,
+        ListenOptions,
+        Server,
+        ServerSettings,
+        StateOptions,
+        TaskOptions,
+        ToolAnnotations,
+        ToolOptions,
+        ToolResult,
+        assistant,
+        get_headers,
+        get_lifespan,
+        get_principal,
+        message,
+        user,
+    )
     from nimblemcp.server._mrtr import ElicitResult, SampleResult
     from nimblemcp.server._sealing import new_key as new_state_key
     from nimblemcp.transports.http_security import HttpSecurity
+    from nimblemcp.types._versions import LATEST_VERSION, SUPPORTED_VERSIONS
 
 __version__ = "0.1.0"
 
-# Imported on first use so that a stdio server never pays for the client (or for the
-# sealing module: `new_state_key()` makes a key for NIMBLEMCP_STATE_KEYS / `state_keys=`).
-_LAZY = {
+# Every public name is imported on first use (PEP 562), so each program pays only for
+# the side it uses: `from nimblemcp import Client` never imports the server, a stdio
+# server never imports the client, and the sealing module loads only when a key is made
+# (`new_state_key()` makes one for NIMBLEMCP_STATE_KEYS / `state_keys=`).
+# name -> (module, attribute in it).
+_ERRORS = ("ClientError", "InvalidParams", "McpError", "MissingClientCapability", "ProtocolError",
+           "RequestTimeout", "ResourceNotFound", "StartupError", "ToolError", "TransportError")
+_CONTENT = ("ContentBlock", "audio", "blob_resource", "embedded", "image", "resource_link", "text",
+            "text_resource")
+_SERVER = ("Backends", "Context", "Depends", "Headers", "LegacyOptions", "ListenOptions", "Server",
+           "ServerSettings", "StateOptions", "TaskOptions", "ToolAnnotations", "ToolOptions", "ToolResult",
+           "assistant", "get_headers", "get_lifespan", "get_principal", "message", "user")
+_LAZY: dict[str, tuple[str, str]] = {
+    **{name: ("nimblemcp.errors", name) for name in _ERRORS},
+    **{name: ("nimblemcp.content", name) for name in _CONTENT},
+    **{name: ("nimblemcp.server", name) for name in _SERVER},
+    "LATEST_VERSION": ("nimblemcp.types._versions", "LATEST_VERSION"),
+    "SUPPORTED_VERSIONS": ("nimblemcp.types._versions", "SUPPORTED_VERSIONS"),
     "Client": ("nimblemcp.client", "Client"),
+    "Callbacks": ("nimblemcp.client", "Callbacks"),
+    "RetryPolicy": ("nimblemcp.client", "RetryPolicy"),
     "ElicitResult": ("nimblemcp.server._mrtr", "ElicitResult"),
     "SampleResult": ("nimblemcp.server._mrtr", "SampleResult"),
     "new_state_key": ("nimblemcp.server._sealing", "new_key"),
-    "Callbacks": ("nimblemcp.client", "Callbacks"),
     "ClientGroup": ("nimblemcp.host", "ClientGroup"),
-    "RetryPolicy": ("nimblemcp.client", "RetryPolicy"),
     "HttpSecurity": ("nimblemcp.transports.http_security", "HttpSecurity"),
 }
 
@@ -90,11 +105,15 @@ def __getattr__(name: str) -> object:
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module 'nimblemcp' has no attribute {name!r}")
-    import importlib
+    from importlib import import_module
 
-    value = getattr(importlib.import_module(where[0]), where[1])
+    value = getattr(import_module(where[0]), where[1])
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [

@@ -2,18 +2,30 @@
 
 Blocks are plain JSON-ready dicts (typed as TypedDicts), so returning them costs
 nothing. The helpers take care of base64 and of leaving out empty optional fields.
+The TypedDicts themselves are defined in `_content_types` and imported on first use.
 """
 
 from __future__ import annotations
 
 import base64
 import collections.abc
+import sys
 import types
 import typing
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # pathlib and mimetypes only when a file is read: off the start-up path
     from pathlib import Path
+
+    from nimblemcp._content_types import (
+        Annotations,
+        AudioContent,
+        ContentBlock,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+    )
 
 __all__ = [
     "Annotations",
@@ -33,64 +45,26 @@ __all__ = [
 ]
 
 
-class Annotations(TypedDict, total=False):
-    audience: list[Literal["user", "assistant"]]
-    priority: float
-    lastModified: str
+# The block types live in `_content_types`, imported when one is first asked for.
+_TYPES = frozenset({"Annotations", "AudioContent", "ContentBlock", "EmbeddedResource", "ImageContent",
+                    "ResourceLink", "TextContent"})
 
 
-class TextContent(TypedDict):
-    type: Literal["text"]
-    text: str
-    annotations: NotRequired[Annotations]
-    _meta: NotRequired[dict[str, Any]]
+def __getattr__(name: str) -> Any:
+    if name not in _TYPES:
+        raise AttributeError(f"module 'nimblemcp.content' has no attribute {name!r}")
+    from nimblemcp import _content_types
+
+    value = getattr(_content_types, name)
+    globals()[name] = value
+    return value
 
 
-class ImageContent(TypedDict):
-    type: Literal["image"]
-    data: str
-    mimeType: str
-    annotations: NotRequired[Annotations]
-    _meta: NotRequired[dict[str, Any]]
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
-
-class AudioContent(TypedDict):
-    type: Literal["audio"]
-    data: str
-    mimeType: str
-    annotations: NotRequired[Annotations]
-    _meta: NotRequired[dict[str, Any]]
-
-
-class ResourceLink(TypedDict):
-    type: Literal["resource_link"]
-    uri: str
-    name: str
-    title: NotRequired[str]
-    description: NotRequired[str]
-    mimeType: NotRequired[str]
-    size: NotRequired[int]
-    annotations: NotRequired[Annotations]
-    _meta: NotRequired[dict[str, Any]]
-
-
-class EmbeddedResource(TypedDict):
-    type: Literal["resource"]
-    resource: dict[str, Any]
-    annotations: NotRequired[Annotations]
-    _meta: NotRequired[dict[str, Any]]
-
-
-ContentBlock = TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource
 
 CONTENT_TYPES = frozenset({"text", "image", "audio", "resource_link", "resource"})
-_BLOCK_CLASSES: tuple[Any, ...] = (
-    TextContent,
-    ImageContent,
-    AudioContent,
-    ResourceLink,
-    EmbeddedResource,
-)
 
 
 def _extras(
@@ -107,7 +81,7 @@ def text(
     value: str, *, annotations: Annotations | None = None, meta: dict[str, Any] | None = None
 ) -> TextContent:
     """A text block."""
-    return cast(TextContent, _extras({"type": "text", "text": value}, annotations, meta))
+    return cast("TextContent", _extras({"type": "text", "text": value}, annotations, meta))
 
 
 def _b64(data: bytes | str) -> str:
@@ -136,7 +110,7 @@ def image(
         data, mime_type = _read(path, mime_type)
     if data is None or mime_type is None:
         raise ValueError("image() needs data and mime_type, or path")
-    return cast(ImageContent, _extras({"type": "image", "data": _b64(data), "mimeType": mime_type}, annotations, meta))
+    return cast("ImageContent", _extras({"type": "image", "data": _b64(data), "mimeType": mime_type}, annotations, meta))
 
 
 def audio(
@@ -152,7 +126,7 @@ def audio(
         data, mime_type = _read(path, mime_type)
     if data is None or mime_type is None:
         raise ValueError("audio() needs data and mime_type, or path")
-    return cast(AudioContent, _extras({"type": "audio", "data": _b64(data), "mimeType": mime_type}, annotations, meta))
+    return cast("AudioContent", _extras({"type": "audio", "data": _b64(data), "mimeType": mime_type}, annotations, meta))
 
 
 def resource_link(
@@ -171,7 +145,7 @@ def resource_link(
     for key, value in (("title", title), ("description", description), ("mimeType", mime_type), ("size", size)):
         if value is not None:
             block[key] = value
-    return cast(ResourceLink, _extras(block, annotations, meta))
+    return cast("ResourceLink", _extras(block, annotations, meta))
 
 
 def text_resource(uri: str, value: str, mime_type: str | None = None) -> dict[str, Any]:
@@ -204,7 +178,7 @@ def embedded(
         if isinstance(value, str)
         else blob_resource(uri, value, mime_type)
     )
-    return cast(EmbeddedResource, _extras({"type": "resource", "resource": contents}, annotations, meta))
+    return cast("EmbeddedResource", _extras({"type": "resource", "resource": contents}, annotations, meta))
 
 
 def is_content_block(value: Any) -> bool:
@@ -232,7 +206,10 @@ def block_from_model(value: Any) -> dict[str, Any] | None:
 
 def is_content_hint(tp: Any) -> bool:
     """True for return annotations that mean "content blocks", not structured output."""
-    if tp in _BLOCK_CLASSES or _is_block_model(tp):
+    # The block TypedDicts exist only once something imported them (`__getattr__`):
+    # until then no annotation can name one.
+    defined = sys.modules.get("nimblemcp._content_types")
+    if (defined is not None and tp in defined.BLOCK_CLASSES) or _is_block_model(tp):
         return True
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)

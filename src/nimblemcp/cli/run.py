@@ -21,11 +21,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nimblemcp.server._options import ServerSettings
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
+    from nimblemcp.types._records import dataclass
 
 __all__ = ["RunSettings", "add_arguments", "main"]
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import inspect
 import re
 
-_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
-_GOOGLE_ARG = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-_SPHINX_ARG = re.compile(r"^\s*:param\s+(?:\w+\s+)?(\w+)\s*:\s*(.*)$")
+# Compiled on first use (re's cache), not at import: a docstring without a colon has
+# no section and no argument line, and never needs them.
+_SECTION = r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$"
+_GOOGLE_ARG = r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$"
+_SPHINX_ARG = r"^\s*:param\s+(?:\w+\s+)?(\w+)\s*:\s*(.*)$"
 
 
 def parse_docstring(doc: str | None) -> tuple[str | None, dict[str, str]]:
@@ -15,17 +17,19 @@ def parse_docstring(doc: str | None) -> tuple[str | None, dict[str, str]]:
     if not doc:
         return None, {}
     lines = inspect.cleandoc(doc).splitlines()
+    if ":" not in doc:  # all summary (every section, argument and field line has a colon)
+        return ("\n".join(lines).strip() or None), {}
     summary: list[str] = []
     params: dict[str, str] = {}
     section: str | None = None
     current: str | None = None
     for line in lines:
-        m = _SECTION.match(line)
+        m = re.match(_SECTION, line)
         if m:
             section = m.group(1)
             current = None
             continue
-        sm = _SPHINX_ARG.match(line)
+        sm = re.match(_SPHINX_ARG, line)
         if sm:
             current = sm.group(1)
             params[current] = sm.group(2).strip()
@@ -37,7 +41,7 @@ def parse_docstring(doc: str | None) -> tuple[str | None, dict[str, str]]:
         if section is None:
             summary.append(line)
         elif section in ("Args", "Arguments", "Parameters"):
-            gm = _GOOGLE_ARG.match(line)
+            gm = re.match(_GOOGLE_ARG, line)
             if gm and (len(line) - len(line.lstrip())) <= 4:
                 current = gm.group(1).lstrip("*")
                 params[current] = gm.group(2).strip()

@@ -28,11 +28,15 @@ import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nimblemcp.transports._engine import Connection, _Cycle
 from nimblemcp.transports._engine_proxy import TrustedProxies
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass
+else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
+    from nimblemcp.types._records import dataclass
 
 __all__ = ["Engine", "EngineConfig", "run"]
 

@@ -54,7 +54,6 @@ from collections.abc import (
     Coroutine,
     Mapping,
 )
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -102,10 +101,14 @@ if importlib.util.find_spec("httpx") is None:
     raise ModuleNotFoundError("No module named 'httpx'", name="httpx")
 
 if TYPE_CHECKING:
+    from dataclasses import dataclass
+
     import httpx
 
     from ._h1client import H1Pool
     from .sse_client import SseTransport
+else:  # the same slotted records, built without dataclass's `exec` (start-up cost; issue 18)
+    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "HttpStatusError", "HttpTransport", "SessionExpired", "StreamBroken",

@@ -6,8 +6,8 @@ hints, whether it is paginated, whether it may answer `input_required`, and whic
 param names the HTTP `Mcp-Name` header mirrors.
 """
 
-from __future__ import annotations
-
+# No postponed annotations: these are cheap to evaluate, and a postponed NamedTuple
+# field costs a ForwardRef (a compile) at import.
 from typing import NamedTuple
 
 __all__ = ["METHODS", "NOTIFICATIONS", "REMOVED_METHODS", "MethodSpec"]
