@@ -173,15 +173,14 @@ class Dispatcher:
         it, saves looking up the running loop again."""
         rid, method, params, meta, spec, handler = req  # once: a field read is a descriptor call
         server = self.server
-        subject = io.subject
         ask = io.ask
-        ctx = Context(server, rid, method, params, meta, io.emit, subject, io.loop, io)
-        token = current.set(ctx) if server.forward_logs and meta.log_level is not None else None
+        ctx = Context(server, req, io, io.loop)
+        token = current.set(ctx) if meta.log_level is not None and server.forward_logs else None
         try:
             if spec.input_required:
                 # A first round carries neither: nothing to load, no coroutine to run.
                 if params.get("inputResponses") is not None or params.get("requestState") is not None:
-                    await self._resume(ctx, req, subject)
+                    await self._resume(ctx, req, io.subject)
                 limit = server.max_inflight
                 if limit is not None and self.busy >= limit:
                     # Load shedding (MRTR-02): a state-only checkpoint; the client
@@ -200,7 +199,7 @@ class Dispatcher:
                 logger.error("%s asked for client input, which only MRTR methods may", method)
                 return error_response(rid, InternalError())
             try:
-                result = self._input_required(ctx, req, subject, asked)
+                result = self._input_required(ctx, req, io.subject, asked)
             except StateTooLarge as exc:  # the tool author's bug: say so in the log too
                 logger.error("%s %r: %s", method, params.get("name") or params.get("uri"), exc)
                 return error_response(rid, exc)
@@ -225,7 +224,7 @@ class Dispatcher:
         else:
             result["_meta"] = self._server_meta
         if spec.cacheable:
-            self._hints(method, result, subject)
+            self._hints(method, result, io.subject)
         elif "resultType" not in result:
             result["resultType"] = "complete"
         return {"jsonrpc": "2.0", "id": rid, "result": result}
