@@ -327,7 +327,7 @@ def stage_table(case: str, loop: asyncio.AbstractEventLoop, app: Any) -> dict[st
     from nimblemcp.server._context import Context
 
     tool = core.tools.get(prepared.params.get("name", ""))
-    ctx = Context(core, prepared.id, prepared.method, prepared.params, prepared.meta, io.emit, None, loop, io)
+    ctx = Context(core, prepared, io, loop)
     arguments = prepared.params.get("arguments", {})
 
     def exchange() -> None:

@@ -8,7 +8,6 @@ and safe from sync handlers running in worker threads. Must not import transport
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Generator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,10 +15,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from nimblemcp.server import _mrtr
 from nimblemcp.types._meta import LOG_LEVELS, RequestMeta, log_rank
 
+_running_loop = asyncio._get_running_loop  # the C getter: None off the loop's thread
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from nimblemcp._port import CloseStream
+    from nimblemcp._port import CloseStream, Prepared
     from nimblemcp.server._handles import BoundHandles
     from nimblemcp.server._server import Server
 
@@ -45,9 +46,15 @@ _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
 class Context:
-    """What one request told the server, and the ways a handler can talk back."""
+    """What one request told the server, and the ways a handler can talk back.
+
+    Built for every request, so it holds only references (the prepared request, the
+    transport's RequestIO, the loop); what a handler may read is derived from them on
+    demand, and MRTR/task state (`state`, `task_mode`, the answers) exists only once
+    something sets it."""
 
     __slots__ = (
+        "_answers",
         "_cancelled",
         "_done",
         "_dropped",
@@ -55,53 +62,93 @@ class Context:
         "_io",
         "_last_progress",
         "_loop",
-        "_loop_thread",
-        "_meta",
-        "_responses",
-        "method",
-        "params",
-        "request_id",
+        "_req",
+        "_state",
+        "_task_mode",
         "server",
-        "state",
-        "subject",
-        "task_mode",
     )
+    # Set only when used (reading them unset raises AttributeError): see the properties.
+    _answers: dict[str, Any]
+    _state: dict[str, Any]
+    _task_mode: str | None
+    _last_progress: float
 
     def __init__(
-        self,
-        server: Server,
-        request_id: str | int,
-        method: str,
-        params: dict[str, Any],
-        meta: RequestMeta,
-        emit: Emit | None,
-        subject: str | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-        io: Any = None,
+        self, server: Server, request: Prepared, io: Any, loop: asyncio.AbstractEventLoop | None = None
     ) -> None:
         self.server = server
-        self._io = io  # the transport's RequestIO: headers and principal, read on demand
-        self.request_id = request_id
-        self.method = method
-        self.params = params
-        self.subject = subject
-        self._meta = meta
-        self._emit = emit
+        self._req = request  # id, method, params, RequestMeta (see `nimblemcp._port.Prepared`)
+        self._io = io  # the transport's RequestIO: subject, headers and principal, read on demand
+        self._emit: Any = io  # where notifications go; None once muted (a request turned task)
         self._loop = asyncio.get_running_loop() if loop is None else loop  # the caller's running loop
-        self._loop_thread = threading.get_ident()
-        self._last_progress: float | None = None
         self._cancelled = False
         self._done = False
-        self._responses: dict[str, Any] = {}
         self._dropped: list[str] | None = None
-        # Small JSON-able handler state that survives MRTR rounds inside the sealed
-        # requestState (MRTR-10): write it before asking, read it on the retry.
-        self.state: dict[str, Any] = {}
-        # Tasks extension: None (not a task tool or client), "deferred" (as_task()
-        # escalates), "running" (already a background task).
-        self.task_mode: str | None = None
 
     # -- what the request said ------------------------------------------------------
+
+    @property
+    def request_id(self) -> str | int:
+        return self._req[0]
+
+    @property
+    def method(self) -> str:
+        return self._req[1]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self._req[2]
+
+    @property
+    def _meta(self) -> RequestMeta:
+        return self._req[3]
+
+    @property
+    def subject(self) -> str | None:
+        """The authenticated subject of the request (None without authentication)."""
+        return self._io.subject  # type: ignore[no-any-return]
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """Small JSON-able handler state that survives MRTR rounds inside the sealed
+        requestState (MRTR-10): write it before asking, read it on the retry."""
+        try:
+            return self._state
+        except AttributeError:
+            state: dict[str, Any] = {}
+            self._state = state
+            return state
+
+    @state.setter
+    def state(self, value: dict[str, Any]) -> None:
+        self._state = value
+
+    @property
+    def task_mode(self) -> str | None:
+        """Tasks extension: None (not a task tool or client), "deferred" (as_task()
+        escalates), "running" (already a background task)."""
+        try:
+            return self._task_mode
+        except AttributeError:
+            return None
+
+    @task_mode.setter
+    def task_mode(self, value: str | None) -> None:
+        self._task_mode = value
+
+    @property
+    def _responses(self) -> dict[str, Any]:
+        """The client's answers to this request's input requests (MRTR), by key."""
+        try:
+            return self._answers
+        except AttributeError:
+            answers: dict[str, Any] = {}
+            self._answers = answers
+            return answers
+
+    @_responses.setter
+    def _responses(self, value: dict[str, Any]) -> None:
+        self._answers = value
 
     @property
     def protocol_version(self) -> str:
@@ -161,11 +208,11 @@ class Context:
     # -- talking back on the request's own stream -----------------------------------------
 
     def _send(self, message: dict[str, Any]) -> None:
-        emit = self._emit
-        if emit is None or self._done or self._cancelled:
+        io = self._emit
+        if io is None or self._done or self._cancelled:
             return
-        if threading.get_ident() == self._loop_thread:
-            emit(message)
+        if _running_loop() is self._loop:  # on the loop's own thread
+            io.emit(message)
         else:
             self._loop.call_soon_threadsafe(self._send, message)
 
@@ -178,7 +225,7 @@ class Context:
         close: CloseStream | None = getattr(self._io, "close_stream", None)
         if close is None or self._done:
             return False
-        if threading.get_ident() == self._loop_thread:
+        if _running_loop() is self._loop:
             return close()
         self._loop.call_soon_threadsafe(close)
         return True
@@ -194,7 +241,8 @@ class Context:
         token = self._meta.progress_token
         if token is None:
             return _SENT
-        if self._last_progress is not None and progress <= self._last_progress:
+        last = getattr(self, "_last_progress", None)  # unset until the first report
+        if last is not None and progress <= last:
             return _SENT
         self._last_progress = progress
         params: dict[str, Any] = {"progressToken": token, "progress": progress}

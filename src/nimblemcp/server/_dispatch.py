@@ -38,7 +38,7 @@ from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
 from nimblemcp.server._subscriptions import listen
 from nimblemcp.types._meta import META_HINT, SERVER_INFO, RequestMeta, parse_request_meta
 from nimblemcp.types._versions import MODERN_VERSIONS
-from nimblemcp.types.methods import METHODS
+from nimblemcp.types.methods import METHODS, MethodSpec
 
 if TYPE_CHECKING:
     from nimblemcp.server._server import Server
@@ -116,16 +116,31 @@ class Dispatcher:
         self._pages: dict[Any, Any] = {}
         self.busy = 0  # requests whose handler is running (for max_inflight)
         self._caps: dict[str, Any] | None = None
+        # method -> (spec, handler) for every method this server answers now (its
+        # capability advertised): one look-up per request; rebuilt after a change.
+        self._routes: dict[str, tuple[MethodSpec, Handler]] | None = None
         self._server_meta = {SERVER_INFO: server.info}
 
     def use(self, middleware: list[Middleware]) -> None:
         """Rebuild the handler table inside `middleware` (at registration, not per request)."""
         self.handlers = {m: chain(h, middleware) if middleware else h for m, h in self.bare.items()}
+        self._routes = None
 
     def invalidate(self) -> None:
         """Forget precomputed payloads; called on every registry change."""
         self._pages.clear()
         self._caps = None
+        self._routes = None
+
+    def _build_routes(self) -> dict[str, tuple[MethodSpec, Handler]]:
+        caps = self.capabilities
+        routes: dict[str, tuple[MethodSpec, Handler]] = {}
+        for method, handler in self.handlers.items():
+            spec = METHODS.get(method)
+            if spec is not None and (spec.capability is None or spec.capability in caps):
+                routes[method] = (spec, handler)
+        self._routes = routes
+        return routes
 
     @property
     def capabilities(self) -> dict[str, Any]:
@@ -150,12 +165,15 @@ class Dispatcher:
             meta = parse_request_meta(params)
             if meta.version not in self.supported_versions:
                 raise UnsupportedProtocolVersion(meta.version, self.supported_versions)
-        spec = METHODS.get(method)
-        handler = self.handlers.get(method)
-        if spec is None or handler is None:
-            raise MethodNotFound(f"Method not found: {method}")
-        if spec.capability is not None and spec.capability not in self.capabilities:
+        routes = self._routes
+        if routes is None:
+            routes = self._build_routes()
+        route = routes.get(method)
+        if route is None:
+            if method not in METHODS or method not in self.handlers:
+                raise MethodNotFound(f"Method not found: {method}")
             raise MethodNotFound(f"Method not supported by this server: {method}")
+        spec, handler = route
         return _tuple_new(Prepared, (rid, method, params, meta, spec, handler))
 
     async def execute(
@@ -173,15 +191,14 @@ class Dispatcher:
         it, saves looking up the running loop again."""
         rid, method, params, meta, spec, handler = req  # once: a field read is a descriptor call
         server = self.server
-        subject = io.subject
         ask = io.ask
-        ctx = Context(server, rid, method, params, meta, io.emit, subject, io.loop, io)
-        token = current.set(ctx) if server.forward_logs and meta.log_level is not None else None
+        ctx = Context(server, req, io, io.loop)
+        token = current.set(ctx) if meta.log_level is not None and server.forward_logs else None
         try:
             if spec.input_required:
                 # A first round carries neither: nothing to load, no coroutine to run.
                 if params.get("inputResponses") is not None or params.get("requestState") is not None:
-                    await self._resume(ctx, req, subject)
+                    await self._resume(ctx, req, io.subject)
                 limit = server.max_inflight
                 if limit is not None and self.busy >= limit:
                     # Load shedding (MRTR-02): a state-only checkpoint; the client
@@ -200,7 +217,7 @@ class Dispatcher:
                 logger.error("%s asked for client input, which only MRTR methods may", method)
                 return error_response(rid, InternalError())
             try:
-                result = self._input_required(ctx, req, subject, asked)
+                result = self._input_required(ctx, req, io.subject, asked)
             except StateTooLarge as exc:  # the tool author's bug: say so in the log too
                 logger.error("%s %r: %s", method, params.get("name") or params.get("uri"), exc)
                 return error_response(rid, exc)
@@ -225,7 +242,7 @@ class Dispatcher:
         else:
             result["_meta"] = self._server_meta
         if spec.cacheable:
-            self._hints(method, result, subject)
+            self._hints(method, result, io.subject)
         elif "resultType" not in result:
             result["resultType"] = "complete"
         return {"jsonrpc": "2.0", "id": rid, "result": result}

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 from nimblemcp.errors import ProtocolError
 from nimblemcp.server._depends import inject
 from nimblemcp.server._mrtr import warn_dropped
-from nimblemcp.server._workers import run_sync_on
+from nimblemcp.server._workers import _workers
+
+_submit = _workers.submit  # (loop, fn, kwargs) -> future: no wrapper frame per call
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
@@ -80,7 +82,7 @@ class Invocable:
             elif self.inline:
                 value = self.fn(**kwargs)
             else:
-                value = await run_sync_on(ctx._loop, self.fn, kwargs)  # the request's own loop
+                value = await _submit(ctx._loop, self.fn, kwargs)  # the request's own loop
         except (ProtocolError, asyncio.CancelledError):
             raise
         except Exception as exc:

@@ -39,6 +39,9 @@ __all__ = [
 
 # --- whole signatures -------------------------------------------------------------
 
+# Hints whose validator returns a value of exactly that type as it is (see `_hints`).
+_EXACT = (str, bool, int, float)
+
 
 class ArgumentSpec:
     """Input schema + validator for one function, built once."""
@@ -139,7 +142,7 @@ def _simple_arguments(
     empty = inspect.Parameter.empty
     props: dict[str, Any] = {}
     required: list[str] = []
-    checks: list[tuple[str, Validator, bool, Any]] = []
+    checks: list[tuple[str, Validator, bool, Any, type | None]] = []
     for name, hint, default in fields:
         schema = dict(simple_schema(hint))
         if name in arg_docs and "description" not in schema:
@@ -149,16 +152,20 @@ def _simple_arguments(
         elif default is None or isinstance(default, str | int | float | bool):
             schema["default"] = default
         props[name] = schema
-        checks.append((name, simple_validator(hint), default is empty, default))
+        # A value of exactly this type passes its check unchanged (str, bool, int,
+        # float): tested inline, the validator is called only for anything else.
+        exact = hint if hint in _EXACT else None
+        checks.append((name, simple_validator(hint), default is empty, default, exact))
     root: dict[str, Any] = {"type": "object", "properties": props}
     if required:
         root["required"] = required
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name, check, is_required, default in checks:
+        for name, check, is_required, default, exact in checks:
             if name in arguments:
-                out[name] = check(arguments[name], name)
+                value = arguments[name]
+                out[name] = value if type(value) is exact else check(value, name)
             elif is_required:
                 raise ArgumentError(f"{name}: missing required argument")
             else:
