@@ -34,16 +34,17 @@ import matplotlib.pyplot as plt
 HERE = Path(__file__).resolve().parent
 COLOURS = {"nimblemcp": "#2a7ab0", "mcp": "#d9822b", "FastMCP": "#7a5cad", "bare ASGI app": "#9a9a9a"}
 LABELS = {"nimblemcp-run": "nimblemcp run (own engine)", "nimblemcp": "nimblemcp",
-          "nimblemcp-async": "nimblemcp (async tool, uvicorn)", "mcp": "mcp",
-          "fastmcp": "FastMCP", "bare-asgi": "bare ASGI app"}
+          "nimblemcp-async": "nimblemcp (async tool)", "mcp": "mcp",
+          "fastmcp": "FastMCP", "bare-asgi": "bare ASGI app on uvicorn",
+          "bare-asgi-engine": "bare ASGI app on our engine"}
 # http_throughput's "nimblemcp" row is the guarded app under uvicorn (the run row is the engine)
 HTTP_LABELS = {"nimblemcp": "nimblemcp app under uvicorn"}
 # panel: (results file, key of the value, title, unit, higher is better, names in order)
 PANELS = [
     ("http_throughput", "rps", "HTTP tools/call, 64 connections", "req/s", True,
-     ["nimblemcp-run", "nimblemcp", "mcp", "fastmcp", "bare-asgi"]),
+     ["nimblemcp-run", "nimblemcp", "mcp", "fastmcp", "bare-asgi", "bare-asgi-engine"]),
     ("http_throughput", "p99_ms", "HTTP tools/call p99 latency", "ms", False,
-     ["nimblemcp-run", "nimblemcp", "mcp", "fastmcp", "bare-asgi"]),
+     ["nimblemcp-run", "nimblemcp", "mcp", "fastmcp", "bare-asgi", "bare-asgi-engine"]),
     ("stdio_roundtrip", "median_us", "stdio tools/call round trip (median)", "µs", False,
      ["nimblemcp", "nimblemcp-async", "mcp", "fastmcp"]),
     ("cold_start", "median_ms", "spawn to first server/discover (stdio)", "ms", False,
