@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -30,21 +29,15 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from _deploy import launch
+from _deploy import headers, launch
 from _redis import RedisServer, free_port
+from _task_http import HANG_GUARD, META, Instance, Notes, get_task, rpc, wait_for_file
 
 from nimblemcp import Backends, Server, TaskOptions
 from nimblemcp.backends import KeyValueStore, MemoryStore
 from nimblemcp.backends.bus import Event
 from nimblemcp.backends.redis import RedisBus, RedisStore
 from nimblemcp.server._sealing import new_key
-from nimblemcp.server._tasks import TASKS_EXTENSION
-from nimblemcp.transports._sse import SSEParser
-
-V = "2026-07-28"
-META = {"io.modelcontextprotocol/protocolVersion": V,
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
-HANG_GUARD = 30.0  # only so a failure cannot hang the run
 
 
 @pytest.fixture(scope="module")
@@ -241,12 +234,6 @@ async def long_job(tag: str) -> str:
 '''
 
 
-class Instance:
-    def __init__(self, name: str, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-        self.name, self.proc, self.port, self.log = name, proc, port, log
-        self.url = f"http://127.0.0.1:{port}/mcp"
-
-
 def _launch(src: Path, name: str, env: dict[str, str], log: Path) -> Instance:
     port = free_port()
     return Instance(name, launch(src, port, log, env={**env, "TASKS_INSTANCE": name}), port, log)
@@ -282,52 +269,10 @@ def cluster(redis: RedisServer, tmp: Path, heartbeat: float, lease: float) -> It
                 inst.proc.wait()
 
 
-def _headers(method: str, name: str | None = None) -> dict[str, str]:
-    h = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-         "mcp-protocol-version": V, "mcp-method": method}
-    if name is not None:
-        h["mcp-name"] = name  # TASK-11: the task id for tasks/*
-    return h
-
-
-async def rpc(c: httpx.AsyncClient, url: str, method: str, params: dict[str, Any], name: str | None) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
-    r = await c.post(url, content=orjson.dumps(body), headers=_headers(method, name))
-    reply: dict[str, Any] = r.json()
-    assert "result" in reply, reply
-    return reply["result"]  # type: ignore[no-any-return]
-
-
 async def start_job(c: httpx.AsyncClient, inst: Instance, tag: str) -> str:
     created = await rpc(c, inst.url, "tools/call", {"name": "long_job", "arguments": {"tag": tag}}, "long_job")
     assert created["resultType"] == "task" and created["status"] == "working"  # TASK-04
     return str(created["taskId"])
-
-
-async def get_task(c: httpx.AsyncClient, inst: Instance, task_id: str) -> dict[str, Any]:
-    return await rpc(c, inst.url, "tasks/get", {"taskId": task_id}, task_id)
-
-
-async def wait_for_file(path: Path) -> None:
-    async with asyncio.timeout(HANG_GUARD):
-        while not path.exists():
-            await asyncio.sleep(0.02)
-
-
-class Notes:
-    """JSON messages of a listen's SSE stream, one at a time."""
-
-    def __init__(self, chunks: Any) -> None:
-        self.chunks, self.parser = chunks, SSEParser()
-        self.pending: list[bytes] = []
-
-    async def next(self) -> dict[str, Any]:
-        async def read() -> dict[str, Any]:
-            while not self.pending:
-                self.pending.extend(self.parser.feed(await self.chunks.__anext__()))
-            return orjson.loads(self.pending.pop(0))  # type: ignore[no-any-return]
-
-        return await asyncio.wait_for(read(), HANG_GUARD)
 
 
 @pytest.fixture
@@ -344,7 +289,7 @@ async def test_task_of_a_killed_instance_fails_within_a_few_leases(
         listen = {"jsonrpc": "2.0", "id": "L1", "method": "subscriptions/listen",
                   "params": {"_meta": META, "notifications": {"taskIds": [task_id]}}}
         async with http.stream("POST", c.b.url, content=orjson.dumps(listen),
-                               headers=_headers("subscriptions/listen")) as stream:
+                               headers=headers("subscriptions/listen")) as stream:
             notes = Notes(stream.aiter_bytes())
             ack = await notes.next()
             assert ack["params"]["notifications"]["taskIds"] == [task_id]  # TASK-10
@@ -390,7 +335,7 @@ async def test_task_of_a_killed_instance_fails_for_a_listener_alone(
         listen = {"jsonrpc": "2.0", "id": "L2", "method": "subscriptions/listen",
                   "params": {"_meta": META, "notifications": {"taskIds": [task_id]}}}
         async with http.stream("POST", c.b.url, content=orjson.dumps(listen),
-                               headers=_headers("subscriptions/listen")) as stream:
+                               headers=headers("subscriptions/listen")) as stream:
             notes = Notes(stream.aiter_bytes())
             assert (await notes.next())["method"] == "notifications/subscriptions/acknowledged"
             assert (await notes.next())["params"]["status"] == "working"

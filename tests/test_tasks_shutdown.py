@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -30,19 +29,15 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from _deploy import launch, stop
+from _deploy import headers, launch, stop
 from _redis import RedisServer, free_port
+from _task_http import HANG_GUARD, META, Instance, Notes, get_task, rpc, wait_for_file
 
 from nimblemcp import Server
 from nimblemcp.backends.bus import Event, Match
 from nimblemcp.server._sealing import new_key
-from nimblemcp.server._tasks import STOPPED, TASKS_EXTENSION
-from nimblemcp.transports._sse import SSEParser
+from nimblemcp.server._tasks import STOPPED
 
-V = "2026-07-28"
-META = {"io.modelcontextprotocol/protocolVersion": V,
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
-HANG_GUARD = 30.0  # only so a failure cannot hang the run
 LEASE = 60.0  # far longer than any wait below: a lapse cannot explain a failed task
 
 
@@ -187,12 +182,6 @@ async def job(tag: str, seconds: float) -> str:
 '''
 
 
-class Instance:
-    def __init__(self, name: str, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-        self.name, self.proc, self.port, self.log = name, proc, port, log
-        self.url = f"http://127.0.0.1:{port}/mcp"
-
-
 class World:
     def __init__(self, tmp: Path, env: dict[str, str]) -> None:
         self.src = tmp / "tasks_shutdown_server.py"
@@ -225,53 +214,11 @@ def world(tmp: Path, env: dict[str, str]) -> Iterator[World]:
                 inst.proc.wait()
 
 
-def _headers(method: str, name: str | None = None) -> dict[str, str]:
-    h = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-         "mcp-protocol-version": V, "mcp-method": method}
-    if name is not None:
-        h["mcp-name"] = name  # TASK-11
-    return h
-
-
-async def rpc(c: httpx.AsyncClient, url: str, method: str, params: dict[str, Any], name: str | None) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
-    r = await c.post(url, content=orjson.dumps(body), headers=_headers(method, name))
-    reply: dict[str, Any] = r.json()
-    assert "result" in reply, reply
-    return reply["result"]  # type: ignore[no-any-return]
-
-
 async def start_job(c: httpx.AsyncClient, inst: Instance, tag: str, seconds: float) -> str:
     created = await rpc(c, inst.url, "tools/call", {"name": "job", "arguments": {"tag": tag, "seconds": seconds}},
                         "job")
     assert created["resultType"] == "task" and created["status"] == "working"
     return str(created["taskId"])
-
-
-async def get_task(c: httpx.AsyncClient, inst: Instance, task_id: str) -> dict[str, Any]:
-    return await rpc(c, inst.url, "tasks/get", {"taskId": task_id}, task_id)
-
-
-async def wait_for_file(path: Path) -> None:
-    async with asyncio.timeout(HANG_GUARD):
-        while not path.exists():
-            await asyncio.sleep(0.02)
-
-
-class Notes:
-    """JSON messages of a listen's SSE stream, one at a time."""
-
-    def __init__(self, chunks: Any) -> None:
-        self.chunks, self.parser = chunks, SSEParser()
-        self.pending: list[bytes] = []
-
-    async def next(self) -> dict[str, Any]:
-        async def read() -> dict[str, Any]:
-            while not self.pending:
-                self.pending.extend(self.parser.feed(await self.chunks.__anext__()))
-            return orjson.loads(self.pending.pop(0))  # type: ignore[no-any-return]
-
-        return await asyncio.wait_for(read(), HANG_GUARD)
 
 
 @pytest.fixture(scope="module")
@@ -301,7 +248,7 @@ async def test_sigterm_fails_a_running_task_for_the_other_instance_and_after_res
         listen = {"jsonrpc": "2.0", "id": "L1", "method": "subscriptions/listen",
                   "params": {"_meta": META, "notifications": {"taskIds": [slow]}}}
         async with http.stream("POST", b.url, content=orjson.dumps(listen),
-                               headers=_headers("subscriptions/listen")) as stream:
+                               headers=headers("subscriptions/listen")) as stream:
             notes = Notes(stream.aiter_bytes())
             assert (await notes.next())["params"]["notifications"]["taskIds"] == [slow]
             assert (await notes.next())["params"]["status"] == "working"
