@@ -1,0 +1,181 @@
+"""nimblemcp's own HTTP engine (issue 18, round three): the per-request shortcuts.
+
+Three things the engine now skips per request, and what each must still get right:
+- the HTTP version is read from the request line of a request that began a read,
+  instead of asking the parser (which formats a string per call); pipelined requests
+  and heads split across reads still ask the parser;
+- the decoded path of a plain request target (no query, no escapes) is remembered per
+  engine, up to a bound;
+- the common response head (a known content type and a digits-only content-length on
+  a keep-alive HTTP/1.1 request read whole) is built without the per-header loop and
+  the CR/LF scan: it must be byte for byte what the general path writes.
+Each test serves a small raw ASGI app on a real `Engine` on loopback and talks to it
+over a real socket (the helpers are `test_engine_requests`'s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+import pytest
+from tests.test_engine_requests import Served, answers, close, finish, read_body, reply, serving
+
+from nimblemcp.transports import _engine
+
+GUARD = 10.0
+
+
+async def version_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await read_body(receive)
+    await reply(send, {"version": scope["http_version"], "path": scope["path"],
+                       "raw_path": scope["raw_path"].decode("latin-1"), "query": scope["query_string"].decode()})
+
+
+async def versions_of(served: Served, writes: list[bytes], count: int) -> list[dict[str, Any]]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    for data in writes:
+        writer.write(data)
+        await writer.drain()
+        await asyncio.sleep(0.05)  # separate reads on the server's side (as far as TCP lets us)
+    got = await answers(reader, count)
+    await finish(writer)
+    return [json.loads(body) for _, _, body in got]
+
+
+async def test_the_version_of_each_request_whether_it_began_a_read_or_not() -> None:
+    served = await serving(version_app)
+    try:
+        one = b"GET /1 HTTP/1.1\r\nHost: h\r\n\r\n"
+        old = b"GET /0 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+        post = b"POST /p HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\nabc"
+        # One read per request, alternating versions on one connection.
+        assert [a["version"] for a in await versions_of(served, [one, old, one, post, one], 5)] == [
+            "1.1", "1.0", "1.1", "1.0", "1.1"]
+        # Pipelined in one read: only the first began the read; the others ask the parser.
+        assert [a["version"] for a in await versions_of(served, [one + old + post + one], 4)] == [
+            "1.1", "1.0", "1.0", "1.1"]
+        # A head split inside the request line, and inside the version itself.
+        assert [a["version"] for a in await versions_of(served, [b"GET /s HT", b"TP/1.0\r\nConnection: "
+                                                                 b"keep-alive\r\n\r\n", one], 2)] == ["1.0", "1.1"]
+        assert [a["version"] for a in await versions_of(served, [b"GET /s HTTP/1.", b"0\r\n\r\n"], 1)] == ["1.0"]
+        # Empty lines before a request line (the parser skips them), then a pipelined tail.
+        assert [a["version"] for a in await versions_of(served, [b"\r\n\r\n" + old + b"\r\n" + one], 2)] == [
+            "1.0", "1.1"]
+        assert [a["version"] for a in await versions_of(served, [b"\n" + old, one], 2)] == ["1.0", "1.1"]
+        # A body split across reads: the next request begins a read of its own.
+        assert [a["version"] for a in await versions_of(
+            served, [post[:-2], post[-2:], old], 2)] == ["1.0", "1.0"]
+    finally:
+        await close(served)
+
+
+async def test_remembered_paths_stay_per_target_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_engine, "_MAX_PATHS", 4)
+    served = await serving(version_app)
+    try:
+        targets = [b"/a", b"/b", b"/a", b"/c?x=1", b"/d%20e", b"/f", b"/g", b"/h", b"/a", b"/h", b"http://h/i"]
+        got = await versions_of(served, [b"".join(b"GET %s HTTP/1.1\r\nHost: h\r\n\r\n" % t for t in targets)],
+                                len(targets))
+        assert [(a["path"], a["raw_path"], a["query"]) for a in got] == [
+            ("/a", "/a", ""), ("/b", "/b", ""), ("/a", "/a", ""), ("/c", "/c", "x=1"), ("/d e", "/d%20e", ""),
+            ("/f", "/f", ""), ("/g", "/g", ""), ("/h", "/h", ""), ("/a", "/a", ""), ("/h", "/h", ""),
+            ("/i", "/i", "")]
+        assert len(served.engine.paths) == 4  # the bound holds; targets past it still work
+        assert set(served.engine.paths) == {b"/a", b"/b", b"/f", b"/g"}  # plain targets only
+    finally:
+        await close(served)
+    rooted = await serving(version_app, root_path="/base")
+    try:
+        got = await versions_of(rooted, [b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n" * 2], 2)
+        assert [(a["path"], a["raw_path"]) for a in got] == [("/base/x", "/base/x")] * 2
+    finally:
+        await close(rooted)
+
+
+def headers_app(status: int, headers: list[Any], body: bytes, read: bool = True) -> Any:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if read:
+            await read_body(receive)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+    return app
+
+
+async def raw_answer(port: int, request: bytes) -> bytes:
+    """The server's whole answer to `request`, and whatever follows it within 50 ms."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD)
+    length = next((int(line[15:]) for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")), 0)
+    if request.startswith(b"HEAD") or head[9:12] in (b"204", b"304"):
+        length = 0
+    out = head + await asyncio.wait_for(reader.readexactly(length), GUARD)
+    with contextlib.suppress(TimeoutError):
+        out += await asyncio.wait_for(reader.read(65536), 0.05)
+    await finish(writer)
+    return out
+
+
+def without_date(raw: bytes) -> bytes:
+    return b"".join(line for line in raw.splitlines(keepends=True) if not line.lower().startswith(b"date: "))
+
+
+REQUESTS = [
+    b"POST /mcp HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}",
+    b"POST /mcp HTTP/1.1\r\nHost: h\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+    b"POST /mcp HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\n{}",
+    b"POST /mcp HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}",
+    b"GET /mcp HTTP/1.1\r\nHost: h\r\n\r\n",
+    b"HEAD /mcp HTTP/1.1\r\nHost: h\r\n\r\n",
+]
+CASES = [  # status, content type, content-length value, app reads the body first
+    (200, b"application/json", b"%d", True),
+    (202, b"application/json", b"0", True),
+    (404, b"text/event-stream", b"%d", True),
+    (204, b"application/json", b"%d", True),
+    (304, b"application/json", b"%d", True),
+    (599, b"application/json", b"%d", True),  # no standard phrase
+    (200, b"application/json", b"%d", False),  # answered before the body was read
+    (200, b"application/json; charset=utf-8", b"%d", True),  # not a known line: general path both times
+    (200, b"application/json", b" %d", True),  # not digits only: general path both times
+]
+
+
+@pytest.mark.parametrize(("status", "kind", "length", "read"), CASES)
+async def test_the_short_response_head_is_what_the_general_path_writes(
+        status: int, kind: bytes, length: bytes, read: bool) -> None:
+    """Tuples take the short path, the same headers as lists the general one (a list
+    is never looked up): the bytes on the wire must be the same."""
+    body = b'{"ok":true}'
+    value = length % len(body) if b"%d" in length else length
+    short = await serving(headers_app(status, [(b"content-type", kind), (b"content-length", value)], body, read))
+    general = await serving(headers_app(status, [[b"content-type", kind], [b"content-length", value]], body, read))
+    try:
+        for request in REQUESTS:
+            one, two = await raw_answer(short.port, request), await raw_answer(general.port, request)
+            assert one.startswith(b"HTTP/1.1 %d" % status), (request, one)
+            assert without_date(one) == without_date(two), (request, one, two)
+            assert one.count(b"date: ") == 1
+    finally:
+        await close(short)
+        await close(general)
+
+
+async def test_a_response_with_other_headers_still_goes_through_every_check() -> None:
+    # Three headers, or a header list that is not a list: the general path, whose CR/LF
+    # refusal still holds (the short path never sees an app's own lines).
+    bad = await serving(headers_app(200, [(b"content-type", b"application/json"), (b"content-length", b"2"),
+                                          (b"x-bad", b"a\r\nset-cookie: x")], b"{}"))
+    odd = await serving(headers_app(200, ((b"content-type", b"application/json"), (b"content-length", b"2")), b"{}"))
+    try:
+        answer = await raw_answer(bad.port, REQUESTS[0])
+        assert answer.startswith(b"HTTP/1.1 500") and b"set-cookie" not in answer
+        answer = await raw_answer(odd.port, REQUESTS[0])
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\n{}")
+        assert b"content-length: 2\r\n" in answer and b"content-type: application/json\r\n" in answer
+    finally:
+        await close(bad)
+        await close(odd)
