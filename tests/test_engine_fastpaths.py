@@ -1,6 +1,6 @@
 """nimblemcp's own HTTP engine (issue 18, round three): the per-request shortcuts.
 
-Three things the engine now skips per request, and what each must still get right:
+Four things the engine now skips per request, and what each must still get right:
 - the HTTP version is read from the request line of a request that began a read,
   instead of asking the parser (which formats a string per call); pipelined requests
   and heads split across reads still ask the parser;
@@ -8,7 +8,9 @@ Three things the engine now skips per request, and what each must still get righ
   engine, up to a bound;
 - the common response head (a known content type and a digits-only content-length on
   a keep-alive HTTP/1.1 request read whole) is built without the per-header loop and
-  the CR/LF scan: it must be byte for byte what the general path writes.
+  the CR/LF scan: it must be byte for byte what the general path writes;
+- a trusted connection notes X-Forwarded-* headers as they are parsed and walks the
+  header list for them only when a request has one.
 Each test serves a small raw ASGI app on a real `Engine` on loopback and talks to it
 over a real socket (the helpers are `test_engine_requests`'s).
 """
@@ -179,3 +181,28 @@ async def test_a_response_with_other_headers_still_goes_through_every_check() ->
     finally:
         await close(bad)
         await close(odd)
+
+
+async def forwarded_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await read_body(receive)
+    await reply(send, {"scheme": scope["scheme"], "client": scope["client"]})
+
+
+async def test_forwarding_headers_are_noticed_in_any_case_and_only_where_they_are() -> None:
+    """A trusted connection notes X-Forwarded-* while it reads the headers, and walks
+    them only for a request that has one; an untrusted one never applies them."""
+    trusted = await serving(forwarded_app, forwarded_allow_ips="127.0.0.1")
+    untrusted = await serving(forwarded_app, forwarded_allow_ips="192.0.2.1")
+    plain = b"GET / HTTP/1.1\r\nHost: h\r\nX-Other: 1\r\n\r\n"
+    shouting = b"GET / HTTP/1.1\r\nHost: h\r\nX-FORWARDED-PROTO: https\r\nx-Forwarded-For: 203.0.113.9:7\r\n\r\n"
+    try:
+        got = await versions_of(trusted, [plain + shouting + plain, shouting, plain], 5)
+        assert [(a["scheme"], a["client"][0]) for a in got] == [
+            ("http", "127.0.0.1"), ("https", "203.0.113.9"), ("http", "127.0.0.1"), ("https", "203.0.113.9"),
+            ("http", "127.0.0.1")]
+        assert got[1]["client"] == ["203.0.113.9", 7]
+        got = await versions_of(untrusted, [shouting, plain], 2)
+        assert [(a["scheme"], a["client"][0]) for a in got] == [("http", "127.0.0.1")] * 2
+    finally:
+        await close(trusted)
+        await close(untrusted)

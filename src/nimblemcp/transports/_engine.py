@@ -35,6 +35,7 @@ import asyncio
 import contextvars
 import logging
 from collections import deque
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -56,6 +57,7 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _CHUNK_END = b"0\r\n\r\n"
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
 _QUERY = ord("?")
+_X = ord("x")
 _PERCENT = ord("%")
 # The request line's last eight bytes -> `scope["http_version"]` without asking the
 # parser (`get_http_version` formats a string per call): see `on_headers_complete`.
@@ -278,12 +280,16 @@ class Connection(asyncio.Protocol):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.loop = engine.loop
-        self.parser = httptools.HttpRequestParser(self)
+        self.parser: httptools.HttpRequestParser = None  # type: ignore[assignment]  # made once trust is known
+        # What the parser calls per header (chosen in `connection_made`). An attribute set
+        # here, not a method shadowed later: every connection keeps one attribute layout.
+        self.on_header: Callable[[bytes, bytes], None] = self.header
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
         self.server: tuple[str, int] | None = None
         self.client: tuple[str, int] | None = None
         self.scheme = "http"
         self.trusted = False
+        self.forwarded = False  # the request being parsed has an X-Forwarded-* header
         self.base_scope: dict[str, Any] = {}
         self.context = contextvars.Context()
         self.url = b""
@@ -322,6 +328,9 @@ class Connection(asyncio.Protocol):
         if transport.get_extra_info("sslcontext") is not None:
             self.scheme = "https"
         self.trusted = engine.proxies is not None and engine.proxies.trusts(self.client)
+        if self.trusted:  # the parser calls what `on_header` is when it is made
+            self.on_header = self.header_trusted
+        self.parser = httptools.HttpRequestParser(self)
         self.base_scope = {
             "type": "http", "asgi": _ASGI, "http_version": "1.1", "server": self.server,
             "client": self.client, "scheme": self.scheme, "method": "GET", "root_path": engine.root_path,
@@ -405,8 +414,20 @@ class Connection(asyncio.Protocol):
     def on_url(self, url: bytes) -> None:
         self.url += url
 
-    def on_header(self, name: bytes, value: bytes) -> None:
+    def header(self, name: bytes, value: bytes) -> None:
+        """`on_header`: one request header."""
         self.headers.append((name.lower(), value))
+
+    def header_trusted(self, name: bytes, value: bytes) -> None:
+        """`on_header` on a connection from a trusted proxy: notes forwarding headers, so
+        that a request without any skips `TrustedProxies.apply`'s walk over them all."""
+        name = name.lower()
+        # The first byte as an int (llhttp passes no empty names) costs no allocation,
+        # and `bytes.startswith` parses its arguments the slow way: only the rare names
+        # that start with "x" pay for the rest.
+        if name[0] == _X and name[:12] == b"x-forwarded-":
+            self.forwarded = True
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         if self.bad:  # after a close decided within this same read
@@ -460,7 +481,8 @@ class Connection(asyncio.Protocol):
         scope["query_string"] = query
         scope["headers"] = headers
         scope["state"] = engine.state.copy()
-        if self.trusted:
+        if self.forwarded:  # only ever set on a trusted connection
+            self.forwarded = False
             scope["scheme"], scope["client"] = engine.proxies.apply(  # type: ignore[union-attr]
                 headers, self.scheme, self.client)
         keep_alive = parser.should_keep_alive() and not self.stopping
