@@ -22,7 +22,10 @@ import contextlib
 import json
 from typing import Any
 
+import httptools
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.test_engine_requests import Served, answers, close, finish, read_body, reply, serving
 
 from nimblemcp.transports import _engine
@@ -206,3 +209,59 @@ async def test_forwarding_headers_are_noticed_in_any_case_and_only_where_they_ar
     finally:
         await close(trusted)
         await close(untrusted)
+
+
+class _Seen:
+    """A parser protocol that only notes that a head was accepted."""
+
+    def __init__(self) -> None:
+        self.accepted = False
+
+    def on_headers_complete(self) -> None:
+        self.accepted = True
+
+
+def _agrees_with_llhttp(chunk: bytes) -> None:
+    """The engine's rule for a request that begins a read (`on_headers_complete`) must
+    give llhttp's own version whenever it gives one, on any head llhttp accepts."""
+    seen = _Seen()
+    parser = httptools.HttpRequestParser(seen)
+    try:
+        parser.feed_data(chunk)
+    except httptools.HttpParserError:
+        return
+    if not seen.accepted:
+        return
+    end = chunk.find(b"\r\n")
+    ours = _engine._VERSIONS.get(chunk[end - 9:end]) if end >= 9 else None
+    assert ours is None or ours == parser.get_http_version(), (chunk, ours, parser.get_http_version())
+
+
+_LINE_PARTS = [b"GET", b"POST", b"HEAD", b" ", b"  ", b"\t", b"/", b"/x", b"*", b"http://h/p", b"?q=1", b"%20",
+               b"HTTP/1.1", b"HTTP/1.0", b"HTTP/0.9", b"HTTP/2.0", b"HTTP/1.", b"1", b"\r\n", b"\n", b"\r", b"H",
+               b"TTP/1.1", b"x: y\r\n", b"Host: h\r\n"]
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_LINE_PARTS), min_size=1, max_size=12), st.sampled_from([b"", b"\r\n", b"\n"]))
+def test_the_version_rule_agrees_with_llhttp_on_fuzzed_request_lines(parts: list[bytes], lead: bytes) -> None:
+    _agrees_with_llhttp(lead + b"".join(parts) + b"\r\n\r\n")
+
+
+def test_the_version_rule_agrees_with_llhttp_on_known_traps() -> None:
+    for chunk in [b"GET /HTTP/1.1\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n", b"GET /x HTTP/1.0\r\n\r\n",
+                  b"\r\nGET / HTTP/1.0\r\n\r\n", b"\n\n\n\n\n\n\n\n\nGET / HTTP/1.0\r\n\r\n", b"GET  HTTP/1.1\r\n\r\n",
+                  b"GET HTTP/1.1 HTTP/1.0\r\n\r\n", b"GET /a HTTP/1.1\r\nX: HTTP/1.0\r\n\r\n"]:
+        _agrees_with_llhttp(chunk)
+
+
+async def test_an_http_0_9_request_line_that_ends_like_a_version_keeps_its_own() -> None:
+    served = await serving(version_app)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        writer.write(b"GET /HTTP/1.1\r\n\r\n")  # llhttp: HTTP/0.9, target /HTTP/1.1
+        (_, _, body), = await answers(reader, 1)
+        assert json.loads(body)["version"] == "0.9" and json.loads(body)["path"] == "/HTTP/1.1"
+        await finish(writer)
+    finally:
+        await close(served)

@@ -61,7 +61,8 @@ _X = ord("x")
 _PERCENT = ord("%")
 # The request line's last eight bytes -> `scope["http_version"]` without asking the
 # parser (`get_http_version` formats a string per call): see `on_headers_complete`.
-_VERSIONS = {b"HTTP/1.1": "1.1", b"HTTP/1.0": "1.0"}
+# With the space: llhttp reads `GET /HTTP/1.1` as an HTTP/0.9 request for `/HTTP/1.1`.
+_VERSIONS = {b" HTTP/1.1": "1.1", b" HTTP/1.0": "1.0"}
 # Response content types whose header line is written as it is, with no check per
 # response (see `_Cycle._head`): (name, value) exactly as the app sends them -> line.
 _KNOWN_TYPES = {
@@ -463,7 +464,7 @@ class Connection(asyncio.Protocol):
         if chunk is not None:
             self.chunk = None
             end = chunk.find(b"\r\n")
-            version = _VERSIONS.get(chunk[end - 8:end]) if end >= 8 else None
+            version = _VERSIONS.get(chunk[end - 9:end]) if end >= 9 else None
         if version is None:
             version = parser.get_http_version()
         headers = self.headers
