@@ -92,6 +92,14 @@ async def test_remembered_paths_stay_per_target_and_bounded(monkeypatch: pytest.
         assert set(served.engine.paths) == {b"/a", b"/b", b"/f", b"/g"}  # plain targets only
     finally:
         await close(served)
+    served = await serving(version_app)
+    try:
+        long = b"/" + b"l" * 300
+        got = await versions_of(served, [b"GET %s HTTP/1.1\r\nHost: h\r\n\r\n" % long * 2], 2)
+        assert [a["path"] for a in got] == [long.decode()] * 2
+        assert served.engine.paths == {}  # long targets are decoded each time, not kept
+    finally:
+        await close(served)
     rooted = await serving(version_app, root_path="/base")
     try:
         got = await versions_of(rooted, [b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n" * 2], 2)

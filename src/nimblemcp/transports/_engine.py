@@ -69,7 +69,8 @@ _KNOWN_TYPES = {
     (b"content-type", b"application/json"): b"content-type: application/json\r\n",
     (b"content-type", b"text/event-stream"): b"content-type: text/event-stream\r\n",
 }
-_MAX_PATHS = 256  # plain request targets remembered per engine with their decoded path
+_MAX_PATHS = 256  # plain request targets remembered per engine with their decoded path,
+_MAX_PATH_BYTES = 256  # each at most this long: the memory they hold stays small
 
 
 def _plain(status: int, text: bytes) -> bytes:
@@ -453,7 +454,7 @@ class Connection(asyncio.Protocol):
                 path = unquote(path)
         else:
             raw_path, query, path = url, b"", url.decode("ascii")
-            if len(engine.paths) < _MAX_PATHS:
+            if len(engine.paths) < _MAX_PATHS and len(url) <= _MAX_PATH_BYTES:
                 engine.paths[url] = path
         # The version: when this request began a read, its request line is the
         # chunk's first line, and llhttp (which accepted it) allows nothing between
