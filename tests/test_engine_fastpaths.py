@@ -183,7 +183,12 @@ async def test_a_response_with_other_headers_still_goes_through_every_check() ->
     bad = await serving(headers_app(200, [(b"content-type", b"application/json"), (b"content-length", b"2"),
                                           (b"x-bad", b"a\r\nset-cookie: x")], b"{}"))
     odd = await serving(headers_app(200, ((b"content-type", b"application/json"), (b"content-length", b"2")), b"{}"))
+    mutable = await serving(headers_app(200, [(b"content-type", bytearray(b"application/json")),
+                                              (b"content-length", bytearray(b"2"))], b"{}"))
     try:
+        answer = await raw_answer(mutable.port, REQUESTS[0])  # bytearrays, as the general path took them
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\n{}")
+        assert b"content-length: 2\r\n" in answer and b"content-type: application/json\r\n" in answer
         answer = await raw_answer(bad.port, REQUESTS[0])
         assert answer.startswith(b"HTTP/1.1 500") and b"set-cookie" not in answer
         answer = await raw_answer(odd.port, REQUESTS[0])
@@ -192,6 +197,7 @@ async def test_a_response_with_other_headers_still_goes_through_every_check() ->
     finally:
         await close(bad)
         await close(odd)
+        await close(mutable)
 
 
 async def forwarded_app(scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -222,7 +222,10 @@ class _Cycle:
         # make needless.
         if type(headers) is list and len(headers) == 2 and self.keep_alive and not self.more_body:
             kind, length_header = headers
-            line = _KNOWN_TYPES.get(kind) if type(kind) is tuple else None
+            try:
+                line = _KNOWN_TYPES.get(kind) if type(kind) is tuple else None
+            except TypeError:  # an unhashable value (a bytearray): the general path takes it
+                line = None
             status_line = _STATUS_LINES.get(self.status)
             if (line is not None and status_line is not None and type(length_header) is tuple
                     and length_header[0] == b"content-length" and length_header[1].isdigit()
