@@ -59,7 +59,7 @@ _ASGI = {"version": "3.0", "spec_version": "2.3"}
 _QUERY = ord("?")
 _X = ord("x")
 _PERCENT = ord("%")
-# The request line's last eight bytes -> `scope["http_version"]` without asking the
+# The request line's last nine bytes -> `scope["http_version"]` without asking the
 # parser (`get_http_version` formats a string per call): see `on_headers_complete`.
 # With the space: llhttp reads `GET /HTTP/1.1` as an HTTP/0.9 request for `/HTTP/1.1`.
 _VERSIONS = {b" HTTP/1.1": "1.1", b" HTTP/1.0": "1.0"}
