@@ -12,7 +12,9 @@ and the event loop, without the kernel. Wall time under valgrind is ~50x, so the
 always has every connection's request waiting, as under wrk at 64 connections.
 
 Rows: `bare-asgi-engine` (the bare app on nimblemcp's engine), `bare-asgi` (on uvicorn,
-uvloop + httptools), `nimblemcp-run` (the guarded app, sync echo, on the engine).
+uvloop + httptools), `nimblemcp-run` (the guarded app, sync echo, on the engine),
+`nimblemcp-run-async` and `nimblemcp-run-inline` (the same with an `async def` echo and
+with the sync echo marked `run_in_thread=False`: what the thread hop costs).
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ SERVERS_ARGV = {  # name -> argv without the port (appended last)
                   "port=int(sys.argv[1]))"],
     "nimblemcp-run": [NIMBLE_PY, "-m", "nimblemcp", "run", str(SERVERS / "nimble_server.py"), "--transport",
                       "http", "--log-level", "warning", "--engine", "nimblemcp", "--port"],
+    # The same with an `async def` echo and with the sync echo run inline: the difference
+    # to `nimblemcp-run` is what the worker-thread hop costs in user space.
+    "nimblemcp-run-async": [NIMBLE_PY, "-m", "nimblemcp", "run", str(SERVERS / "nimble_async_server.py"),
+                            "--transport", "http", "--log-level", "warning", "--engine", "nimblemcp", "--port"],
+    "nimblemcp-run-inline": [NIMBLE_PY, "-m", "nimblemcp", "run", str(SERVERS / "nimble_inline_server.py"),
+                             "--transport", "http", "--log-level", "warning", "--engine", "nimblemcp", "--port"],
 }
 
 

@@ -20,7 +20,10 @@ The load average is printed with the table; compare only rows of one run.
 
 The `nimblemcp-run*` rows are not uvicorn apps: they run `nimblemcp run --transport
 http` itself (the guarded app, as deployed) on nimblemcp's own engine (the default) and
-with `--engine uvicorn`. `--pin` puts the servers on CPU 0 and wrk on CPU 1 (taskset).
+with `--engine uvicorn`; `nimblemcp-run-async` and `nimblemcp-run-inline` serve the same
+`echo` as an `async def` and as a sync tool marked `run_in_thread=False` on the engine,
+so that beside `nimblemcp-run` (a sync tool: a worker-thread hop per call) they show
+what the hop costs. `--pin` puts the servers on CPU 0 and wrk on CPU 1 (taskset).
 `--nice -20` (root) runs the servers and wrk each in a session of its own whose autogroup
 gets that niceness (Linux autogroups make a plain `nice` count only within one session):
 on a box shared with other work they then get nearly all of their core, as on a quiet
@@ -45,8 +48,18 @@ import sys
 import tempfile
 import time
 
-from _common import (NIMBLE_PY, PEER_PY, SERVERS, VERSION, call_request, ensure_peers, median,
-                     save, say, table)
+from _common import (
+    NIMBLE_PY,
+    PEER_PY,
+    SERVERS,
+    VERSION,
+    call_request,
+    ensure_peers,
+    median,
+    save,
+    say,
+    table,
+)
 
 BODY = json.dumps(call_request(1), separators=(",", ":"))
 HEADERS = {
@@ -61,6 +74,10 @@ APPS = {  # name -> (interpreter, module); "run:<engine>" = `nimblemcp run` on t
     "bare-asgi-engine": (NIMBLE_PY, "engine:bare_asgi"),  # the same app on nimblemcp's own engine
     "nimblemcp-run-uvicorn": (NIMBLE_PY, "run:uvicorn"),  # the guarded app, as deployed, on uvicorn
     "nimblemcp-run": (NIMBLE_PY, "run:nimblemcp"),  # the same on nimblemcp's own engine (default)
+    # The same engine and guarded app with the other two kinds of tool, so that the
+    # report shows what the sync tool's thread hop costs (issue 18):
+    "nimblemcp-run-async": (NIMBLE_PY, "run:nimblemcp:nimble_async_server"),  # async def echo
+    "nimblemcp-run-inline": (NIMBLE_PY, "run:nimblemcp:nimble_inline_server"),  # run_in_thread=False
     "nimblemcp": (NIMBLE_PY, "nimble_server"),
     "nimblemcp-async": (NIMBLE_PY, "nimble_async_server"),  # async def echo: no thread hop
     "nimblemcp-inline": (NIMBLE_PY, "nimble_inline_server"),  # sync echo, run_in_thread=False
@@ -86,9 +103,10 @@ def prioritise(pid: int) -> None:
 
 
 def start(name: str, py: str, module: str, port: int, pin: str | None = None) -> subprocess.Popen[bytes]:
-    if module.startswith("run:"):
-        argv = [py, "-m", "nimblemcp", "run", "nimble_server.py", "--transport", "http", "--port", str(port),
-                "--log-level", "warning", "--engine", module.removeprefix("run:")]
+    if module.startswith("run:"):  # run:<engine>[:<server module>]
+        engine, _, served = module.removeprefix("run:").partition(":")
+        argv = [py, "-m", "nimblemcp", "run", f"{served or 'nimble_server'}.py", "--transport", "http",
+                "--port", str(port), "--log-level", "warning", "--engine", engine]
     elif module.startswith("engine:"):
         argv = [py, f"{module.removeprefix('engine:')}.py", str(port)]
     else:
@@ -100,8 +118,9 @@ def start(name: str, py: str, module: str, port: int, pin: str | None = None) ->
     env = dict(os.environ, FASTMCP_SHOW_SERVER_BANNER="false", FASTMCP_LOG_LEVEL="WARNING",
                FASTMCP_CHECK_FOR_UPDATES="off")
     env.pop("PYTHONPATH", None)
-    proc = subprocess.Popen(argv, cwd=str(SERVERS), env=env, stdout=subprocess.DEVNULL, start_new_session=bool(NICE),
-                            stderr=open(os.path.join(tempfile.gettempdir(), f"bench-{name}.log"), "wb"))
+    with open(os.path.join(tempfile.gettempdir(), f"bench-{name}.log"), "wb") as log:  # the child keeps its copy
+        proc = subprocess.Popen(argv, cwd=str(SERVERS), env=env, stdout=subprocess.DEVNULL,
+                                start_new_session=bool(NICE), stderr=log)
     prioritise(proc.pid)
     return proc
 
@@ -213,10 +232,9 @@ def main() -> None:
     if not args.no_peers:
         ensure_peers()
     apps = {k: v for k, v in APPS.items() if not args.only or k in args.only}
-    lua = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
-    lua.write(LUA.format(body=json.dumps(BODY), headers="\n".join(
-        f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in HEADERS.items())))
-    lua.close()
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:  # removed at the end
+        lua.write(LUA.format(body=json.dumps(BODY), headers="\n".join(
+            f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in HEADERS.items())))
     procs: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
     runs: dict[str, list[dict]] = {n: [] for n in apps}
     idle: dict[str, float] = {}
@@ -228,7 +246,7 @@ def main() -> None:
             wait_ready(name, proc, port)
             time.sleep(0.5)
             idle[name] = rss_mib(proc.pid)
-        for name, (proc, port) in procs.items():  # warm-up, not counted
+        for _proc, port in procs.values():  # warm-up, not counted
             run_wrk(port, lua.name, args.connections, 1, args.threads, wrk_cpu)
         names = list(procs)
         load_before = os.getloadavg()[0]
@@ -279,6 +297,16 @@ def main() -> None:
         out += (f"\n\nnimblemcp: {s['rps'] / ref:.2f}x mcp (target >= 10x), {s['rps'] / ceil:.0%} "
                 f"of bare ASGI (target >= 50%), p99 {s['p99_ms']:.2f} ms (target < 5 ms), "
                 f"idle RSS {s['idle_rss_mib']:.1f} MiB (target <= 40 MiB)")
+    run = summary.get("nimblemcp-run")
+    if run and ceil:
+        vs_mcp = f", {run['rps'] / ref:.1f}x mcp (goal >= 15x)" if ref else ""
+        out += (f"\n\nnimblemcp-run: {run['rps'] / ceil:.0%} of bare-asgi on uvicorn (goal >= 100%){vs_mcp}, "
+                f"p99 {run['p99_ms']:.2f} ms (goal <= 3 ms)")
+    hop = [(n, summary[n]) for n in ("nimblemcp-run-async", "nimblemcp-run-inline") if n in summary]
+    if run and hop:
+        out += "\nthe sync tool's thread hop: nimblemcp-run serves " + ", ".join(
+            f"{run['rps'] / s['rps']:.0%} of {n}'s req/s at {run['cpu_us_per_req'] / s['cpu_us_per_req']:.2f}x "
+            "its CPU per request" for n, s in hop)
     say(out)
     save("http_throughput", out, {"args": vars(args), "load_average": [load_before, load_after],
                                   "results": summary})

@@ -5,7 +5,10 @@ through the ASGI app as a `_Cycle`, and writes the answer. What it does that a g
 server does not: a response whose start and final body arrive together leaves in ONE
 `transport.write` (under uvicorn that is two, which cost more than all of our request
 handling); timers cost nothing per request (one sweep per engine, `_engine_server`,
-checks every connection's deadline against a coarse clock).
+checks every connection's deadline against a coarse clock); the common response head
+(a known content type and a content-length) is joined from ready lines, and the HTTP
+version of a request that began a read is read off its request line (the parser's
+getter formats a string per call).
 
 Behaviour, as `nimblemcp run` had it under uvicorn:
 - keep-alive (HTTP/1.1 default, `connection: close` and HTTP/1.0 honoured), an idle
@@ -32,6 +35,7 @@ import asyncio
 import contextvars
 import logging
 from collections import deque
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -53,7 +57,20 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _CHUNK_END = b"0\r\n\r\n"
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
 _QUERY = ord("?")
+_X = ord("x")
 _PERCENT = ord("%")
+# The request line's last nine bytes -> `scope["http_version"]` without asking the
+# parser (`get_http_version` formats a string per call): see `on_headers_complete`.
+# With the space: llhttp reads `GET /HTTP/1.1` as an HTTP/0.9 request for `/HTTP/1.1`.
+_VERSIONS = {b" HTTP/1.1": "1.1", b" HTTP/1.0": "1.0"}
+# Response content types whose header line is written as it is, with no check per
+# response (see `_Cycle._head`): (name, value) exactly as the app sends them -> line.
+_KNOWN_TYPES = {
+    (b"content-type", b"application/json"): b"content-type: application/json\r\n",
+    (b"content-type", b"text/event-stream"): b"content-type: text/event-stream\r\n",
+}
+_MAX_PATHS = 256  # plain request targets remembered per engine with their decoded path,
+_MAX_PATH_BYTES = 256  # each at most this long: the memory they hold stays small
 
 
 def _plain(status: int, text: bytes) -> bytes:
@@ -198,12 +215,29 @@ class _Cycle:
         conn.response_done(self)
 
     def _head(self, body: bytes, more: bool) -> bytes:
+        headers = self.headers
+        # The common answer (a JSON body with its length, on a keep-alive HTTP/1.1
+        # request that was read whole) is built without looking at each header: what
+        # the general path below would write for it, minus the checks its known lines
+        # make needless.
+        if type(headers) is list and len(headers) == 2 and self.keep_alive and not self.more_body:
+            kind, length_header = headers
+            try:
+                line = _KNOWN_TYPES.get(kind) if type(kind) is tuple else None
+            except TypeError:  # an unhashable value (a bytearray): the general path takes it
+                line = None
+            status_line = _STATUS_LINES.get(self.status)
+            if (line is not None and status_line is not None and type(length_header) is tuple
+                    and length_header[0] == b"content-length" and length_header[1].isdigit()
+                    and self.scope["http_version"] != "1.0"):
+                return b"".join((status_line, self.conn.engine.date_header, line, b"content-length: ",
+                                 length_header[1], b"\r\n\r\n"))
         length = False
         close = False
         app_lines = 0  # header lines of the app's, written as they came
         status = self.status
         parts = [_STATUS_LINES.get(status) or _status_line(status), self.conn.engine.date_header]
-        for name, value in self.headers:
+        for name, value in headers:
             low = name.lower()
             if low == b"content-length":
                 length = True
@@ -251,16 +285,24 @@ class Connection(asyncio.Protocol):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.loop = engine.loop
-        self.parser = httptools.HttpRequestParser(self)
+        self.parser: httptools.HttpRequestParser = None  # type: ignore[assignment]  # made once trust is known
+        # What the parser calls per header (chosen in `connection_made`). An attribute set
+        # here, not a method shadowed later: every connection keeps one attribute layout.
+        self.on_header: Callable[[bytes, bytes], None] = self.header
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
         self.server: tuple[str, int] | None = None
         self.client: tuple[str, int] | None = None
         self.scheme = "http"
         self.trusted = False
+        self.forwarded = False  # the request being parsed has an X-Forwarded-* header
         self.base_scope: dict[str, Any] = {}
         self.context = contextvars.Context()
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
+        # Between two requests (nothing of the next one fed to the parser yet): a read
+        # then begins with the next request, whose request line is then in `chunk`.
+        self.between = True
+        self.chunk: bytes | None = None
         self.cycle: _Cycle | None = None  # the request being answered
         self.parsing: _Cycle | None = None  # the request whose body is being read
         self.queue: deque[_Cycle] = deque()
@@ -291,6 +333,9 @@ class Connection(asyncio.Protocol):
         if transport.get_extra_info("sslcontext") is not None:
             self.scheme = "https"
         self.trusted = engine.proxies is not None and engine.proxies.trusts(self.client)
+        if self.trusted:  # the parser calls what `on_header` is when it is made
+            self.on_header = self.header_trusted
+        self.parser = httptools.HttpRequestParser(self)
         self.base_scope = {
             "type": "http", "asgi": _ASGI, "http_version": "1.1", "server": self.server,
             "client": self.client, "scheme": self.scheme, "method": "GET", "root_path": engine.root_path,
@@ -313,6 +358,7 @@ class Connection(asyncio.Protocol):
             return
         if self.in_head or self.parsing is None:  # a head, or between requests
             self.head_bytes += len(data)
+        self.chunk = data if self.between else None
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -363,6 +409,7 @@ class Connection(asyncio.Protocol):
     # -- httptools callbacks -----------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        self.between = False
         self.url = b""
         self.headers = []
         if not self.in_head:
@@ -372,8 +419,20 @@ class Connection(asyncio.Protocol):
     def on_url(self, url: bytes) -> None:
         self.url += url
 
-    def on_header(self, name: bytes, value: bytes) -> None:
+    def header(self, name: bytes, value: bytes) -> None:
+        """`on_header`: one request header."""
         self.headers.append((name.lower(), value))
+
+    def header_trusted(self, name: bytes, value: bytes) -> None:
+        """`on_header` on a connection from a trusted proxy: notes forwarding headers, so
+        that a request without any skips `TrustedProxies.apply`'s walk over them all."""
+        name = name.lower()
+        # The first byte as an int (llhttp passes no empty names) costs no allocation,
+        # and `bytes.startswith` parses its arguments the slow way: only the rare names
+        # that start with "x" pay for the rest.
+        if name[0] == _X and name[:12] == b"x-forwarded-":
+            self.forwarded = True
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         if self.bad:  # after a close decided within this same read
@@ -384,9 +443,12 @@ class Connection(asyncio.Protocol):
         engine = self.engine
         parser = self.parser
         url = self.url
+        known = engine.paths.get(url)
+        if known is not None:
+            raw_path, query, path = url, b"", known
         # `int in bytes` is a memchr; `b"?" in url` first tries the int path and
         # raises and clears a TypeError inside CPython (~10x slower).
-        if _QUERY in url or _PERCENT in url or not url.startswith(b"/"):
+        elif _QUERY in url or _PERCENT in url or not url.startswith(b"/"):
             parsed = httptools.parse_url(url)
             raw_path = parsed.path
             query = parsed.query or b""
@@ -395,11 +457,25 @@ class Connection(asyncio.Protocol):
                 path = unquote(path)
         else:
             raw_path, query, path = url, b"", url.decode("ascii")
+            if len(engine.paths) < _MAX_PATHS and len(url) <= _MAX_PATH_BYTES:
+                engine.paths[url] = path
+        # The version: when this request began a read, its request line is the
+        # chunk's first line, and llhttp (which accepted it) allows nothing between
+        # the version and the line's CRLF. Otherwise (pipelined, or a head split
+        # across reads), ask the parser.
+        chunk = self.chunk
+        version = None
+        if chunk is not None:
+            self.chunk = None
+            end = chunk.find(b"\r\n")
+            version = _VERSIONS.get(chunk[end - 9:end]) if end >= 9 else None
+        if version is None:
+            version = parser.get_http_version()
         headers = self.headers
         # A copy of the connection's scope with every key present costs about half
         # of building the 13-key dict anew.
         scope = self.base_scope.copy()
-        scope["http_version"] = parser.get_http_version()
+        scope["http_version"] = version
         scope["method"] = method = parser.get_method().decode("ascii")
         if engine.root_path:
             scope["path"] = engine.root_path + path
@@ -410,7 +486,8 @@ class Connection(asyncio.Protocol):
         scope["query_string"] = query
         scope["headers"] = headers
         scope["state"] = engine.state.copy()
-        if self.trusted:
+        if self.forwarded:  # only ever set on a trusted connection
+            self.forwarded = False
             scope["scheme"], scope["client"] = engine.proxies.apply(  # type: ignore[union-attr]
                 headers, self.scheme, self.client)
         keep_alive = parser.should_keep_alive() and not self.stopping
@@ -432,6 +509,7 @@ class Connection(asyncio.Protocol):
                 cycle.wake()
 
     def on_message_complete(self) -> None:
+        self.between = True
         if self.lingering:
             self.bad = True  # whatever follows is not read
             self.transport.close()

@@ -22,12 +22,11 @@ uvicorn, never the server.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.transports._engine import Connection, _Cycle
@@ -87,13 +86,14 @@ class Engine:
         self.proxies = TrustedProxies(config.forwarded_allow_ips) if config.proxy_headers else None
         self.access_log = config.access_log
         self.state: dict[str, Any] = {}
+        self.paths: dict[bytes, str] = {}  # plain request targets (no query, no escapes) -> path
         self.connections: set[Connection] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.now = loop.time()
         self._second = int(time.time())
         self.date_header = _date_header(self._second)
         self._sweeper: asyncio.TimerHandle | None = None
-        self._task: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]] = loop.create_task
+        self.plain_tasks = False  # see `use_plain_tasks`
 
     # -- per request ---------------------------------------------------------------------
 
@@ -103,11 +103,13 @@ class Engine:
         Called once the lifespan startup is over (the app may install a factory there).
         What it saves per request: the loop's `create_task` wrapper and, on 3.11, the
         `Task-<n>` name formatted for every task."""
-        if self.loop.get_task_factory() is None:
-            self._task = functools.partial(asyncio.Task, loop=self.loop, name="nimblemcp-request")
+        self.plain_tasks = self.loop.get_task_factory() is None
 
     def start(self, conn: Connection, cycle: _Cycle) -> None:
-        cycle.task = task = self._task(self._run(conn, cycle))
+        if self.plain_tasks:  # called directly: a `partial` with keywords builds a dict per call
+            cycle.task = task = asyncio.Task(self._run(conn, cycle), loop=self.loop, name="nimblemcp-request")
+        else:
+            cycle.task = task = self.loop.create_task(self._run(conn, cycle))
         self.tasks.add(task)  # dropped by `_run` itself: a done callback costs a loop pass
 
     async def _run(self, conn: Connection, cycle: _Cycle) -> None:
