@@ -20,16 +20,24 @@ and go out once the publisher reconnects (a pipeline that failed part-way is sen
 whole, so its first events may then arrive twice). Identical events still waiting to be sent are
 merged: they mean the same thing ("refetch"), and this turns a burst of registrations
 at start-up into one notification. `close_all()` ends local subscriptions; `close()`
-also stops the thread. Must not import server, transports or client modules.
+also stops the thread, after sending what was published before it (at most
+`_CLOSE_FLUSH` seconds); `await flush()` waits for that without stopping (the server
+does at the end of its lifespan). A bus still running when the interpreter exits is
+closed then (atexit), so an event published at the very last moment is not lost with
+the daemon thread. Must not import server, transports or client modules.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
 import contextlib
 import itertools
 import logging
+import os
 import threading
+import weakref
 from types import TracebackType
 from typing import Any
 
@@ -44,6 +52,21 @@ _BATCH = 500  # events per PUBLISH pipeline, and messages read per hand-over to 
 # Reconnect attempts while Redis is away: at most every 0.5 s, so that listeners hear
 # events again within about a second of Redis coming back.
 _BACKOFF_MIN, _BACKOFF_MAX = 0.05, 0.5
+_CLOSE_FLUSH = 2.0  # seconds `close()` (and `flush()` by default) waits for unsent events
+_EXIT_FLUSH = 1.0  # the same at interpreter exit, for each bus still running
+
+# Buses whose thread runs, closed at interpreter exit (daemon threads die unflushed).
+_running: weakref.WeakSet[RedisBus] = weakref.WeakSet()
+
+
+def _close_at_exit() -> None:
+    for bus in list(_running):
+        with contextlib.suppress(Exception):
+            bus.close(_EXIT_FLUSH)
+
+
+atexit.register(_close_at_exit)
+os.register_at_fork(after_in_child=_running.clear)  # a child has no such threads
 
 
 def encode(event: Event) -> bytes:
@@ -144,6 +167,7 @@ class RedisBus:
         self._wake: asyncio.Event | None = None
         self._connects = 0  # times the channel subscription was confirmed
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._flushes: list[asyncio.Future[None]] = []  # on the bus loop: wait for _pending to empty
         self._closed = False
 
     # -- NotificationBus ----------------------------------------------------------------
@@ -197,15 +221,40 @@ class RedisBus:
             with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
                 loop.call_soon_threadsafe(_wake, waiter)
 
-    def close(self) -> None:
-        """End local subscriptions and stop the thread (closing both connections)."""
+    async def flush(self, timeout: float = _CLOSE_FLUSH) -> bool:
+        """Wait until every event published before this call has been sent to Redis
+        (True), or `timeout` seconds passed (False: Redis is away; they stay queued)."""
+        loop = self._loop
+        if loop is None:
+            return True  # never started: nothing was published
+        try:
+            sent = asyncio.run_coroutine_threadsafe(self._drained(), loop)
+        except RuntimeError:
+            return not self._pending  # the thread has stopped
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(sent), timeout)
+            return True
+        except TimeoutError:
+            logger.warning("redis bus: %d event(s) not sent within %.1fs", len(self._pending), timeout)
+            return False
+
+    def close(self, timeout: float = _CLOSE_FLUSH) -> None:
+        """End local subscriptions, send what was published before (at most `timeout`
+        seconds), then stop the thread (closing both connections). Blocks the caller."""
         self.close_all()
         with self._lock:
             self._closed = True
             thread, loop = self._thread, self._loop
         if thread is None or loop is None:
             return
-        with contextlib.suppress(RuntimeError):
+        _running.discard(self)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the thread is gone
+            sent = asyncio.run_coroutine_threadsafe(self._drained(), loop)
+            try:
+                sent.result(timeout)
+            except concurrent.futures.TimeoutError:
+                sent.cancel()
+                logger.warning("redis bus: closing with %d event(s) unsent", len(self._pending))
             loop.call_soon_threadsafe(self._stop_main)
         thread.join()
 
@@ -219,6 +268,7 @@ class RedisBus:
                     target=self._run, args=(loop,), name="nimblemcp-redis-bus", daemon=True)
                 self._loop = loop
                 self._thread.start()
+                _running.add(self)
         return self._loop
 
     # -- the bus thread -----------------------------------------------------------------
@@ -236,6 +286,14 @@ class RedisBus:
 
     def _stop_main(self) -> None:
         self._main_task.cancel()
+
+    async def _drained(self) -> None:
+        """On the bus loop: return once nothing waits to be sent (what was published
+        before this coroutine was scheduled has been enqueued by then)."""
+        if self._pending:
+            waiter = asyncio.get_running_loop().create_future()
+            self._flushes.append(waiter)
+            await waiter
 
     def _enqueue(self, event: Event) -> None:
         if event not in self._pending:
@@ -281,6 +339,9 @@ class RedisBus:
                 for event in batch:
                     self._pending.pop(event, None)
                 delay = _BACKOFF_MIN
+            flushes, self._flushes = self._flushes, []
+            for waiter in flushes:
+                _wake(waiter)
 
     async def _reader(self, client: Any) -> None:
         delay = _BACKOFF_MIN
