@@ -169,6 +169,7 @@ class RedisBus:
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._flushes: list[asyncio.Future[None]] = []  # on the bus loop: wait for _pending to empty
         self._closed = False
+        self._stopping = False  # set on the bus thread by `close()`: the loops end
 
     # -- NotificationBus ----------------------------------------------------------------
 
@@ -281,10 +282,21 @@ class RedisBus:
         except asyncio.CancelledError:
             pass
         finally:
+            # What redis-py left running (a connect cut short by the stop): end it
+            # here, not with "Task was destroyed but it is pending" at loop close.
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.wait(left, timeout=1.0))
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
     def _stop_main(self) -> None:
+        # redis-py may turn a cancel that lands inside its connect into another
+        # error, which the reader would take for a lost connection and retry
+        # forever: `_stopping` tells the loops below to end instead.
+        self._stopping = True
         self._main_task.cancel()
 
     async def _drained(self) -> None:
@@ -331,6 +343,8 @@ class RedisBus:
                             pipe.publish(self.channel, encode(event))
                         await pipe.execute()
                 except Exception as exc:  # never let the publisher die
+                    if self._stopping:
+                        return
                     # Keep them pending and retry after a pause; Redis may be restarting.
                     logger.warning("redis bus: publish failed (%s); retrying in %.2fs", describe(exc), delay)
                     await asyncio.sleep(delay)
@@ -367,6 +381,8 @@ class RedisBus:
                         message = await pubsub.get_message(timeout=0)  # already buffered, or None
                     self._local.publish_many(events)
             except Exception as exc:  # never let the reader die: Redis errors, a bug
+                if self._stopping:
+                    return
                 logger.warning("redis bus: subscription lost (%s); reconnecting in %.2fs", describe(exc), delay)
             finally:
                 with contextlib.suppress(Exception):

@@ -127,6 +127,11 @@ class StopSignal:
         self.hurried: asyncio.Future[None] = loop.create_future()
         self.on_hurry: Callable[[], None] | None = None
 
+    def begin(self) -> None:
+        """The stop began (stdin ended): from now on a call cuts it short."""
+        if not self.begun.done():
+            self.begun.set_result(None)
+
     def __call__(self) -> None:
         if not self.begun.done():
             self.begun.set_result(None)
@@ -278,7 +283,7 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
             await asyncio.wait([ended, stop.begun], return_when=asyncio.FIRST_COMPLETED)
             accepting = False
             eof = ended.done()
-            stop()  # the end of stdin began the stop: a SIGTERM now cuts it short
+            stop.begin()  # also at the end of stdin: a SIGTERM now cuts the stop short
             if eof and legacy is not None:
                 legacy.close(stop_requests=False)  # no answer can come any more
             server.drain(SHUTDOWN_GRACE)
