@@ -1,5 +1,5 @@
-"""The Redis bus sends what was published before the process stops (CHECKLIST SUB-10,
-TASK-10, DEP-03: the change notifications every instance's listeners rely on).
+"""The Redis bus sends what was published before the process stops (CHECKLIST SUB-11,
+TASK-10: the change notifications every instance's listeners rely on).
 
 An event published at the very last moment (a lifespan's shut-down, just before
 `close()`, just before the interpreter exits) reaches the other instances: `close()`
