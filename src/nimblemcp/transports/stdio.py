@@ -23,7 +23,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -172,7 +171,6 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
     inflight: dict[tuple[type, Any], asyncio.Task[None]] = {}
     listens: set[asyncio.Task[None]] = set()  # never end by themselves: not waited for
     loop = running_loop()  # once: asyncio's own lookup costs a getpid() per call on 3.11
-    accepting = True
 
     async def run(respond: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         try:
@@ -240,9 +238,6 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
             if legacy is not None:
                 legacy.answer(message)
             return
-        if not accepting:
-            writer.write(error_response(message["id"], InternalError(SHUTTING_DOWN)))
-            return
         if not is_enveloped(message) and on_legacy_request(message):
             return
         try:
@@ -254,6 +249,20 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
         if req.method == "subscriptions/listen":
             listens.add(task)
             task.add_done_callback(listens.discard)
+
+    def while_stopping(message: Any) -> None:
+        """`handle` once the stop began: a request is refused at once, the rest is
+        served as before (cancellations, a legacy client's answers)."""
+        try:
+            kind = classify(message)
+        except ProtocolError:
+            kind = None
+        if kind == "request":
+            writer.write(error_response(message["id"], InternalError(SHUTTING_DOWN)))
+        else:
+            on_message(message)
+
+    handle = on_message  # rebound, not tested per message, when the stop begins
 
     def on_line(line: bytes | None) -> None:
         if line is None:
@@ -267,7 +276,7 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
             writer.write(error_response(None, exc))
             return
         try:
-            on_message(message)
+            handle(message)
         except Exception:  # one bad message must never stop the server, nor go unanswered
             logger.exception("failed to handle a message")
             rid = request_id_of(message)
@@ -281,7 +290,7 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
         async with server.lifespan_context() if lifespan else contextlib.nullcontext():
             ended, stop_reading = await start_reading(in_fd, on_line, MAX_LINE)
             await asyncio.wait([ended, stop.begun], return_when=asyncio.FIRST_COMPLETED)
-            accepting = False
+            handle = while_stopping
             eof = ended.done()
             stop.begin()  # also at the end of stdin: a SIGTERM now cuts the stop short
             if eof and legacy is not None:
@@ -302,23 +311,24 @@ async def _grace(inflight: dict[Any, asyncio.Task[None]], listens: set[asyncio.T
                  hurried: asyncio.Future[None], grace: float) -> int:
     """Wait for running requests (listens aside) until `grace` ends or `hurried`;
     cancel those still running and return how many they were."""
-    await _wait_all(lambda: [task for task in inflight.values() if task not in listens], hurried, grace)
+    await _wait_all([task for task in inflight.values() if task not in listens], hurried, grace)
     late = [task for task in inflight.values() if task not in listens and not task.done()]
     for task in late:
         task.cancel()
     return len(late)
 
 
-async def _wait_all(tasks: Callable[[], list[asyncio.Task[None]]], hurried: asyncio.Future[None],
-                    timeout: float) -> None:
-    """Wait until every task of `tasks()` is done, `timeout` seconds pass or `hurried`."""
-    deadline = time.monotonic() + timeout
-    while not hurried.done():
-        running = [task for task in tasks() if not task.done()]
-        left = deadline - time.monotonic()
-        if not running or left <= 0:
-            return
-        await asyncio.wait([*running, hurried], timeout=left, return_when=asyncio.FIRST_COMPLETED)
+async def _wait_all(tasks: list[asyncio.Task[None]], hurried: asyncio.Future[None], timeout: float) -> None:
+    """Wait until every task of `tasks` is done, `timeout` seconds pass or `hurried`
+    (one wait for them all: thousands may still run when stdin ends)."""
+    running = [task for task in tasks if not task.done()]
+    if not running or hurried.done():
+        return
+    everything: asyncio.Future[Any] = asyncio.ensure_future(asyncio.wait(running))
+    try:
+        await asyncio.wait([everything, hurried], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        everything.cancel()  # stops the waiting only, never the tasks
 
 
 async def _close(server: Core, inflight: dict[Any, asyncio.Task[None]], listens: set[asyncio.Task[None]],
@@ -328,7 +338,7 @@ async def _close(server: Core, inflight: dict[Any, asyncio.Task[None]], listens:
     whatever still runs."""
     if listens or forwarder is not None:
         server.close_listeners()
-        await _wait_all(lambda: list(listens), hurried, _LISTEN_CLOSE)
+        await _wait_all(list(listens), hurried, _LISTEN_CLOSE)
     if forwarder is not None:
         forwarder.cancel()
     if legacy is not None:
