@@ -54,6 +54,7 @@ _BATCH = 500  # events per PUBLISH pipeline, and messages read per hand-over to 
 _BACKOFF_MIN, _BACKOFF_MAX = 0.05, 0.5
 _CLOSE_FLUSH = 2.0  # seconds `close()` (and `flush()` by default) waits for unsent events
 _EXIT_FLUSH = 1.0  # the same at interpreter exit, for each bus still running
+_JOIN = 10.0  # seconds `close()` waits for the thread to end after that
 
 # Buses whose thread runs, closed at interpreter exit (daemon threads die unflushed).
 _running: weakref.WeakSet[RedisBus] = weakref.WeakSet()
@@ -257,7 +258,9 @@ class RedisBus:
                 sent.cancel()
                 logger.warning("redis bus: closing with %d event(s) unsent", len(self._pending))
             loop.call_soon_threadsafe(self._stop_main)
-        thread.join()
+        thread.join(_JOIN)
+        if thread.is_alive():  # a daemon thread: it cannot keep the process alive
+            logger.warning("redis bus: the bus thread did not stop within %.0fs", _JOIN)
 
     def _start(self) -> asyncio.AbstractEventLoop | None:
         if self._loop is not None or self._closed:
