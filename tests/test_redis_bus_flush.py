@@ -47,7 +47,7 @@ async def test_close_sends_what_was_published_just_before(redis_server: RedisSer
             bus = RedisBus(redis_server.url, channel=channel)
             for i in range(BURST):
                 bus.publish(Event("updated", f"notes://burst/{i}"))
-            bus.close()  # at once: nothing has been sent yet
+            bus.close(HANG)  # at once: nothing has been sent yet (HANG: a loaded machine)
             got = await _collect(sub, BURST)
     finally:
         listener.close()
@@ -65,7 +65,7 @@ async def test_flush_waits_until_sent_and_says_when_it_could_not(redis_server: R
         async with listener.subscribe(max_queue=4 * BURST) as sub:
             for i in range(BURST):
                 bus.publish(Event("updated", f"notes://flush/{i}"))
-            assert await bus.flush() is True
+            assert await bus.flush(HANG) is True
             assert not bus._pending  # all of them went out before flush returned
             assert len(await _collect(sub, BURST)) == BURST
     finally:

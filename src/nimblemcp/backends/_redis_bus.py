@@ -53,7 +53,7 @@ _BATCH = 500  # events per PUBLISH pipeline, and messages read per hand-over to 
 # events again within about a second of Redis coming back.
 _BACKOFF_MIN, _BACKOFF_MAX = 0.05, 0.5
 _CLOSE_FLUSH = 2.0  # seconds `close()` (and `flush()` by default) waits for unsent events
-_EXIT_FLUSH = 1.0  # the same at interpreter exit, for each bus still running
+_EXIT_FLUSH = 2.0  # the same at interpreter exit, for each bus still running
 _JOIN = 10.0  # seconds `close()` waits for the thread to end after that
 
 # Buses whose thread runs, closed at interpreter exit (daemon threads die unflushed).
