@@ -13,12 +13,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 
-from _common import (INITIALIZED, NIMBLE_PY, SERVERS, call_request, discover_request, ensure_peers,
-                     initialize_request, line, median, pct, save, say, spawn, stdio_commands,
-                     table)
+from _common import (
+    INITIALIZED,
+    NIMBLE_PY,
+    SERVERS,
+    call_request,
+    discover_request,
+    ensure_peers,
+    initialize_request,
+    line,
+    median,
+    pct,
+    save,
+    say,
+    spawn,
+    stdio_commands,
+    table,
+)
 
 
 class Conn:

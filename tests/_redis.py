@@ -3,16 +3,24 @@
 `RedisServer.start()` FAILS (never skips) when `redis-server` is missing: `scripts/test`
 installs it, and a skip would hide the loss of the scale-out tests. `stop()` and
 `start()` again on the same port simulate Redis restarting under running instances.
+`running()` is one started for a `with` block (the `redis_server`/`redis` fixtures of
+conftest.py use it); `shared(redis)` is a RedisStore and a RedisBus on it, closed after.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported when used: conftest.py imports this module for every test
+    from nimblemcp.backends.redis import RedisBus, RedisStore
 
 
 def free_port() -> int:
@@ -70,3 +78,27 @@ class RedisServer:
     def close(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running() -> Iterator[RedisServer]:
+    """A started `RedisServer`, closed (stopped, its directory removed) afterwards."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@contextlib.asynccontextmanager
+async def shared(redis: RedisServer) -> AsyncIterator[tuple[RedisStore, RedisBus]]:
+    """A `RedisStore` and a `RedisBus` on `redis` (default prefix and channel), closed after."""
+    from nimblemcp.backends.redis import RedisBus, RedisStore
+
+    store, bus = RedisStore(redis.url), RedisBus(redis.url)
+    try:
+        yield store, bus
+    finally:
+        bus.close()
+        await store.close()

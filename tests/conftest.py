@@ -1,11 +1,14 @@
-"""Shared fixtures: the vendored spec schemas, a schema.json validator, small servers."""
+"""Shared fixtures: the vendored spec schemas, a schema.json validator, small servers,
+a real redis-server."""
 
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _redis import RedisServer, running
 
 # Modules that spend most of their time in other libraries' processes (the official `mcp`
 # SDK, the npm TypeScript SDK, FastMCP): about 40% of the suite's time. They run on the
@@ -22,6 +25,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.stem in PEER_MODULES:
             item.add_marker(pytest.mark.peers)
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    """A real `redis-server` on loopback for the whole test module (tests/_redis.py:
+    a missing redis-server fails, it never skips). Modules that stop and restart it
+    get their own: nothing is shared across modules."""
+    with running() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def redis(redis_server: RedisServer) -> RedisServer:
+    """The module's `redis_server`, by the shorter name the deploy tests use."""
+    return redis_server
+
+
+@pytest.fixture
+def fresh_redis() -> Iterator[RedisServer]:
+    """A `redis-server` of one test's own (for a test that restarts it)."""
+    with running() as server:
+        yield server
 
 
 # A copy of what the tests need from the MCP spec (see fixtures/spec/README.md), so a fresh

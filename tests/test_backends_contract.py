@@ -24,14 +24,6 @@ from nimblemcp.backends.redis import RedisBus, RedisStore
 HANG_GUARD = 30.0  # only so a broken backend fails instead of hanging the run
 
 
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.close()
-
-
 @pytest.fixture(params=["memory", "redis"])
 async def store(request: pytest.FixtureRequest, redis_server: RedisServer) -> AsyncIterator[KeyValueStore]:
     s: KeyValueStore

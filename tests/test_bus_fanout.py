@@ -22,14 +22,6 @@ from nimblemcp.server._subscriptions import _covers
 HANG_GUARD = 30.0  # only so a broken bus fails instead of hanging the run
 
 
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.close()
-
-
 @pytest.fixture(params=["inprocess", "redis"])
 def bus(request: pytest.FixtureRequest, redis_server: RedisServer) -> Iterator[NotificationBus]:
     if request.param == "inprocess":

@@ -4,8 +4,6 @@ and failures named without the Redis address. Real redis-server on loopback."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from _redis import RedisServer
 
@@ -14,11 +12,8 @@ from nimblemcp.errors import BackendError
 
 
 @pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.close()
+def redis(fresh_redis: RedisServer) -> RedisServer:
+    return fresh_redis  # each test restarts its own (conftest.py)
 
 
 async def test_store_survives_a_redis_restart_without_a_failed_operation(redis: RedisServer) -> None:

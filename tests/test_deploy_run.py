@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,14 +22,6 @@ from _redis import RedisServer, free_port
 from nimblemcp.server._sealing import new_key
 
 CLEAN = (0, -signal.SIGTERM)  # uvicorn re-raises SIGTERM after its graceful shutdown
-
-
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.close()
 
 
 async def test_upstream_host_name_is_refused_with_the_option_to_use_then_allowed(tmp_path: Path) -> None:

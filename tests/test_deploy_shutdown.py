@@ -11,7 +11,6 @@ import contextlib
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,14 +20,6 @@ from _redis import RedisServer, free_port
 
 from nimblemcp import Client
 from nimblemcp.server._sealing import new_key
-
-
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.close()
 
 
 class FailoverProxy:

@@ -25,34 +25,15 @@ import httpx
 import orjson
 import pytest
 from _deploy import HANG_GUARD, META, headers, launch, stop
-from _redis import RedisServer, free_port
+from _redis import RedisServer, free_port, shared
 
 import nimblemcp as m
-from nimblemcp.backends.redis import RedisBus, RedisStore
 from nimblemcp.errors import McpError, RegistrationNotShared
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._sealing import new_key
 from nimblemcp.testing import connect
 from nimblemcp.transports._sse import SSEParser
-
-
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.close()
-
-
-@contextlib.asynccontextmanager
-async def shared(redis: RedisServer) -> AsyncIterator[tuple[RedisStore, RedisBus]]:
-    store, bus = RedisStore(redis.url), RedisBus(redis.url)
-    try:
-        yield store, bus
-    finally:
-        bus.close()
-        await store.close()
 
 
 def hello() -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -19,31 +19,12 @@ import orjson
 import pytest
 import uvicorn
 from _deploy import HANG_GUARD, META, headers
-from _redis import RedisServer
+from _redis import RedisServer, shared
 from _serving import serving
 
 import nimblemcp as m
-from nimblemcp.backends.redis import RedisBus, RedisStore
 from nimblemcp.errors import RegistrationNotShared
 from nimblemcp.server._resources import ResourceEntry
-
-
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.close()
-
-
-@contextlib.asynccontextmanager
-async def shared(redis: RedisServer) -> AsyncIterator[dict[str, Any]]:
-    store, bus = RedisStore(redis.url), RedisBus(redis.url)
-    try:
-        yield {"store": store, "bus": bus}
-    finally:
-        bus.close()
-        await store.close()
 
 
 def hello() -> str:
@@ -82,8 +63,8 @@ async def call(c: httpx.AsyncClient, url: str, name: str, arguments: dict[str, A
 
 
 async def test_the_first_served_request_counts_as_serving(redis: RedisServer) -> None:
-    async with shared(redis) as backends:
-        server = make("unmounted", **backends)
+    async with shared(redis) as (store, bus):
+        server = make("unmounted", store=store, bus=bus)
         async with serving(mounted(server)) as base, httpx.AsyncClient(timeout=HANG_GUARD) as c:
             server.add_tool(hello, name="before_any_request")  # not serving yet: as at import time
             assert not server._lifespan.started  # no lifespan ran, none will
@@ -100,8 +81,8 @@ async def test_the_first_served_request_counts_as_serving(redis: RedisServer) ->
 
 
 async def test_local_registrations_and_memory_backends_still_register_at_runtime(redis: RedisServer) -> None:
-    async with shared(redis) as backends:
-        local = make("local", registrations="local", **backends)
+    async with shared(redis) as (store, bus):
+        local = make("local", registrations="local", store=store, bus=bus)
         memory = make("memory")
         for server in (local, memory):
             async with serving(mounted(server)) as base, httpx.AsyncClient(timeout=HANG_GUARD) as c:
@@ -113,7 +94,7 @@ async def test_local_registrations_and_memory_backends_still_register_at_runtime
 
 async def test_the_lifespans_shut_down_may_still_change_the_registry(redis: RedisServer) -> None:
     seen: list[str] = []
-    async with shared(redis) as backends:
+    async with shared(redis) as (store, bus):
         @contextlib.asynccontextmanager
         async def lifespan(s: m.Server) -> AsyncIterator[None]:
             s.add_tool(hello, name="at_startup")
@@ -124,7 +105,7 @@ async def test_the_lifespans_shut_down_may_still_change_the_registry(redis: Redi
             except RegistrationNotShared as exc:
                 seen.append(f"refused: {exc}")
 
-        server = make("with-lifespan", lifespan=lifespan, **backends)
+        server = make("with-lifespan", lifespan=lifespan, store=store, bus=bus)
         config = uvicorn.Config(server.asgi_app(), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
         uv = uvicorn.Server(config)
         task = asyncio.create_task(uv.serve())
@@ -149,8 +130,8 @@ async def test_a_2024_sse_stream_counts_as_serving_too(redis: RedisServer) -> No
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    async with shared(redis) as backends:
-        server = make("unmounted-sse", **backends)
+    async with shared(redis) as (store, bus):
+        server = make("unmounted-sse", store=store, bus=bus)
         host = Starlette(routes=[Mount("/api", app=server.asgi_app(legacy_sse=True))])
         async with serving(host) as base, httpx.AsyncClient(timeout=HANG_GUARD) as c:
             server.add_tool(hello, name="before_any_request")

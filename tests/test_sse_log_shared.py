@@ -65,16 +65,6 @@ def _launch(src: Path, name: str, env: dict[str, str], log: Path) -> Instance:
 
 
 @pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory, redis: RedisServer) -> Iterator[list[Instance]]:
     tmp = tmp_path_factory.mktemp("resume_shared")
     src = tmp / "resume_server.py"

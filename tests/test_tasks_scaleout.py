@@ -39,15 +39,6 @@ from nimblemcp.backends.bus import Event
 from nimblemcp.backends.redis import RedisBus, RedisStore
 from nimblemcp.server._sealing import new_key
 
-
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.close()
-
-
 # -- compare_and_set, on every store ----------------------------------------------------
 
 

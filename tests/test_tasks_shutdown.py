@@ -221,14 +221,6 @@ async def start_job(c: httpx.AsyncClient, inst: Instance, tag: str, seconds: flo
     return str(created["taskId"])
 
 
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.close()
-
-
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(timeout=HANG_GUARD, headers={"connection": "close"}) as c:

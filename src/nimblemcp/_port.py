@@ -198,6 +198,11 @@ class Core(Protocol):
         """End every open change subscription gracefully (at shutdown)."""
         ...
 
+    def drain(self, grace: float, /) -> None:
+        """A graceful stop began: background work (tasks) may finish within `grace`
+        seconds before the server's stop fails it; a later call may only shorten that."""
+        ...
+
     @property
     def legacy_options(self) -> LegacyOptions:
         """The limits of this server's 2025-11-25 sessions."""

@@ -20,16 +20,24 @@ and go out once the publisher reconnects (a pipeline that failed part-way is sen
 whole, so its first events may then arrive twice). Identical events still waiting to be sent are
 merged: they mean the same thing ("refetch"), and this turns a burst of registrations
 at start-up into one notification. `close_all()` ends local subscriptions; `close()`
-also stops the thread. Must not import server, transports or client modules.
+also stops the thread, after sending what was published before it (at most
+`_CLOSE_FLUSH` seconds); `await flush()` waits for that without stopping (the server
+does at the end of its lifespan). A bus still running when the interpreter exits is
+closed then (atexit), so an event published at the very last moment is not lost with
+the daemon thread. Must not import server, transports or client modules.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
 import contextlib
 import itertools
 import logging
+import os
 import threading
+import weakref
 from types import TracebackType
 from typing import Any
 
@@ -44,6 +52,22 @@ _BATCH = 500  # events per PUBLISH pipeline, and messages read per hand-over to 
 # Reconnect attempts while Redis is away: at most every 0.5 s, so that listeners hear
 # events again within about a second of Redis coming back.
 _BACKOFF_MIN, _BACKOFF_MAX = 0.05, 0.5
+_CLOSE_FLUSH = 2.0  # seconds `close()` (and `flush()` by default) waits for unsent events
+_EXIT_FLUSH = 2.0  # the same at interpreter exit, for each bus still running
+_JOIN = 10.0  # seconds `close()` waits for the thread to end after that
+
+# Buses whose thread runs, closed at interpreter exit (daemon threads die unflushed).
+_running: weakref.WeakSet[RedisBus] = weakref.WeakSet()
+
+
+def _close_at_exit() -> None:
+    for bus in list(_running):
+        with contextlib.suppress(Exception):
+            bus.close(_EXIT_FLUSH)
+
+
+atexit.register(_close_at_exit)
+os.register_at_fork(after_in_child=_running.clear)  # a child has no such threads
 
 
 def encode(event: Event) -> bytes:
@@ -144,7 +168,9 @@ class RedisBus:
         self._wake: asyncio.Event | None = None
         self._connects = 0  # times the channel subscription was confirmed
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._flushes: list[asyncio.Future[None]] = []  # on the bus loop: wait for _pending to empty
         self._closed = False
+        self._stopping = False  # set on the bus thread by `close()`: the loops end
 
     # -- NotificationBus ----------------------------------------------------------------
 
@@ -197,17 +223,44 @@ class RedisBus:
             with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
                 loop.call_soon_threadsafe(_wake, waiter)
 
-    def close(self) -> None:
-        """End local subscriptions and stop the thread (closing both connections)."""
+    async def flush(self, timeout: float = _CLOSE_FLUSH) -> bool:
+        """Wait until every event published before this call has been sent to Redis
+        (True), or `timeout` seconds passed (False: Redis is away; they stay queued)."""
+        loop = self._loop
+        if loop is None:
+            return True  # never started: nothing was published
+        try:
+            sent = asyncio.run_coroutine_threadsafe(self._drained(), loop)
+        except RuntimeError:
+            return not self._pending  # the thread has stopped
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(sent), timeout)
+            return True
+        except TimeoutError:
+            logger.warning("redis bus: %d event(s) not sent within %.1fs", len(self._pending), timeout)
+            return False
+
+    def close(self, timeout: float = _CLOSE_FLUSH) -> None:
+        """End local subscriptions, send what was published before (at most `timeout`
+        seconds), then stop the thread (closing both connections). Blocks the caller."""
         self.close_all()
         with self._lock:
             self._closed = True
             thread, loop = self._thread, self._loop
         if thread is None or loop is None:
             return
-        with contextlib.suppress(RuntimeError):
+        _running.discard(self)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the thread is gone
+            sent = asyncio.run_coroutine_threadsafe(self._drained(), loop)
+            try:
+                sent.result(timeout)
+            except concurrent.futures.TimeoutError:
+                sent.cancel()
+                logger.warning("redis bus: closing with %d event(s) unsent", len(self._pending))
             loop.call_soon_threadsafe(self._stop_main)
-        thread.join()
+        thread.join(_JOIN)
+        if thread.is_alive():  # a daemon thread: it cannot keep the process alive
+            logger.warning("redis bus: the bus thread did not stop within %.0fs", _JOIN)
 
     def _start(self) -> asyncio.AbstractEventLoop | None:
         if self._loop is not None or self._closed:
@@ -219,6 +272,7 @@ class RedisBus:
                     target=self._run, args=(loop,), name="nimblemcp-redis-bus", daemon=True)
                 self._loop = loop
                 self._thread.start()
+                _running.add(self)
         return self._loop
 
     # -- the bus thread -----------------------------------------------------------------
@@ -231,11 +285,30 @@ class RedisBus:
         except asyncio.CancelledError:
             pass
         finally:
+            # What redis-py left running (a connect cut short by the stop): end it
+            # here, not with "Task was destroyed but it is pending" at loop close.
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.wait(left, timeout=1.0))
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
     def _stop_main(self) -> None:
+        # redis-py may turn a cancel that lands inside its connect into another
+        # error, which the reader would take for a lost connection and retry
+        # forever: `_stopping` tells the loops below to end instead.
+        self._stopping = True
         self._main_task.cancel()
+
+    async def _drained(self) -> None:
+        """On the bus loop: return once nothing waits to be sent (what was published
+        before this coroutine was scheduled has been enqueued by then)."""
+        if self._pending:
+            waiter = asyncio.get_running_loop().create_future()
+            self._flushes.append(waiter)
+            await waiter
 
     def _enqueue(self, event: Event) -> None:
         if event not in self._pending:
@@ -273,6 +346,8 @@ class RedisBus:
                             pipe.publish(self.channel, encode(event))
                         await pipe.execute()
                 except Exception as exc:  # never let the publisher die
+                    if self._stopping:
+                        return
                     # Keep them pending and retry after a pause; Redis may be restarting.
                     logger.warning("redis bus: publish failed (%s); retrying in %.2fs", describe(exc), delay)
                     await asyncio.sleep(delay)
@@ -281,6 +356,9 @@ class RedisBus:
                 for event in batch:
                     self._pending.pop(event, None)
                 delay = _BACKOFF_MIN
+            flushes, self._flushes = self._flushes, []
+            for waiter in flushes:
+                _wake(waiter)
 
     async def _reader(self, client: Any) -> None:
         delay = _BACKOFF_MIN
@@ -306,6 +384,8 @@ class RedisBus:
                         message = await pubsub.get_message(timeout=0)  # already buffered, or None
                     self._local.publish_many(events)
             except Exception as exc:  # never let the reader die: Redis errors, a bug
+                if self._stopping:
+                    return
                 logger.warning("redis bus: subscription lost (%s); reconnecting in %.2fs", describe(exc), delay)
             finally:
                 with contextlib.suppress(Exception):

@@ -8,6 +8,10 @@ subscription has a bounded queue, and one that overflows is ended with
 Cleanup contract: leaving the `async with` (or `close()`) unregisters at once;
 `close_all()` ends every subscription gracefully (iteration just stops).
 The in-process bus is the default; a Redis bus implements the same Protocol.
+A bus that sends events elsewhere may also offer `async flush(timeout) -> bool`
+(`FlushingBus`, not in `__all__`: the frozen public API is unchanged): the server
+awaits it when its lifespan ends, so what was published before the process exits has
+left the process.
 
 Fan-out: a subscription may say which events it wants (`Match`); the subscriptions of
 one event loop are indexed by it (kind, resource URI and the URIs above it, task id),
@@ -26,7 +30,7 @@ import threading
 from collections import deque
 from collections.abc import Collection, Iterable, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from nimblemcp.errors import SlowListener
 
@@ -74,6 +78,16 @@ class NotificationBus(Protocol):
     def publish(self, event: Event) -> None: ...
     def subscribe(self, max_queue: int = 256, *, match: Match | None = None) -> Subscription: ...
     def close_all(self) -> None: ...
+
+
+@runtime_checkable
+class FlushingBus(Protocol):
+    """A bus with something to send before the process exits (the Redis bus)."""
+
+    async def flush(self, timeout: float = ...) -> bool:
+        """Wait until what was published before the call has left the process (True),
+        at most `timeout` seconds (False)."""
+        ...
 
 
 _CLOSED = Event("__closed__")

@@ -81,6 +81,7 @@ class Lifespan:
                             await opened.aclose()
                     finally:
                         self.value = None
+                        await self.server.stopped()  # what was published leaves the process
 
     @property
     def needed(self) -> bool:

@@ -523,10 +523,12 @@ class Server:
         self.bus.close_all()
 
     def drain(self, grace: float) -> None:
-        """A graceful stop began (SIGTERM under `run_http`): background tasks running
-        now may finish within `grace` seconds; when the server stops, those still
-        running are marked failed (see `stopping`). A task a request still in flight
-        creates meanwhile gets the same deadline."""
+        """A graceful stop began (SIGTERM under `run_http`; SIGTERM or the end of stdin
+        on stdio): background tasks running now may finish within `grace` seconds; when
+        the server stops, those still running are marked failed (see `stopping`). A task
+        a request still in flight creates meanwhile gets the same deadline. A later call
+        may only bring the deadline nearer (`drain(0)`: stop waiting, also while
+        `stopping` waits)."""
         if self._tasks is not None or any(tool.task is not None for tool in self.tools.values()):
             self.tasks.drain(grace)
 
@@ -539,6 +541,15 @@ class Server:
         self.served = False
         if self._tasks is not None:
             await self._tasks.settle()
+
+    async def stopped(self) -> None:
+        """The server stopped (after its lifespan's own shut-down): events published
+        until now leave the process before it may exit; a bus that sends them
+        elsewhere (Redis) is flushed, for at most a few seconds."""
+        from nimblemcp.backends.bus import FlushingBus
+
+        if isinstance(self.bus, FlushingBus):
+            await self.bus.flush()
 
     @property
     def tasks(self) -> TaskManager:

@@ -106,6 +106,7 @@ class TaskManager:
         self.subjects: dict[str, str | None] = {}  # running task -> its caller's subject
         self._keeper: asyncio.Task[None] | None = None
         self._deadline: float | None = None  # a graceful stop: running tasks end by then
+        self._rushed: asyncio.Future[None] | None = None  # `settle` waits: `drain` moved the deadline
 
     @property
     def shared(self) -> bool:
@@ -337,9 +338,13 @@ class TaskManager:
 
     def drain(self, grace: float) -> None:
         """A graceful stop began: tasks running now may finish within `grace` seconds
-        (`settle` waits for them until then)."""
-        if self._deadline is None:
-            self._deadline = time.monotonic() + max(0.0, grace)
+        (`settle` waits for them until then). A later call may only bring the deadline
+        nearer (`drain(0)`: stop waiting now), also while `settle` already waits."""
+        deadline = time.monotonic() + max(0.0, grace)
+        if self._deadline is None or deadline < self._deadline:
+            self._deadline = deadline
+            if self._rushed is not None and not self._rushed.done():
+                self._rushed.set_result(None)  # `settle` re-reads the deadline
 
     async def settle(self) -> None:
         """The server stops: wait for running tasks until the drain's deadline (no
@@ -347,10 +352,7 @@ class TaskManager:
         runners = {task_id: (runner, self.subjects.get(task_id)) for task_id, runner in self.running.items()}
         if not runners:
             return
-        if self._deadline is not None:
-            left = self._deadline - time.monotonic()
-            if left > 0:
-                await asyncio.wait([r for r, _ in runners.values()], timeout=left)
+        await self._wait_until_deadline([r for r, _ in runners.values()])
         late = {task_id: pair for task_id, pair in runners.items() if not pair[0].done()}
         if not late:
             return
@@ -377,6 +379,21 @@ class TaskManager:
         for runner in jobs:
             runner.cancel()  # the handler's `finally` runs; its record stays failed
         await asyncio.wait(jobs, timeout=_CANCEL_WAIT)
+
+    async def _wait_until_deadline(self, jobs: list[asyncio.Task[None]]) -> None:
+        """Wait for `jobs` until the drain's deadline (none: no wait), re-reading it
+        whenever `drain` brings it nearer."""
+        while self._deadline is not None:
+            running = [job for job in jobs if not job.done()]
+            left = self._deadline - time.monotonic()
+            if not running or left <= 0:
+                return
+            rushed = self._rushed = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.wait([*running, rushed], timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                self._rushed = None
+                rushed.cancel()
 
     async def _publish_stopped(self, task_ids: list[str]) -> None:
         """Publish the changes; on a shared bus, wait (briefly) to hear them back, so

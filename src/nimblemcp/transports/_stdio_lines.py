@@ -5,6 +5,8 @@ dispatched in the loop pass that read it (an async reader would wake a second
 coroutine one pass later). A line longer than `max_line` is skipped whole and
 reported as `None`. Pipes and sockets are read by the event loop; anything else
 (a regular file, /dev/null) by a daemon thread that hands the bytes over.
+`start_reading` also returns `stop()`: no more lines after it (the pipe is closed
+for reading; a reader thread's later chunks are dropped).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import stat
 import threading
 from collections.abc import Callable
 
-__all__ = ["LineSplitter", "pollable", "read_lines"]
+__all__ = ["LineSplitter", "pollable", "read_lines", "start_reading"]
 
 OnLine = Callable[[bytes | None], None]
 _READ_SIZE = 64 * 1024  # bytes per pipe read: below glibc's mmap threshold (see read_lines)
@@ -36,8 +38,11 @@ class LineSplitter(asyncio.Protocol):
         self.max_line = max_line
         self.partial = bytearray()
         self.skipping = False  # inside a line that is over the limit
+        self.stopped = False
 
     def data_received(self, data: bytes) -> None:
+        if self.stopped:
+            return
         start, end = 0, data.find(b"\n")
         if self.partial or self.skipping:  # finish the line begun in earlier reads
             if end < 0:
@@ -67,7 +72,9 @@ class LineSplitter(asyncio.Protocol):
             self.partial += data[start:]
 
     def eof_received(self) -> bool:
-        if self.skipping:
+        if self.stopped:
+            pass
+        elif self.skipping:
             self.on_line(None)
         elif self.partial.strip():
             self.on_line(bytes(self.partial))  # a last message without its newline
@@ -84,9 +91,25 @@ class LineSplitter(asyncio.Protocol):
 
 async def read_lines(fd: int, on_line: OnLine, max_line: int) -> asyncio.Future[None]:
     """Start feeding `on_line`; the returned future resolves when the input ends."""
+    return (await start_reading(fd, on_line, max_line))[0]
+
+
+async def start_reading(fd: int, on_line: OnLine, max_line: int) -> tuple[asyncio.Future[None], Callable[[], None]]:
+    """Start feeding `on_line`; returns a future that resolves when the input ends,
+    and `stop()`, after which no line is handed over any more."""
     loop = asyncio.get_running_loop()
     closed: asyncio.Future[None] = loop.create_future()
     splitter = LineSplitter(on_line, closed, max_line)
+    reader: list[asyncio.BaseTransport] = []
+
+    def stop() -> None:
+        splitter.stopped = True
+        splitter.partial.clear()
+        for transport in reader:
+            transport.close()
+        if not closed.done():
+            closed.set_result(None)
+
     if pollable(fd):
         try:
             pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
@@ -99,7 +122,8 @@ async def read_lines(fd: int, on_line: OnLine, max_line: int) -> asyncio.Future[
                 # every message cost an mmap, an mremap and a munmap. Smaller reads come
                 # from the heap (a bigger message simply takes several reads).
                 transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
-            return closed
+            reader.append(transport)
+            return closed, stop
 
     def pump() -> None:
         with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
@@ -108,4 +132,4 @@ async def read_lines(fd: int, on_line: OnLine, max_line: int) -> asyncio.Future[
         loop.call_soon_threadsafe(splitter.eof_received)
 
     threading.Thread(target=pump, daemon=True, name="nimblemcp-stdin").start()
-    return closed
+    return closed, stop

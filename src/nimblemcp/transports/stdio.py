@@ -20,7 +20,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,12 +31,14 @@ from nimblemcp._port import Core, Emit
 from nimblemcp.errors import InternalError, ParseError, ProtocolError
 from nimblemcp.jsonrpc import classify, decode_request, encode_reply, error_response, request_id_of
 from nimblemcp.transports._legacy import LegacySession, is_enveloped
-from nimblemcp.transports._stdio_lines import pollable, read_lines
+from nimblemcp.transports._stdio_lines import pollable, start_reading
 
 logger = logging.getLogger("nimblemcp.stdio")
 
 MAX_LINE = 16 * 1024 * 1024
-SHUTDOWN_GRACE = 2.0
+SHUTDOWN_GRACE = 2.0  # seconds running requests and tasks get when the server stops
+_LISTEN_CLOSE = 1.0  # seconds for listen streams to write their closing result
+SHUTTING_DOWN = "The server is shutting down; send the request again once it has restarted"
 
 
 _proto_fd: int | None = None
@@ -73,6 +77,17 @@ class _Writer:
         except (ValueError, OSError):
             self.transport = None  # a regular file: plain blocking writes are fine
 
+    async def close(self) -> None:
+        """Let buffered output reach the pipe (at most `SHUTDOWN_GRACE` seconds), then close."""
+        transport = self.transport
+        if transport is None:
+            return
+        for _ in range(int(SHUTDOWN_GRACE / 0.005)):
+            if transport.is_closing() or not transport.get_write_buffer_size():
+                break
+            await asyncio.sleep(0.005)
+        transport.close()
+
     def write(self, message: dict[str, Any]) -> None:
         data = encode_reply(message) + b"\n"
         if self.transport is not None:
@@ -99,15 +114,62 @@ class _StdioIO:
         self.loop = loop
 
 
-async def serve_stdio(server: Core, in_fd: int = 0, out_fd: int | None = None) -> int:
-    """Serve one client on the given fds until stdin reaches EOF.
+class StopSignal:
+    """Asks a stdio server to stop; `run_stdio` calls it on SIGTERM. The first call
+    (or the end of stdin) begins a graceful stop; any later call cuts its waiting short
+    (as a second signal does under `run_http`)."""
+
+    __slots__ = ("begun", "hurried", "on_hurry")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.begun: asyncio.Future[None] = loop.create_future()
+        self.hurried: asyncio.Future[None] = loop.create_future()
+        self.on_hurry: Callable[[], None] | None = None
+
+    def begin(self) -> None:
+        """The stop began (stdin ended): from now on a call cuts it short."""
+        if not self.begun.done():
+            self.begun.set_result(None)
+
+    def __call__(self) -> None:
+        if not self.begun.done():
+            self.begun.set_result(None)
+        elif not self.hurried.done():
+            self.hurried.set_result(None)
+            if self.on_hurry is not None:
+                self.on_hurry()
+
+
+async def serve_stdio(server: Core, in_fd: int = 0, out_fd: int | None = None, *,
+                      stop: StopSignal | None = None) -> int:
+    """Serve one client on the given fds until stdin reaches EOF or `stop` is called
+    (see `_serve`; no lifespan).
 
     Returns how many requests were still running after the shutdown grace period;
     their worker threads (sync tools) cannot be stopped from here.
     """
+    return await _serve(server, in_fd, out_fd, stop or StopSignal(running_loop()), lifespan=False)
+
+
+async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal, *, lifespan: bool) -> int:
+    """Serve until stdin ends or `stop()`; then stop gracefully (STDIO-06, TASK-05):
+
+    1. No new request is accepted: one that still arrives is answered at once with
+       -32603 (`SHUTTING_DOWN`); cancellations and a legacy client's answers to the
+       server's questions are still read while stdin is open.
+    2. Running requests (not listen streams) and background tasks (`Core.drain`) get
+       `SHUTDOWN_GRACE` seconds; another `stop()` ends the wait at once. Requests still
+       running then are cancelled (no response, as for a cancel) and stdin is no
+       longer read.
+    3. The lifespan ends (`lifespan=True`): tasks still running are marked failed and
+       the change is published, so an open listen stream hears it.
+    4. Listen streams end with their closing result (SUB-09); buffered output reaches
+       the pipe; stdout carries nothing but protocol messages throughout.
+    """
     writer = _Writer(out_fd if out_fd is not None else protect_stdout())
     await writer.open()
     inflight: dict[tuple[type, Any], asyncio.Task[None]] = {}
+    listens: set[asyncio.Task[None]] = set()  # never end by themselves: not waited for
     loop = running_loop()  # once: asyncio's own lookup costs a getpid() per call on 3.11
 
     async def run(respond: Callable[[], Awaitable[dict[str, Any]]]) -> None:
@@ -117,11 +179,12 @@ async def serve_stdio(server: Core, in_fd: int = 0, out_fd: int | None = None) -
             return  # cancelled requests get no response (CANC-03)
         writer.write(response)
 
-    def start(rid: Any, respond: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+    def start(rid: Any, respond: Callable[[], Awaitable[dict[str, Any]]]) -> asyncio.Task[None]:
         """Run a request as a task (cancellable by id); its response is written at the end."""
         key = (type(rid), rid)
         task = inflight[key] = loop.create_task(run(respond))
         task.add_done_callback(lambda _t: inflight.pop(key, None))
+        return task
 
     io = _StdioIO(writer.write, loop)
     legacy: LegacySession | None = None  # set by the peer's `initialize`
@@ -182,7 +245,24 @@ async def serve_stdio(server: Core, in_fd: int = 0, out_fd: int | None = None) -
         except ProtocolError as exc:
             writer.write(error_response(message["id"], exc))
             return
-        start(req.id, lambda: server.execute(req, io))
+        task = start(req.id, lambda: server.execute(req, io))
+        if req.method == "subscriptions/listen":
+            listens.add(task)
+            task.add_done_callback(listens.discard)
+
+    def while_stopping(message: Any) -> None:
+        """`handle` once the stop began: a request is refused at once, the rest is
+        served as before (cancellations, a legacy client's answers)."""
+        try:
+            kind = classify(message)
+        except ProtocolError:
+            kind = None
+        if kind == "request":
+            writer.write(error_response(message["id"], InternalError(SHUTTING_DOWN)))
+        else:
+            on_message(message)
+
+    handle = on_message  # rebound, not tested per message, when the stop begins
 
     def on_line(line: bytes | None) -> None:
         if line is None:
@@ -196,46 +276,100 @@ async def serve_stdio(server: Core, in_fd: int = 0, out_fd: int | None = None) -
             writer.write(error_response(None, exc))
             return
         try:
-            on_message(message)
+            handle(message)
         except Exception:  # one bad message must never stop the server, nor go unanswered
             logger.exception("failed to handle a message")
             rid = request_id_of(message)
             if rid is not None and type(message) is dict and "method" in message:
                 writer.write(error_response(rid, InternalError("Internal error")))
 
-    await (await read_lines(in_fd, on_line, MAX_LINE))
+    stop_reading: Callable[[], None] | None = None
+    abandoned = 0
+    stop.on_hurry = lambda: server.drain(0)  # tasks too: stop waiting for them
+    try:
+        async with server.lifespan_context() if lifespan else contextlib.nullcontext():
+            ended, stop_reading = await start_reading(in_fd, on_line, MAX_LINE)
+            await asyncio.wait([ended, stop.begun], return_when=asyncio.FIRST_COMPLETED)
+            handle = while_stopping
+            eof = ended.done()
+            stop.begin()  # also at the end of stdin: a SIGTERM now cuts the stop short
+            if eof and legacy is not None:
+                legacy.close(stop_requests=False)  # no answer can come any more
+            server.drain(SHUTDOWN_GRACE)
+            abandoned = await _grace(inflight, listens, stop.hurried, SHUTDOWN_GRACE)
+            stop_reading()
+    finally:
+        # The lifespan has ended: tasks are settled and their changes published.
+        if stop_reading is not None:
+            stop_reading()
+        await _close(server, inflight, listens, forwarder, legacy, stop.hurried)
+        await writer.close()
+    return abandoned
 
+
+async def _grace(inflight: dict[Any, asyncio.Task[None]], listens: set[asyncio.Task[None]],
+                 hurried: asyncio.Future[None], grace: float) -> int:
+    """Wait for running requests (listens aside) until `grace` ends or `hurried`;
+    cancel those still running and return how many they were."""
+    await _wait_all([task for task in inflight.values() if task not in listens], hurried, grace)
+    late = [task for task in inflight.values() if task not in listens and not task.done()]
+    for task in late:
+        task.cancel()
+    return len(late)
+
+
+async def _wait_all(tasks: list[asyncio.Task[None]], hurried: asyncio.Future[None], timeout: float) -> None:
+    """Wait until every task of `tasks` is done, `timeout` seconds pass or `hurried`
+    (one wait for them all: thousands may still run when stdin ends)."""
+    running = [task for task in tasks if not task.done()]
+    if not running or hurried.done():
+        return
+    everything: asyncio.Future[Any] = asyncio.ensure_future(asyncio.wait(running))
+    try:
+        await asyncio.wait([everything, hurried], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        everything.cancel()  # stops the waiting only, never the tasks
+
+
+async def _close(server: Core, inflight: dict[Any, asyncio.Task[None]], listens: set[asyncio.Task[None]],
+                 forwarder: asyncio.Task[None] | None, legacy: LegacySession | None,
+                 hurried: asyncio.Future[None]) -> None:
+    """End the connection's listen streams with their closing result (SUB-09), then
+    whatever still runs."""
+    if listens or forwarder is not None:
+        server.close_listeners()
+        await _wait_all(list(listens), hurried, _LISTEN_CLOSE)
     if forwarder is not None:
         forwarder.cancel()
     if legacy is not None:
-        legacy.close(stop_requests=False)  # running requests get the grace period below
-    # stdin closed (STDIO-06): give in-flight work a moment, then stop.
-    pending: set[asyncio.Task[None]] = set()
-    if inflight:
-        _done, pending = await asyncio.wait(list(inflight.values()), timeout=SHUTDOWN_GRACE)
-        for task in pending:
-            task.cancel()
-    transport = writer.transport
-    if transport is not None:
-        # Let buffered responses reach the pipe before the loop goes away.
-        for _ in range(int(SHUTDOWN_GRACE / 0.005)):
-            if transport.is_closing() or not transport.get_write_buffer_size():
-                break
-            await asyncio.sleep(0.005)
-        transport.close()
-    return len(pending)
+        legacy.close(stop_requests=False)
+    for task in list(inflight.values()):
+        task.cancel()
 
 
 async def _serve_in_lifespan(server: Core) -> int:
-    """`serve_stdio` inside the server's lifespan; stdout is protected first, so a
-    lifespan that prints cannot corrupt the protocol stream."""
+    """`_serve` inside the server's lifespan; stdout is protected first, so a lifespan
+    that prints cannot corrupt the protocol stream. SIGTERM stops it gracefully."""
     out_fd = protect_stdout()
-    async with server.lifespan_context():
-        return await serve_stdio(server, out_fd=out_fd)
+    loop = running_loop()
+    stop = StopSignal(loop)
+    handled = False
+    if threading.current_thread() is threading.main_thread():
+        try:
+            loop.add_signal_handler(signal.SIGTERM, stop)
+            handled = True
+        except (NotImplementedError, RuntimeError, ValueError):  # not on this platform
+            pass
+    try:
+        return await _serve(server, 0, out_fd, stop, lifespan=True)
+    finally:
+        if handled:
+            loop.remove_signal_handler(signal.SIGTERM)
 
 
 def run_stdio(server: Core) -> None:
-    """Run `server` on this process's stdin/stdout (blocking)."""
+    """Run `server` on this process's stdin/stdout (blocking) until stdin ends or
+    SIGTERM; both stop it gracefully (see `_serve`), and the exit status is 0."""
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     if sys.stdin.isatty():  # a person started it by hand: say what is going on
