@@ -18,6 +18,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from nimblemcp._loop import running_loop
 from nimblemcp._port import Ask, Emit, Handler, Prepared, RequestIO
 from nimblemcp.errors import (
     InternalError,
@@ -36,6 +37,8 @@ from nimblemcp.server._logbridge import current
 from nimblemcp.server._middleware import Middleware, chain
 from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
 from nimblemcp.server._subscriptions import listen
+from nimblemcp.server._tools import ToolEntry
+from nimblemcp.server._workers import _workers
 from nimblemcp.types._meta import META_HINT, SERVER_INFO, RequestMeta, parse_request_meta
 from nimblemcp.types._versions import MODERN_VERSIONS
 from nimblemcp.types.methods import METHODS, MethodSpec
@@ -48,6 +51,7 @@ logger = logging.getLogger("nimblemcp.server")
 __all__ = ["Ask", "Dispatcher", "Emit", "Handler", "Prepared"]
 
 INVALID_STATE = "Invalid or expired requestState"
+_submit = _workers.submit  # (loop, fn, kwargs) -> future of a sync tool's result
 
 
 class _CallIO:
@@ -94,11 +98,14 @@ class Dispatcher:
 
     def __init__(self, server: Server) -> None:
         self.server = server
+        # The bare `tools/call` handler, one bound method for good: `run` knows by its
+        # identity that no middleware wraps the call (the lean lane).
+        self._tool_call: Handler = self._call_tool
         self.supported_versions: list[str] = list(MODERN_VERSIONS)
         self.handlers: dict[str, Handler] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
-            "tools/call": self._call_tool,
+            "tools/call": self._tool_call,
             "resources/list": self._list_resources,
             "resources/templates/list": self._list_templates,
             "resources/read": self._read_resource,
@@ -188,34 +195,80 @@ class Dispatcher:
         With `io.ask` (a peer with a back channel) a handler's questions are sent to
         the client as real requests and the handler re-runs with the answers, instead
         of ending the round with `input_required`. `io.loop`, when the transport has
-        it, saves looking up the running loop again."""
+        it, saves looking up the running loop again.
+
+        The lean lane: a `tools/call` that nothing but the tool itself needs to see
+        (no middleware, no back channel, no log forwarding for this request, no MRTR
+        round to resume, no load shedding, a plain tool that takes no Context and is
+        not a task tool) runs the tool right here, without a Context and without the
+        frame of `Invocable.invoke`, whose policy it repeats exactly: protocol errors
+        and cancellation propagate, any other exception becomes the tool's `failed`
+        answer (TOOL-08). Everything else takes the general lane below it."""
         rid, method, params, meta, spec, handler = req  # once: a field read is a descriptor call
         server = self.server
-        ask = io.ask
-        ctx = Context(server, req, io, io.loop)
-        token = current.set(ctx) if meta.log_level is not None and server.forward_logs else None
+        ctx: Context | None = None
+        token = None
         try:
-            if spec.input_required:
-                # A first round carries neither: nothing to load, no coroutine to run.
-                if params.get("inputResponses") is not None or params.get("requestState") is not None:
-                    await self._resume(ctx, req, io.subject)
-                limit = server.max_inflight
-                if limit is not None and self.busy >= limit:
-                    # Load shedding (MRTR-02): a state-only checkpoint; the client
-                    # retries after its backoff and resumes from the same state.
-                    raise InputRequired({})
-            if method == "subscriptions/listen":  # long-lived: not load
-                result = await handler(ctx, params)
-            else:
-                self.busy += 1
+            tool: Any = None
+            if handler is self._tool_call and io.ask is None and server.max_inflight is None \
+                    and (meta.log_level is None or not server.forward_logs) \
+                    and "inputResponses" not in params and "requestState" not in params:
+                name = params.get("name")
+                tool = server.tools.get(name) if type(name) is str else None
+                if tool is not None:
+                    arguments = params.get("arguments")
+                    if arguments is None:
+                        arguments = {}
+                    if type(arguments) is not dict or type(tool) is not ToolEntry \
+                            or tool.ctx_param is not None or tool.task is not None:
+                        tool = None
+            if tool is not None:
                 try:
-                    result = await (self._ask_loop(ctx, req, ask) if ask else handler(ctx, params))
-                finally:
-                    self.busy -= 1
+                    kwargs = tool.bind(arguments)
+                    if tool.is_async:
+                        value = await tool.fn(**kwargs)
+                    elif tool.inline:
+                        value = tool.fn(**kwargs)
+                    else:
+                        value = await _submit(io.loop or running_loop(), tool.fn, kwargs)
+                except (ProtocolError, asyncio.CancelledError):
+                    raise
+                except Exception as exc:
+                    result = tool.failed(exc)
+                else:
+                    if type(value) is str and tool.output is None:  # plain text: shaped at once
+                        return {"jsonrpc": "2.0", "id": rid, "result": {
+                            "resultType": "complete", "content": [{"type": "text", "text": value}],
+                            "_meta": self._server_meta}}
+                    result = tool.to_result(value)
+            else:
+                ctx = Context(server, req, io, io.loop)
+                if meta.log_level is not None and server.forward_logs:
+                    token = current.set(ctx)
+                if spec.input_required:
+                    # A first round carries neither: nothing to load, no coroutine to run.
+                    if params.get("inputResponses") is not None or params.get("requestState") is not None:
+                        await self._resume(ctx, req, io.subject)
+                    limit = server.max_inflight
+                    if limit is not None and self.busy >= limit:
+                        # Load shedding (MRTR-02): a state-only checkpoint; the client
+                        # retries after its backoff and resumes from the same state.
+                        raise InputRequired({})
+                if method == "subscriptions/listen":  # long-lived: not load
+                    result = await handler(ctx, params)
+                else:
+                    self.busy += 1
+                    try:
+                        ask = io.ask
+                        result = await (self._ask_loop(ctx, req, ask) if ask else handler(ctx, params))
+                    finally:
+                        self.busy -= 1
         except InputRequired as asked:
             if not spec.input_required:  # MRTR-01: never on other methods
                 logger.error("%s asked for client input, which only MRTR methods may", method)
                 return error_response(rid, InternalError())
+            if ctx is None:  # raised in the lean lane: nothing resumed, nothing kept
+                ctx = Context(server, req, io, io.loop)
             try:
                 result = self._input_required(ctx, req, io.subject, asked)
             except StateTooLarge as exc:  # the tool author's bug: say so in the log too
@@ -224,14 +277,16 @@ class Dispatcher:
         except ProtocolError as exc:
             return error_response(rid, exc)
         except asyncio.CancelledError:
-            ctx._cancel()
+            if ctx is not None:
+                ctx._cancel()
             raise
         except Exception:  # masked: the text may hold secrets; the log has it by reference
             ref = os.urandom(4).hex()
             logger.exception("handler for %s failed [ref %s]", method, ref)
             return error_response(rid, InternalError(f"Internal error (reference {ref})"))
         finally:
-            ctx._done = True
+            if ctx is not None:
+                ctx._done = True
             if token is not None:
                 current.reset(token)
         # Result shaping: `_meta.serverInfo`, `resultType`, caching hints where the
