@@ -39,7 +39,17 @@ from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
 from nimblemcp.server._subscriptions import listen
 from nimblemcp.server._tools import ToolEntry
 from nimblemcp.server._workers import _workers
-from nimblemcp.types._meta import META_HINT, SERVER_INFO, RequestMeta, parse_request_meta
+from nimblemcp.types._meta import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LOG_LEVEL,
+    META_HINT,
+    PROGRESS_TOKEN,
+    PROTOCOL_VERSION,
+    SERVER_INFO,
+    RequestMeta,
+    parse_request_meta,
+)
 from nimblemcp.types._versions import MODERN_VERSIONS
 from nimblemcp.types.methods import METHODS, MethodSpec
 
@@ -166,12 +176,30 @@ class Dispatcher:
         rid = message["id"]
         method: str = message["method"]
         params = message.get("params")
-        if meta is None:
-            if params is None:
-                raise InvalidParams("params with _meta is required" + META_HINT)
-            meta = parse_request_meta(params)
-            if meta.version not in self.supported_versions:
-                raise UnsupportedProtocolVersion(meta.version, self.supported_versions)
+        version: Any
+        caps: Any
+        raw: Any
+        if meta is not None:
+            version, caps, info, rank, token, raw = meta
+        else:
+            # The common `_meta` (version and capabilities, maybe clientInfo; no log
+            # level, no progress token) is read here; anything else, well-formed or
+            # not, goes through `parse_request_meta`, the one place its rules live.
+            raw = params.get("_meta") if type(params) is dict else None
+            if type(raw) is dict and LOG_LEVEL not in raw and PROGRESS_TOKEN not in raw:
+                version = raw.get(PROTOCOL_VERSION)
+                caps = raw.get(CLIENT_CAPABILITIES)
+                if type(version) is not str or type(caps) is not dict:
+                    version, caps, info, rank, token, raw = self._parse_meta(params)
+                else:
+                    info = raw.get(CLIENT_INFO)
+                    if type(info) is not dict and not isinstance(info, dict):
+                        info = None
+                    rank = token = None
+            else:
+                version, caps, info, rank, token, raw = self._parse_meta(params)
+            if version not in self.supported_versions:
+                raise UnsupportedProtocolVersion(version, self.supported_versions)
         routes = self._routes
         if routes is None:
             routes = self._build_routes()
@@ -181,7 +209,13 @@ class Dispatcher:
                 raise MethodNotFound(f"Method not found: {method}")
             raise MethodNotFound(f"Method not supported by this server: {method}")
         spec, handler = route
-        return _tuple_new(Prepared, (rid, method, params, meta, spec, handler))
+        return _tuple_new(Prepared, (rid, method, params, spec, handler, version, caps, info, rank, token, raw))
+
+    @staticmethod
+    def _parse_meta(params: Any) -> RequestMeta:
+        if params is None:
+            raise InvalidParams("params with _meta is required" + META_HINT)
+        return parse_request_meta(params)
 
     async def execute(
         self, req: Prepared, emit: Emit | None = None, subject: str | None = None
@@ -204,14 +238,15 @@ class Dispatcher:
         frame of `Invocable.invoke`, whose policy it repeats exactly: protocol errors
         and cancellation propagate, any other exception becomes the tool's `failed`
         answer (TOOL-08). Everything else takes the general lane below it."""
-        rid, method, params, meta, spec, handler = req  # once: a field read is a descriptor call
+        # Once: a field read is a descriptor call.
+        rid, method, params, spec, handler, _, _, _, log_level, _, _ = req
         server = self.server
         ctx: Context | None = None
         token = None
         try:
             tool: Any = None
             if handler is self._tool_call and io.ask is None and server.max_inflight is None \
-                    and (meta.log_level is None or not server.forward_logs) \
+                    and (log_level is None or not server.forward_logs) \
                     and "inputResponses" not in params and "requestState" not in params:
                 name = params.get("name")
                 tool = server.tools.get(name) if type(name) is str else None
@@ -243,7 +278,7 @@ class Dispatcher:
                     result = tool.to_result(value)
             else:
                 ctx = Context(server, req, io, io.loop)
-                if meta.log_level is not None and server.forward_logs:
+                if log_level is not None and server.forward_logs:
                     token = current.set(ctx)
                 if spec.input_required:
                     # A first round carries neither: nothing to load, no coroutine to run.
