@@ -62,6 +62,7 @@ __all__ = ["Ask", "Dispatcher", "Emit", "Handler", "Prepared"]
 
 INVALID_STATE = "Invalid or expired requestState"
 _submit = _workers.submit  # (loop, fn, kwargs) -> future of a sync tool's result
+_NO_ARGUMENTS: dict[str, Any] = {}  # a call without `arguments` (read only: `bind` copies)
 
 
 class _CallIO:
@@ -250,19 +251,17 @@ class Dispatcher:
                     and "inputResponses" not in params and "requestState" not in params:
                 name = params.get("name")
                 tool = server.tools.get(name) if type(name) is str else None
-                if tool is not None:
-                    arguments = params.get("arguments")
-                    if arguments is None:
-                        arguments = {}
-                    if type(arguments) is not dict or type(tool) is not ToolEntry \
-                            or tool.ctx_param is not None or tool.task is not None:
-                        tool = None
+                arguments = params.get("arguments", _NO_ARGUMENTS)
+                if tool is not None and (type(arguments) is not dict or type(tool) is not ToolEntry
+                                         or not tool.lane):
+                    tool = None
             if tool is not None:
                 try:
                     kwargs = tool.bind(arguments)
-                    if tool.is_async:
+                    lane = tool.lane
+                    if lane == 1:
                         value = await tool.fn(**kwargs)
-                    elif tool.inline:
+                    elif lane == 2:
                         value = tool.fn(**kwargs)
                     else:
                         value = await _submit(io.loop or running_loop(), tool.fn, kwargs)
