@@ -111,6 +111,24 @@ def encode_reply(response: Any) -> bytes:
 
 def classify(message: Any) -> str:
     """Tell a request, a notification and a response apart; anything else is -32600."""
+    if type(message) is dict:
+        # The common request (every key present, plain types) in four reads; anything
+        # else, well-formed or not, is told by the full rules below.
+        try:
+            version = message["jsonrpc"]
+            method = message["method"]
+            params = message["params"]
+            rid = message["id"]
+        except KeyError:
+            pass
+        else:
+            if type(method) is str and type(params) is dict and (type(rid) is str or type(rid) is int) \
+                    and version == "2.0":
+                return REQUEST
+    return _classify(message)
+
+
+def _classify(message: Any) -> str:
     if type(message) is not dict or message.get("jsonrpc") != "2.0":
         if type(message) is dict and message.get("jsonrpc") is _TOO_DEEP:
             raise InvalidRequest(_DEPTH_MESSAGE)

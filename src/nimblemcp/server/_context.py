@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from nimblemcp.server import _mrtr
-from nimblemcp.types._meta import LOG_LEVELS, RequestMeta, log_rank
+from nimblemcp.types._meta import LOG_LEVELS, log_rank
 
 _running_loop = asyncio._get_running_loop  # the C getter: None off the loop's thread
 
@@ -77,7 +77,7 @@ class Context:
         self, server: Server, request: Prepared, io: Any, loop: asyncio.AbstractEventLoop | None = None
     ) -> None:
         self.server = server
-        self._req = request  # id, method, params, RequestMeta (see `nimblemcp._port.Prepared`)
+        self._req = request  # id, method, params and the `_meta` fields (`nimblemcp._port.Prepared`)
         self._io = io  # the transport's RequestIO: subject, headers and principal, read on demand
         self._emit: Any = io  # where notifications go; None once muted (a request turned task)
         self._loop = asyncio.get_running_loop() if loop is None else loop  # the caller's running loop
@@ -100,8 +100,9 @@ class Context:
         return self._req[2]
 
     @property
-    def _meta(self) -> RequestMeta:
-        return self._req[3]
+    def _meta(self) -> Prepared:
+        """The request's `_meta` fields (`version`, `client_capabilities`, ...)."""
+        return self._req
 
     @property
     def subject(self) -> str | None:

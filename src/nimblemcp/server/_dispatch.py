@@ -18,6 +18,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from nimblemcp._loop import running_loop
 from nimblemcp._port import Ask, Emit, Handler, Prepared, RequestIO
 from nimblemcp.errors import (
     InternalError,
@@ -36,7 +37,19 @@ from nimblemcp.server._logbridge import current
 from nimblemcp.server._middleware import Middleware, chain
 from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
 from nimblemcp.server._subscriptions import listen
-from nimblemcp.types._meta import META_HINT, SERVER_INFO, RequestMeta, parse_request_meta
+from nimblemcp.server._tools import ToolEntry
+from nimblemcp.server._workers import _workers
+from nimblemcp.types._meta import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LOG_LEVEL,
+    META_HINT,
+    PROGRESS_TOKEN,
+    PROTOCOL_VERSION,
+    SERVER_INFO,
+    RequestMeta,
+    parse_request_meta,
+)
 from nimblemcp.types._versions import MODERN_VERSIONS
 from nimblemcp.types.methods import METHODS, MethodSpec
 
@@ -48,6 +61,8 @@ logger = logging.getLogger("nimblemcp.server")
 __all__ = ["Ask", "Dispatcher", "Emit", "Handler", "Prepared"]
 
 INVALID_STATE = "Invalid or expired requestState"
+_submit = _workers.submit  # (loop, fn, kwargs) -> future of a sync tool's result
+_NO_ARGUMENTS: dict[str, Any] = {}  # a call without `arguments` (read only: `bind` copies)
 
 
 class _CallIO:
@@ -94,11 +109,14 @@ class Dispatcher:
 
     def __init__(self, server: Server) -> None:
         self.server = server
+        # The bare `tools/call` handler, one bound method for good: `run` knows by its
+        # identity that no middleware wraps the call (the lean lane).
+        self._tool_call: Handler = self._call_tool
         self.supported_versions: list[str] = list(MODERN_VERSIONS)
         self.handlers: dict[str, Handler] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
-            "tools/call": self._call_tool,
+            "tools/call": self._tool_call,
             "resources/list": self._list_resources,
             "resources/templates/list": self._list_templates,
             "resources/read": self._read_resource,
@@ -159,12 +177,30 @@ class Dispatcher:
         rid = message["id"]
         method: str = message["method"]
         params = message.get("params")
-        if meta is None:
-            if params is None:
-                raise InvalidParams("params with _meta is required" + META_HINT)
-            meta = parse_request_meta(params)
-            if meta.version not in self.supported_versions:
-                raise UnsupportedProtocolVersion(meta.version, self.supported_versions)
+        version: Any
+        caps: Any
+        raw: Any
+        if meta is not None:
+            version, caps, info, rank, token, raw = meta
+        else:
+            # The common `_meta` (version and capabilities, maybe clientInfo; no log
+            # level, no progress token) is read here; anything else, well-formed or
+            # not, goes through `parse_request_meta`, the one place its rules live.
+            raw = params.get("_meta") if type(params) is dict else None
+            if type(raw) is dict and LOG_LEVEL not in raw and PROGRESS_TOKEN not in raw:
+                version = raw.get(PROTOCOL_VERSION)
+                caps = raw.get(CLIENT_CAPABILITIES)
+                if type(version) is not str or type(caps) is not dict:
+                    version, caps, info, rank, token, raw = self._parse_meta(params)
+                else:
+                    info = raw.get(CLIENT_INFO)
+                    if type(info) is not dict and not isinstance(info, dict):
+                        info = None
+                    rank = token = None
+            else:
+                version, caps, info, rank, token, raw = self._parse_meta(params)
+            if version not in self.supported_versions:
+                raise UnsupportedProtocolVersion(version, self.supported_versions)
         routes = self._routes
         if routes is None:
             routes = self._build_routes()
@@ -174,7 +210,13 @@ class Dispatcher:
                 raise MethodNotFound(f"Method not found: {method}")
             raise MethodNotFound(f"Method not supported by this server: {method}")
         spec, handler = route
-        return _tuple_new(Prepared, (rid, method, params, meta, spec, handler))
+        return _tuple_new(Prepared, (rid, method, params, spec, handler, version, caps, info, rank, token, raw))
+
+    @staticmethod
+    def _parse_meta(params: Any) -> RequestMeta:
+        if params is None:
+            raise InvalidParams("params with _meta is required" + META_HINT)
+        return parse_request_meta(params)
 
     async def execute(
         self, req: Prepared, emit: Emit | None = None, subject: str | None = None
@@ -188,34 +230,79 @@ class Dispatcher:
         With `io.ask` (a peer with a back channel) a handler's questions are sent to
         the client as real requests and the handler re-runs with the answers, instead
         of ending the round with `input_required`. `io.loop`, when the transport has
-        it, saves looking up the running loop again."""
-        rid, method, params, meta, spec, handler = req  # once: a field read is a descriptor call
+        it, saves looking up the running loop again.
+
+        The lean lane: a `tools/call` that nothing but the tool itself needs to see
+        (no middleware, no back channel, no log forwarding for this request, no MRTR
+        round to resume, no load shedding, a plain tool that takes no Context and is
+        not a task tool) runs the tool right here, without a Context and without the
+        frame of `Invocable.invoke`, whose policy it repeats exactly: protocol errors
+        and cancellation propagate, any other exception becomes the tool's `failed`
+        answer (TOOL-08). Everything else takes the general lane below it."""
+        # Once: a field read is a descriptor call.
+        rid, method, params, spec, handler, _, _, _, log_level, _, _ = req
         server = self.server
-        ask = io.ask
-        ctx = Context(server, req, io, io.loop)
-        token = current.set(ctx) if meta.log_level is not None and server.forward_logs else None
+        ctx: Context | None = None
+        token = None
         try:
-            if spec.input_required:
-                # A first round carries neither: nothing to load, no coroutine to run.
-                if params.get("inputResponses") is not None or params.get("requestState") is not None:
-                    await self._resume(ctx, req, io.subject)
-                limit = server.max_inflight
-                if limit is not None and self.busy >= limit:
-                    # Load shedding (MRTR-02): a state-only checkpoint; the client
-                    # retries after its backoff and resumes from the same state.
-                    raise InputRequired({})
-            if method == "subscriptions/listen":  # long-lived: not load
-                result = await handler(ctx, params)
-            else:
-                self.busy += 1
+            tool: Any = None
+            if handler is self._tool_call and io.ask is None and server.max_inflight is None \
+                    and (log_level is None or not server.forward_logs) \
+                    and "inputResponses" not in params and "requestState" not in params:
+                name = params.get("name")
+                tool = server.tools.get(name) if type(name) is str else None
+                arguments = params.get("arguments", _NO_ARGUMENTS)
+                if tool is not None and (type(arguments) is not dict or type(tool) is not ToolEntry
+                                         or not tool.lane):
+                    tool = None
+            if tool is not None:
                 try:
-                    result = await (self._ask_loop(ctx, req, ask) if ask else handler(ctx, params))
-                finally:
-                    self.busy -= 1
+                    kwargs = tool.bind(arguments)
+                    lane = tool.lane
+                    if lane == 1:
+                        value = await tool.fn(**kwargs)
+                    elif lane == 2:
+                        value = tool.fn(**kwargs)
+                    else:
+                        value = await _submit(io.loop or running_loop(), tool.fn, kwargs)
+                except (ProtocolError, asyncio.CancelledError):
+                    raise
+                except Exception as exc:
+                    result = tool.failed(exc)
+                else:
+                    if type(value) is str and tool.output is None:  # plain text: shaped at once
+                        return {"jsonrpc": "2.0", "id": rid, "result": {
+                            "resultType": "complete", "content": [{"type": "text", "text": value}],
+                            "_meta": self._server_meta}}
+                    result = tool.to_result(value)
+            else:
+                ctx = Context(server, req, io, io.loop)
+                if log_level is not None and server.forward_logs:
+                    token = current.set(ctx)
+                if spec.input_required:
+                    # A first round carries neither: nothing to load, no coroutine to run.
+                    if params.get("inputResponses") is not None or params.get("requestState") is not None:
+                        await self._resume(ctx, req, io.subject)
+                    limit = server.max_inflight
+                    if limit is not None and self.busy >= limit:
+                        # Load shedding (MRTR-02): a state-only checkpoint; the client
+                        # retries after its backoff and resumes from the same state.
+                        raise InputRequired({})
+                if method == "subscriptions/listen":  # long-lived: not load
+                    result = await handler(ctx, params)
+                else:
+                    self.busy += 1
+                    try:
+                        ask = io.ask
+                        result = await (self._ask_loop(ctx, req, ask) if ask else handler(ctx, params))
+                    finally:
+                        self.busy -= 1
         except InputRequired as asked:
             if not spec.input_required:  # MRTR-01: never on other methods
                 logger.error("%s asked for client input, which only MRTR methods may", method)
                 return error_response(rid, InternalError())
+            if ctx is None:  # raised in the lean lane: nothing resumed, nothing kept
+                ctx = Context(server, req, io, io.loop)
             try:
                 result = self._input_required(ctx, req, io.subject, asked)
             except StateTooLarge as exc:  # the tool author's bug: say so in the log too
@@ -224,14 +311,16 @@ class Dispatcher:
         except ProtocolError as exc:
             return error_response(rid, exc)
         except asyncio.CancelledError:
-            ctx._cancel()
+            if ctx is not None:
+                ctx._cancel()
             raise
         except Exception:  # masked: the text may hold secrets; the log has it by reference
             ref = os.urandom(4).hex()
             logger.exception("handler for %s failed [ref %s]", method, ref)
             return error_response(rid, InternalError(f"Internal error (reference {ref})"))
         finally:
-            ctx._done = True
+            if ctx is not None:
+                ctx._done = True
             if token is not None:
                 current.reset(token)
         # Result shaping: `_meta.serverInfo`, `resultType`, caching hints where the

@@ -41,6 +41,8 @@ __all__ = [
 
 # Hints whose validator returns a value of exactly that type as it is (see `_hints`).
 _EXACT = (str, bool, int, float)
+_ABSENT: Any = object()  # an argument the call did not send
+_REQUIRED: Any = object()  # the default of a parameter without one
 
 
 class ArgumentSpec:
@@ -142,7 +144,7 @@ def _simple_arguments(
     empty = inspect.Parameter.empty
     props: dict[str, Any] = {}
     required: list[str] = []
-    checks: list[tuple[str, Validator, bool, Any, type | None]] = []
+    checks: list[tuple[str, type | None, Validator, Any]] = []
     for name, hint, default in fields:
         schema = dict(simple_schema(hint))
         if name in arg_docs and "description" not in schema:
@@ -155,18 +157,20 @@ def _simple_arguments(
         # A value of exactly this type passes its check unchanged (str, bool, int,
         # float): tested inline, the validator is called only for anything else.
         exact = hint if hint in _EXACT else None
-        checks.append((name, simple_validator(hint), default is empty, default, exact))
+        checks.append((name, exact, simple_validator(hint), _REQUIRED if default is empty else default))
     root: dict[str, Any] = {"type": "object", "properties": props}
     if required:
         root["required"] = required
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name, check, is_required, default, exact in checks:
-            if name in arguments:
-                value = arguments[name]
-                out[name] = value if type(value) is exact else check(value, name)
-            elif is_required:
+        for name, exact, check, default in checks:
+            value = arguments.get(name, _ABSENT)
+            if type(value) is exact:
+                out[name] = value
+            elif value is not _ABSENT:
+                out[name] = check(value, name)
+            elif default is _REQUIRED:
                 raise ArgumentError(f"{name}: missing required argument")
             else:
                 out[name] = default

@@ -50,6 +50,7 @@ OutputCheck = Callable[[Any, Any], "str | None"]
 
 logger = logging.getLogger("nimblemcp.server")
 
+_dumps = orjson.dumps
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 
@@ -186,10 +187,12 @@ class ToolEntry(Invocable):
         "defer_task",
         "definition",
         "header_rules",
+        "lane",
         "mask_errors",
         "name",
         "one_time",
         "output",
+        "scalar",
         "schema_validator",
         "task",
     )
@@ -234,6 +237,18 @@ class ToolEntry(Invocable):
         self.mask_errors = True
         self.schema_validator: Any = None
         self._set_fn(fn, self.arguments.context_param, self.arguments.validate, run_in_thread)
+        # How the lean lane of `tools/call` (`_dispatch.Dispatcher.run`) runs the tool:
+        # 0 = it does not (the tool takes a Context, or may become a task), else 1 = on
+        # the loop (async), 2 = inline (sync, never blocks), 3 = in a worker thread.
+        self.lane = 0 if self.ctx_param is not None or task is not None \
+            else 1 if self.is_async else 2 if self.inline else 3
+        # A plain `int`, `float` or `bool` return: a value of exactly that type is its
+        # own structured form and always fits the schema (`to_result` skips both steps).
+        self.scalar: type | None = None
+        if self.output is not None and self.output.wrap:
+            hint = typing.get_type_hints(fn).get("return")
+            if hint is int or hint is float or hint is bool:
+                self.scalar = hint
         definition: dict[str, Any] = {"name": self.name}
         if title:
             definition["title"] = title
@@ -288,6 +303,13 @@ class ToolEntry(Invocable):
     def to_result(self, value: Any) -> dict[str, Any]:
         if type(value) is str and self.output is None:  # the common case, built directly
             return {"resultType": "complete", "content": [{"type": "text", "text": value}]}
+        if type(value) is self.scalar:
+            structured = {"result": value}
+            return {
+                "resultType": "complete",
+                "content": [{"type": "text", "text": _dumps(structured).decode()}],  # TOOL-06
+                "structuredContent": structured,
+            }
         if isinstance(value, ToolResult):
             return self._explicit(value)
         if self.output is None:
