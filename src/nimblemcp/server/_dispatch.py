@@ -37,7 +37,7 @@ from nimblemcp.server._logbridge import current
 from nimblemcp.server._middleware import Middleware, chain
 from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
 from nimblemcp.server._subscriptions import listen
-from nimblemcp.server._tools import ToolEntry
+from nimblemcp.server._tools import LANE_ASYNC, LANE_INLINE, ToolEntry
 from nimblemcp.server._workers import _workers
 from nimblemcp.types._meta import (
     CLIENT_CAPABILITIES,
@@ -259,11 +259,11 @@ class Dispatcher:
                 try:
                     kwargs = tool.bind(arguments)
                     lane = tool.lane
-                    if lane == 1:
+                    if lane == LANE_ASYNC:
                         value = await tool.fn(**kwargs)
-                    elif lane == 2:
+                    elif lane == LANE_INLINE:
                         value = tool.fn(**kwargs)
-                    else:
+                    else:  # LANE_THREAD
                         value = await _submit(io.loop or running_loop(), tool.fn, kwargs)
                 except (ProtocolError, asyncio.CancelledError):
                     raise

@@ -51,6 +51,9 @@ OutputCheck = Callable[[Any, Any], "str | None"]
 logger = logging.getLogger("nimblemcp.server")
 
 _dumps = orjson.dumps
+# How the lean lane of `tools/call` (`_dispatch.Dispatcher.run`) runs a tool
+# (`ToolEntry.lane`); NO_LANE: it does not (the tool takes a Context, or may become a task).
+NO_LANE, LANE_ASYNC, LANE_INLINE, LANE_THREAD = 0, 1, 2, 3
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 
@@ -237,11 +240,10 @@ class ToolEntry(Invocable):
         self.mask_errors = True
         self.schema_validator: Any = None
         self._set_fn(fn, self.arguments.context_param, self.arguments.validate, run_in_thread)
-        # How the lean lane of `tools/call` (`_dispatch.Dispatcher.run`) runs the tool:
-        # 0 = it does not (the tool takes a Context, or may become a task), else 1 = on
-        # the loop (async), 2 = inline (sync, never blocks), 3 = in a worker thread.
-        self.lane = 0 if self.ctx_param is not None or task is not None \
-            else 1 if self.is_async else 2 if self.inline else 3
+        # How the lean lane of `tools/call` runs it: on the loop (async), inline (sync,
+        # never blocks) or in a worker thread; not at all with a Context or a task.
+        self.lane = NO_LANE if self.ctx_param is not None or task is not None \
+            else LANE_ASYNC if self.is_async else LANE_INLINE if self.inline else LANE_THREAD
         # A plain `int`, `float` or `bool` return: a value of exactly that type is its
         # own structured form and always fits the schema (`to_result` skips both steps).
         self.scalar: type | None = None
