@@ -49,8 +49,10 @@ async def get_task(c: httpx.AsyncClient, inst: Instance, task_id: str) -> dict[s
 
 
 async def wait_for_file(path: Path) -> None:
+    """Until a mark file has its content: `write_text` creates the file empty before it
+    writes, so a reader that only waits for the name can read ''."""
     async with asyncio.timeout(HANG_GUARD):
-        while not path.exists():
+        while not (path.exists() and path.stat().st_size):
             await asyncio.sleep(0.02)
 
 
