@@ -50,16 +50,12 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-class _NotParsed(Exception):
-    """The `run` parser alone met an error: the full parser reports it (same words)."""
-
-
 class _RunParser(_Parser):
-    """`nimblemcp run`'s own parser, as `_parser()` builds it, raising instead of exiting
-    on an error."""
+    """`nimblemcp run`'s own parser, as `full_parser()` builds it, raising argparse's
+    `ArgumentError` instead of exiting on an error."""
 
     def error(self, message: str) -> NoReturn:
-        raise _NotParsed(message)
+        raise argparse.ArgumentError(None, message)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -75,7 +71,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     add_arguments(parser)
     try:
         return parser.parse_args(argv[1:], argparse.Namespace(command="run"))
-    except _NotParsed:
+    except argparse.ArgumentError:
         return full_parser().parse_args(argv)
 
 
