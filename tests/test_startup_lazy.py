@@ -66,6 +66,14 @@ def test_lazy_error_names_are_public_documented_and_picklable(name: str) -> None
     assert f" {name} " in (errors.__doc__ or "")
 
 
+def test_the_lazy_half_defines_exactly_its_names() -> None:
+    import nimblemcp._errors_more as more
+
+    defined = {name for name, obj in vars(more).items()
+               if isinstance(obj, type) and obj.__module__ == "nimblemcp.errors"}
+    assert defined - {"McpError", "ProtocolError"} == errors._MORE  # those two are imported
+
+
 def test_unknown_error_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="NoSuchError"):
         errors.NoSuchError  # type: ignore[attr-defined]  # noqa: B018

@@ -1,6 +1,7 @@
-"""The exceptions of `nimblemcp.errors` that a server serving stdio never meets:
+"""The exceptions of `nimblemcp.errors` that a stdio server does not need to start:
 the client's (`ClientError` and below), the host's `ConfigError`, HTTP auth's
-`InvalidDPoPProof` and the backends' `BackendError`.
+`InvalidDPoPProof`, the backends' `BackendError`, the rate-limit middleware's
+`RateLimited` and `SchemaRefused` (hand-written schemas).
 
 Not imported directly: `nimblemcp.errors` loads this module when one of these names is
 first asked of it, and this module adds them there. Their `__module__` is
@@ -13,9 +14,23 @@ from __future__ import annotations
 from typing import Any
 
 from nimblemcp import errors as _home
-from nimblemcp.errors import McpError
+from nimblemcp.errors import McpError, ProtocolError
 
 __all__: list[str] = []  # every name is public as `nimblemcp.errors.<name>`
+
+
+class RateLimited(ProtocolError):
+    """A caller sent more requests than its rate allows (`nimblemcp.middleware.RateLimit`);
+    `data` says how long to wait: `{"retryAfterMs": n}`."""
+
+    code = -32000
+    default_message = "Rate limit exceeded"
+
+
+class SchemaRefused(McpError, ValueError):
+    """A hand-written JSON Schema the server refuses at registration: its `$schema`
+    names a dialect it does not support (SCHEMA-01), or a `$ref` points outside the
+    schema, which would mean fetching a URL (SCHEMA-02, never done)."""
 
 
 class InvalidDPoPProof(McpError):
@@ -195,7 +210,7 @@ for _cls in (InvalidDPoPProof, BackendError, ClientError, TransportError, Stream
              SessionExpired, MessageTooLarge, ServerBusy, AuthorizationRequired, RedirectNotFollowed,
              RequestTimeout, InputRequestRefused, OutputValidationError, TaskCancelled, TasksNotDeclared,
              ListenNotSupported, AuthError, AuthorizationDenied, ToolCallDenied, UnknownName,
-             ServerUnavailable, ConfigError):
+             ServerUnavailable, ConfigError, RateLimited, SchemaRefused):
     _cls.__module__ = "nimblemcp.errors"
     setattr(_home, _cls.__name__, _cls)
 del _cls

@@ -53,9 +53,10 @@ them re-export them under their old names. Lower-layer errors (Redis, ...) are
 translated at the boundary that meets them and chained as `__cause__`.
 Must not import anything from nimblemcp: every layer imports this module.
 
-Those a server serving stdio never meets (the client's `ClientError` branch, the
-host's `ConfigError`, HTTP auth's `InvalidDPoPProof`, the backends' `BackendError`)
-are defined in `_errors_more`, loaded on first use of any of them (PEP 562; ~2.5M
+Those a stdio server does not need to start (the client's `ClientError` branch, the
+host's `ConfigError`, HTTP auth's `InvalidDPoPProof`, the backends' `BackendError`,
+the rate-limit middleware's `RateLimited`, `SchemaRefused` of hand-written schemas)
+are defined in `_errors_more`, loaded on first use of any of them (PEP 562; ~2.8M
 instructions of class building saved at every server start, issue 18). They are the
 same classes either way: `nimblemcp.errors` is their `__module__` (repr, tracebacks,
 pickle), `from nimblemcp.errors import StreamBroken` works, and type checkers see them
@@ -80,8 +81,10 @@ if TYPE_CHECKING:
         ListenNotSupported,
         MessageTooLarge,
         OutputValidationError,
+        RateLimited,
         RedirectNotFollowed,
         RequestTimeout,
+        SchemaRefused,
         ServerBusy,
         ServerUnavailable,
         SessionExpired,
@@ -224,14 +227,6 @@ class InsufficientScope(ProtocolError):
     default_message = "Insufficient scope"
 
 
-class RateLimited(ProtocolError):
-    """A caller sent more requests than its rate allows (`nimblemcp.middleware.RateLimit`);
-    `data` says how long to wait: `{"retryAfterMs": n}`."""
-
-    code = -32000
-    default_message = "Rate limit exceeded"
-
-
 class UnsupportedProtocolVersion(ProtocolError):
     code = -32022
     default_message = "Unsupported protocol version"
@@ -274,12 +269,6 @@ class HandleLimitExceeded(ToolError):
 class InvalidToolHeaders(McpError, ValueError):
     """A tool definition whose `x-mcp-header` annotations break TOOL-11: the server
     refuses to register it, the client drops it from `tools/list` (TOOL-12)."""
-
-
-class SchemaRefused(McpError, ValueError):
-    """A hand-written JSON Schema the server refuses at registration: its `$schema`
-    names a dialect it does not support (SCHEMA-01), or a `$ref` points outside the
-    schema, which would mean fetching a URL (SCHEMA-02, never done)."""
 
 
 class StateError(McpError):
@@ -362,7 +351,8 @@ class MissingExtraError(McpError, ImportError):
 _MORE = frozenset({
     "AuthError", "AuthorizationDenied", "AuthorizationRequired", "BackendError", "ClientError",
     "ConfigError", "HttpStatusError", "InputRequestRefused", "InvalidDPoPProof", "ListenNotSupported",
-    "MessageTooLarge", "OutputValidationError", "RedirectNotFollowed", "RequestTimeout", "ServerBusy",
+    "MessageTooLarge", "OutputValidationError", "RateLimited", "RedirectNotFollowed", "RequestTimeout",
+    "SchemaRefused", "ServerBusy",
     "ServerUnavailable", "SessionExpired", "StreamBroken", "TaskCancelled", "TasksNotDeclared",
     "ToolCallDenied", "TransportError", "UnknownName",
 })
