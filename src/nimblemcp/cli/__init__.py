@@ -30,6 +30,9 @@ _OWN_PARSERS = {"dev": "nimblemcp.cli._dev", "install": "nimblemcp.cli._install"
 
 def load_server(target: str) -> Server:
     """Load `path/to/file.py[:name]` or `package.module[:name]` and return its Server."""
+    from nimblemcp import _load
+
+    _load("nimblemcp.server._server")  # with the garbage collector paused (issue 18)
     from nimblemcp.server._server import Server
 
     spec_part, _, attr = target.partition(":")
