@@ -17,7 +17,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from nimblemcp._extras import MissingExtraError
+from nimblemcp.errors import MissingExtraError
 
 if TYPE_CHECKING:
     from nimblemcp.server._server import Server
