@@ -5,21 +5,22 @@ path of every stdio server a host spawns. The client commands (discover, tools, 
 read, prompt, listen) live in `_client_commands`, `dev` in `_dev`, `run` in `run`
 (`RunSettings`: flags, environment and config file), `install` in
 `_install`: each is imported only when asked for, so `run` imports none of them (nor
-the client); `proxy` imports `nimblemcp.proxy` when asked for. A missing optional dependency ends the command with one line naming the
-extra to install, not a traceback.
+the client); `proxy` imports `nimblemcp.proxy` when asked for. The parsers are in
+`_parsers`; `run TARGET` alone (what `install` writes) needs none, and loading the
+server file needs no pathlib (issue 18). A missing optional dependency ends the
+command with one line naming the extra to install, not a traceback.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import importlib.util
+import os
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nimblemcp._extras import MissingExtraError
-from nimblemcp.server._server import Server
+from nimblemcp.errors import MissingExtraError
+
+if TYPE_CHECKING:
+    from nimblemcp.server._server import Server
 
 __all__ = ["endpoint_url", "load_server", "main"]
 
@@ -29,21 +30,31 @@ _OWN_PARSERS = {"dev": "nimblemcp.cli._dev", "install": "nimblemcp.cli._install"
 
 def load_server(target: str) -> Server:
     """Load `path/to/file.py[:name]` or `package.module[:name]` and return its Server."""
+    from nimblemcp import _load
+
+    _load("nimblemcp.server._server")  # with the garbage collector paused (issue 18)
+    from nimblemcp.server._server import Server
+
     spec_part, _, attr = target.partition(":")
     if target.count(":") > 1 or (len(spec_part) == 1 and spec_part.isalpha()):
         spec_part, _, attr = target.rpartition(":")  # Windows drive letters
-    path = Path(spec_part)
-    if spec_part.endswith(".py") or path.exists():
-        if not path.exists():
+    path = _pure_path(spec_part)
+    if spec_part.endswith(".py") or _exists(path):
+        if not _exists(path):
             raise SystemExit(f"nimblemcp: no such file: {spec_part}")
-        sys.path.insert(0, str(path.resolve().parent))
-        spec = importlib.util.spec_from_file_location(path.stem, path)
+        import importlib.util
+
+        sys.path.insert(0, os.path.dirname(os.path.realpath(path)))
+        stem = _stem(path)
+        spec = importlib.util.spec_from_file_location(stem, path)
         if spec is None or spec.loader is None:
             raise SystemExit(f"nimblemcp: cannot import {spec_part}")
         module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
+        sys.modules[stem] = module
         spec.loader.exec_module(module)
     else:
+        import importlib
+
         module = importlib.import_module(spec_part)
     if attr:
         obj: Any = getattr(module, attr, None)
@@ -64,37 +75,71 @@ def load_server(target: str) -> Server:
     raise SystemExit(f"nimblemcp: name the server object, e.g. {spec_part}:server")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="nimblemcp", description="Run MCP servers, or talk to one.",
-        epilog="Client commands take an http(s):// URL or `-- command args...`; "
-        "see `nimblemcp COMMAND --help`.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("discover", "ask a server what it supports"),
-                       ("tools", "list a server's tools"), ("call", "call a tool"),
-                       ("read", "read a resource (or list them)"),
-                       ("prompt", "get a prompt (or list them)"),
-                       ("listen", "print list changes and resource updates")):
-        sub.add_parser(name, help=text, add_help=False)
-    sub.add_parser("dev", help="run a server for development: reload on change, request log",
-                   add_help=False)
-    sub.add_parser("install", help="add a server to a host's config (Claude, Cursor, VS Code)",
-                   add_help=False)
-    from nimblemcp.cli.run import add_arguments
+# `load_server` without pathlib on POSIX (pathlib imports urllib.parse and ipaddress:
+# ~16M instructions on the start-up path; issue 18). These three give what
+# `pathlib.Path` gives: its normal form (`str(Path(s))`, which becomes the module's
+# `__file__`), `exists()` and `stem`; `Path.resolve()` is `os.path.realpath`.
+# Elsewhere (Windows: drives, backslashes) they ask pathlib itself.
 
-    add_arguments(sub.add_parser("run", help="serve a nimblemcp Server over stdio or HTTP"))
-    keys = sub.add_parser("keys", help="make requestState sealing keys")
-    keys.add_argument("action", choices=("new",), help="new: print a fresh key")
-    proxy = sub.add_parser("proxy", help="serve another MCP server (URL or command) as a 2026-07-28 server",
-                           usage="nimblemcp proxy [options] (URL | -- command args...)")
-    proxy.add_argument("--transport", choices=("stdio", "http"), default="http")
-    proxy.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    proxy.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
-    proxy.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
-    proxy.add_argument("--mode", choices=("auto", "modern", "legacy"), default="auto",
-                       help="how to reach the target (default: auto-detect its era)")
-    proxy.add_argument("target", nargs=argparse.REMAINDER, help="an http(s):// URL, or -- command args...")
-    return parser
+
+def _pure_path(text: str) -> str:
+    """`str(pathlib.Path(text))`: on POSIX, empty and `.` parts dropped, `//` kept as a root."""
+    if os.name != "posix":
+        from pathlib import Path
+
+        return str(Path(text))
+    root = ""
+    if text.startswith("/"):
+        rest = text.lstrip("/")
+        root = "//" if len(text) - len(rest) == 2 else "/"
+        text = rest
+    return root + "/".join(part for part in text.split("/") if part and part != ".") or "."
+
+
+def _exists(path: str) -> bool:
+    """`pathlib.Path(path).exists()`: only the "no such file" kinds of error mean False."""
+    if os.name != "posix":
+        from pathlib import Path
+
+        return Path(path).exists()
+    import errno
+
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            raise
+        return False
+    except ValueError:  # not representable (an embedded NUL)
+        return False
+    return True
+
+
+def _stem(path: str) -> str:
+    """`pathlib.Path(path).stem`: the last part without its last suffix."""
+    if os.name != "posix":
+        from pathlib import Path
+
+        return Path(path).stem
+    name = "" if path == "." else os.path.basename(path)
+    i = name.rfind(".")
+    return name[:i] if 0 < i < len(name) - 1 else name
+
+
+class _RunDefaults:
+    """What the parser gives for `run TARGET` alone, without building it (argparse and
+    its parser are ~12M instructions on the spawn path of every stdio server; issue 18):
+    `command`, `target`, and every option at its default, which `run.add_arguments`
+    makes None for all of them ("not given"; a test holds it to that)."""
+
+    def __init__(self, target: str) -> None:
+        self.command = "run"
+        self.target = target
+
+    def __getattr__(self, name: str) -> None:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None  # an option not given
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -119,9 +164,17 @@ def _main(argv: list[str]) -> None:
 
         raise SystemExit(client_main(argv))
     if argv and argv[0] in _OWN_PARSERS:
+        import importlib
+
         command: Any = importlib.import_module(_OWN_PARSERS[argv[0]])
         raise SystemExit(command.main(argv[1:]))
-    args = _parser().parse_args(argv)
+    args: Any
+    if len(argv) == 2 and argv[0] == "run" and not argv[1].startswith("-"):
+        args = _RunDefaults(argv[1])  # `nimblemcp run TARGET`, as `nimblemcp install` writes it
+    else:
+        from nimblemcp.cli._parsers import parse
+
+        args = parse(argv)
     if args.command == "run":
         from nimblemcp.cli.run import main as run_main
 
@@ -135,7 +188,9 @@ def _main(argv: list[str]) -> None:
         elif len(args.target) == 1 and args.target[0].startswith(("http://", "https://")):
             target = args.target[0]
         else:
-            _parser().error("proxy needs options first, then an http(s):// URL or `-- command args...`")
+            from nimblemcp.cli._parsers import full_parser
+
+            full_parser().error("proxy needs options first, then an http(s):// URL or `-- command args...`")
         front = proxy(target, mode=args.mode)
         if args.transport == "stdio":
             front.run("stdio")

@@ -18,17 +18,17 @@ Kept light: it runs on the cold-start path of every stdio server (`tomllib`, `js
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from dataclasses import asdict, fields, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.server._options import ServerSettings
 
 if TYPE_CHECKING:
+    import argparse
     from dataclasses import dataclass
+    from pathlib import Path
 else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
     from nimblemcp.types._records import dataclass
 
@@ -68,6 +68,7 @@ class RunSettings:
     def from_config_file(cls, path: str | Path) -> dict[str, Any]:
         """The options a TOML file sets (top level or its `[run]` table)."""
         import tomllib
+        from pathlib import Path
 
         try:
             data = tomllib.loads(Path(path).read_text())
@@ -155,6 +156,8 @@ def mask_url(url: str) -> str:
 
 def read_keys_file(path: str) -> tuple[str, ...]:
     """One key per line (the first seals, all open); blank lines and `#` comments skipped."""
+    from pathlib import Path
+
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as exc:
@@ -202,6 +205,8 @@ def _coerce(name: str, value: Any) -> Any:
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
     """The `run` options; every default is None so that 'not given' is visible."""
+    import argparse
+
     run.add_argument("target", help="path/to/server.py[:object] or package.module[:object]")
     run.add_argument("--transport", choices=("stdio", "http"))
     run.add_argument("--config", help="TOML file of options (top level or [run]); env NIMBLEMCP_CONFIG")

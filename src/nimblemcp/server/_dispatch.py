@@ -31,12 +31,9 @@ from nimblemcp.errors import (
     UnsupportedProtocolVersion,
 )
 from nimblemcp.jsonrpc import classify, error_response, request_id_of
-from nimblemcp.server._completion import complete
 from nimblemcp.server._context import Context
 from nimblemcp.server._logbridge import current
-from nimblemcp.server._middleware import Middleware, chain
 from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
-from nimblemcp.server._subscriptions import listen
 from nimblemcp.server._tools import LANE_ASYNC, LANE_INLINE, ToolEntry
 from nimblemcp.server._workers import _workers
 from nimblemcp.types._meta import (
@@ -54,6 +51,7 @@ from nimblemcp.types._versions import MODERN_VERSIONS
 from nimblemcp.types.methods import METHODS, MethodSpec
 
 if TYPE_CHECKING:
+    from nimblemcp.server._middleware import Middleware
     from nimblemcp.server._server import Server
 
 logger = logging.getLogger("nimblemcp.server")
@@ -104,6 +102,22 @@ def _offset(cursor: Any, size: int) -> int:
     return offset
 
 
+# Completion and subscriptions are loaded on their first request, not at every
+# server's start (issue 18).
+
+
+def _complete(server: Server, params: dict[str, Any]) -> Awaitable[dict[str, Any]]:
+    from nimblemcp.server._completion import complete
+
+    return complete(server, params)
+
+
+async def _listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+    from nimblemcp.server._subscriptions import listen
+
+    return await listen(ctx, params)
+
+
 class Dispatcher:
     """Owns the handler table and the precomputed list payloads of one Server."""
 
@@ -122,10 +136,10 @@ class Dispatcher:
             "resources/read": self._read_resource,
             "prompts/list": self._list_prompts,
             "prompts/get": self._get_prompt,
-            "completion/complete": lambda ctx, p: complete(server, p),
+            "completion/complete": lambda ctx, p: _complete(server, p),
         }
         if server.subscriptions:
-            self.handlers["subscriptions/listen"] = listen
+            self.handlers["subscriptions/listen"] = _listen
         self.handlers["tasks/get"] = lambda ctx, p: server.tasks.get(ctx, p)
         self.handlers["tasks/update"] = lambda ctx, p: server.tasks.update(ctx, p)
         self.handlers["tasks/cancel"] = lambda ctx, p: server.tasks.cancel(ctx, p)
@@ -141,6 +155,8 @@ class Dispatcher:
 
     def use(self, middleware: list[Middleware]) -> None:
         """Rebuild the handler table inside `middleware` (at registration, not per request)."""
+        from nimblemcp.server._middleware import chain
+
         self.handlers = {m: chain(h, middleware) if middleware else h for m, h in self.bare.items()}
         self._routes = None
 

@@ -17,10 +17,10 @@ from nimblemcp.errors import InvalidParams
 from nimblemcp.server._context import Context, context_param
 from nimblemcp.server._docstrings import parse_docstring
 from nimblemcp.server._invoke import Invocable
-from nimblemcp.server._uri_values import uri_binder
 
-_VAR = re.compile(r"\{([+]?)([A-Za-z0-9_]+)\}")
-_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+# Patterns, compiled by `re` on first use (registration), not at import (issue 18).
+_VAR = r"\{([+]?)([A-Za-z0-9_]+)\}"
+_URI_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]*:"
 
 
 def _definition(
@@ -90,7 +90,7 @@ class ResourceEntry(_Readable):
         meta: dict[str, Any] | None = None, ttl_ms: int | None = None,
         cache_scope: str | None = None,
     ) -> None:
-        if not _URI_SCHEME.match(uri):
+        if not re.match(_URI_SCHEME, uri):
             raise ValueError(f"resource URI {uri!r} needs a scheme (RES-06)")
         self.uri = uri
         self.mime_type = mime_type
@@ -111,7 +111,7 @@ def compile_template(uri_template: str) -> tuple[re.Pattern[str], tuple[tuple[st
     parts: list[str] = []
     pos = 0
     variables: list[tuple[str, bool]] = []
-    for m in _VAR.finditer(uri_template):
+    for m in re.finditer(_VAR, uri_template):
         parts.append(re.escape(uri_template[pos : m.start()]))
         reserved = m.group(1) == "+"
         parts.append(f"(?P<{m.group(2)}>{'.+?' if reserved else '[^/?#]+'})")
@@ -142,13 +142,15 @@ class TemplateEntry(_Readable):
         ttl_ms: int | None = None, cache_scope: str | None = None,
         complete: dict[str, Callable[..., Any]] | None = None,
     ) -> None:
-        if not _URI_SCHEME.match(uri_template):
+        if not re.match(_URI_SCHEME, uri_template):
             raise ValueError(f"resource template {uri_template!r} needs a scheme")
         self.uri_template = uri_template
         self.mime_type = mime_type
         self.pattern, self.variables = compile_template(uri_template)
         variables = self.variables
         # Variables converted per the function's annotations (-32602 on a bad value).
+        from nimblemcp.server._uri_values import uri_binder  # templates only (start-up, issue 18)
+
         self._setup(fn, ttl_ms, cache_scope, uri_binder(fn, [v for v, _ in variables]))
         params = set(inspect.signature(fn).parameters) - {self.ctx_param}
         missing = {v for v, _ in variables} - params

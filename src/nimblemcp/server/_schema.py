@@ -25,7 +25,6 @@ from nimblemcp.server._hints import (
     simple_schema,
     simple_validator,
 )
-from nimblemcp.server._refs import inline_refs
 
 __all__ = [
     "ArgumentError",
@@ -203,6 +202,8 @@ def _pydantic_arguments(
             __config__=pydantic.ConfigDict(arbitrary_types_allowed=False),
             **definitions,
         )
+        from nimblemcp.server._refs import inline_refs  # only for pydantic (start-up, issue 18)
+
         schema = inline_refs(model.model_json_schema())
     except pydantic.PydanticUserError as exc:
         raise _unsupported_parameter(fn, fields) from exc
@@ -298,6 +299,8 @@ def build_output(fn: Callable[..., Any]) -> OutputSpec | None:
             True,
         )
     import pydantic
+
+    from nimblemcp.server._refs import inline_refs  # only for pydantic (start-up, issue 18)
 
     try:
         adapter: Any = pydantic.TypeAdapter(tp)

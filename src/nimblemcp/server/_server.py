@@ -20,7 +20,6 @@ from nimblemcp.errors import InsufficientScope, RegistrationNotShared
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
 from nimblemcp.server._lifespan import Lifespan, LifespanFactory
-from nimblemcp.server._middleware import Middleware
 from nimblemcp.server._options import (
     Backends,
     LegacyOptions,
@@ -36,6 +35,7 @@ from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
 
 if TYPE_CHECKING:
     from nimblemcp._port import Changes, Prepared, RequestIO
+    from nimblemcp.server._middleware import Middleware
     from nimblemcp.server._sealing import Sealer
     from nimblemcp.server._tasks import TaskManager
     from nimblemcp.types._tool_headers import HeaderRule

@@ -20,13 +20,19 @@ import asyncio
 import contextlib
 import contextvars
 import os
-import queue
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from nimblemcp._loop import running_loop
+
+# The C queue that `queue` re-exports: importing `queue` itself costs ~1.7M
+# instructions of pure-Python classes at every start (issue 18).
+try:
+    from _queue import Empty, SimpleQueue
+except ImportError:  # pragma: no cover - an interpreter without the C module
+    from queue import Empty, SimpleQueue  # type: ignore[assignment]
 
 _MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 _IDLE_TIMEOUT = 60.0  # seconds an idle worker thread lives before it exits
@@ -78,7 +84,7 @@ class Workers:
     def __init__(self, max_workers: int = _MAX_WORKERS, idle_timeout: float = _IDLE_TIMEOUT) -> None:
         self.max_workers = max_workers
         self.idle_timeout = idle_timeout
-        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.jobs: SimpleQueue[Any] = SimpleQueue()
         self.lock = threading.Lock()
         self.threads = 0
         # One token per idle worker not yet reserved by a submitted job: list append
@@ -131,7 +137,7 @@ class Workers:
         while True:
             try:
                 inbox, future, ctx, fn, kwargs = jobs.get(timeout=timeout)
-            except queue.Empty:
+            except Empty:
                 try:
                     idle.pop()  # retire: one idle worker less
                 except IndexError:

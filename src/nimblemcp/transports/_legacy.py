@@ -34,10 +34,10 @@ from nimblemcp.errors import (
     ProtocolError,
 )
 from nimblemcp.jsonrpc import error_response
+from nimblemcp.transports._envelope import is_enveloped
 from nimblemcp.types._meta import (
     LOG_LEVELS,
     PROGRESS_TOKEN,
-    PROTOCOL_VERSION,
     SERVER_INFO,
     RequestMeta,
 )
@@ -57,13 +57,6 @@ _LIST_CHANGED = {
     "prompts": "notifications/prompts/list_changed",
     "resources": "notifications/resources/list_changed",
 }
-
-
-def is_enveloped(message: dict[str, Any]) -> bool:
-    """A modern request: its `_meta` names a protocol version (COMPAT-S05)."""
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and PROTOCOL_VERSION in meta
 
 
 class _SessionIO:

@@ -24,14 +24,17 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nimblemcp._loop import running_loop
 from nimblemcp._port import Core, Emit
 from nimblemcp.errors import InternalError, ParseError, ProtocolError
 from nimblemcp.jsonrpc import classify, decode_request, encode_reply, error_response, request_id_of
-from nimblemcp.transports._legacy import LegacySession, is_enveloped
+from nimblemcp.transports._envelope import is_enveloped
 from nimblemcp.transports._stdio_lines import pollable, start_reading
+
+if TYPE_CHECKING:
+    from nimblemcp.transports._legacy import LegacySession
 
 logger = logging.getLogger("nimblemcp.stdio")
 
@@ -195,6 +198,9 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
         nonlocal legacy, forwarder
         rid = message["id"]
         if message["method"] == "initialize":
+            # Loaded for a 2025-11-25 peer only (start-up, issue 18).
+            from nimblemcp.transports._legacy import LegacySession
+
             session = legacy if legacy is not None else LegacySession(server)
             try:
                 result = session.initialize(message.get("params"))
