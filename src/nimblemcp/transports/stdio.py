@@ -36,8 +36,11 @@ from nimblemcp.transports._stdio_lines import pollable, start_reading
 logger = logging.getLogger("nimblemcp.stdio")
 
 MAX_LINE = 16 * 1024 * 1024
-SHUTDOWN_GRACE = 2.0  # seconds running requests and tasks get when the server stops
+SHUTDOWN_GRACE = 2.0  # default seconds running requests and tasks get when the server stops
 _LISTEN_CLOSE = 1.0  # seconds for listen streams to write their closing result
+_OUTPUT_FLUSH = 2.0  # seconds buffered output gets to reach the pipe at the end
+_SETTLE = 1.0  # seconds work cancelled at the grace's end gets to wind down (`run_stdio`)
+_POLL = 0.02  # seconds between looks at the pool threads while waiting for them
 SHUTTING_DOWN = "The server is shutting down; send the request again once it has restarted"
 
 
@@ -78,11 +81,11 @@ class _Writer:
             self.transport = None  # a regular file: plain blocking writes are fine
 
     async def close(self) -> None:
-        """Let buffered output reach the pipe (at most `SHUTDOWN_GRACE` seconds), then close."""
+        """Let buffered output reach the pipe (at most `_OUTPUT_FLUSH` seconds), then close."""
         transport = self.transport
         if transport is None:
             return
-        for _ in range(int(SHUTDOWN_GRACE / 0.005)):
+        for _ in range(int(_OUTPUT_FLUSH / 0.005)):
             if transport.is_closing() or not transport.get_write_buffer_size():
                 break
             await asyncio.sleep(0.005)
@@ -141,26 +144,36 @@ class StopSignal:
 
 
 async def serve_stdio(server: Core, in_fd: int = 0, out_fd: int | None = None, *,
-                      stop: StopSignal | None = None) -> int:
+                      stop: StopSignal | None = None, shutdown_timeout: float = SHUTDOWN_GRACE) -> int:
     """Serve one client on the given fds until stdin reaches EOF or `stop` is called
-    (see `_serve`; no lifespan).
+    (see `_serve`; no lifespan; running requests get `shutdown_timeout` seconds).
 
-    Returns how many requests were still running after the shutdown grace period;
-    their worker threads (sync tools) cannot be stopped from here.
+    Returns how many requests were still running after the shutdown grace period
+    (then cancelled); their worker threads (sync tools) cannot be stopped from here.
     """
-    return await _serve(server, in_fd, out_fd, stop or StopSignal(running_loop()), lifespan=False)
+    return await _serve(server, in_fd, out_fd, stop or StopSignal(running_loop()), lifespan=False,
+                        grace=_check_grace(shutdown_timeout))
 
 
-async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal, *, lifespan: bool) -> int:
+def _check_grace(seconds: float) -> float:
+    grace = float(seconds)
+    if not grace >= 0:  # also NaN
+        raise ValueError(f"shutdown_timeout must be a number of seconds >= 0, not {seconds!r}")
+    return grace
+
+
+async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal, *, lifespan: bool,
+                 grace: float, busy: Callable[[], list[str]] | None = None) -> int:
     """Serve until stdin ends or `stop()`; then stop gracefully (STDIO-06, TASK-05):
 
     1. No new request is accepted: one that still arrives is answered at once with
        -32603 (`SHUTTING_DOWN`); cancellations and a legacy client's answers to the
        server's questions are still read while stdin is open.
     2. Running requests (not listen streams) and background tasks (`Core.drain`) get
-       `SHUTDOWN_GRACE` seconds; another `stop()` ends the wait at once. Requests still
-       running then are cancelled (no response, as for a cancel) and stdin is no
-       longer read.
+       `grace` seconds (and, given `busy`, so do the pool threads it names: a sync tool
+       whose request was cancelled may still run); another `stop()` ends the wait at
+       once. Requests still running then are cancelled (no response, as for a cancel)
+       and stdin is no longer read.
     3. The lifespan ends (`lifespan=True`): tasks still running are marked failed and
        the change is published, so an open listen stream hears it.
     4. Listen streams end with their closing result (SUB-09); buffered output reaches
@@ -295,8 +308,8 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
             stop.begin()  # also at the end of stdin: a SIGTERM now cuts the stop short
             if eof and legacy is not None:
                 legacy.close(stop_requests=False)  # no answer can come any more
-            server.drain(SHUTDOWN_GRACE)
-            abandoned = await _grace(inflight, listens, stop.hurried, SHUTDOWN_GRACE)
+            server.drain(grace)
+            abandoned = await _grace(inflight, listens, stop.hurried, grace, busy)
             stop_reading()
     finally:
         # The lifespan has ended: tasks are settled and their changes published.
@@ -308,10 +321,15 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
 
 
 async def _grace(inflight: dict[Any, asyncio.Task[None]], listens: set[asyncio.Task[None]],
-                 hurried: asyncio.Future[None], grace: float) -> int:
-    """Wait for running requests (listens aside) until `grace` ends or `hurried`;
-    cancel those still running and return how many they were."""
+                 hurried: asyncio.Future[None], grace: float, busy: Callable[[], list[str]] | None) -> int:
+    """Wait for running requests (listens aside), then for the pool threads `busy`
+    names, until `grace` ends or `hurried`; cancel the requests still running and
+    return how many they were."""
+    loop = running_loop()
+    deadline = loop.time() + grace
     await _wait_all([task for task in inflight.values() if task not in listens], hurried, grace)
+    if busy is not None:
+        await _wait_threads(busy, hurried, deadline)
     late = [task for task in inflight.values() if task not in listens and not task.done()]
     for task in late:
         task.cancel()
@@ -331,6 +349,17 @@ async def _wait_all(tasks: list[asyncio.Task[None]], hurried: asyncio.Future[Non
         everything.cancel()  # stops the waiting only, never the tasks
 
 
+async def _wait_threads(busy: Callable[[], list[str]], hurried: asyncio.Future[None], deadline: float) -> None:
+    """Look at the pool threads every `_POLL` seconds until none runs work, the loop's
+    clock reaches `deadline` or `hurried`."""
+    loop = running_loop()
+    while not hurried.done() and busy():
+        left = deadline - loop.time()
+        if left <= 0:
+            return
+        await asyncio.wait([hurried], timeout=min(_POLL, left))
+
+
 async def _close(server: Core, inflight: dict[Any, asyncio.Task[None]], listens: set[asyncio.Task[None]],
                  forwarder: asyncio.Task[None] | None, legacy: LegacySession | None,
                  hurried: asyncio.Future[None]) -> None:
@@ -347,9 +376,17 @@ async def _close(server: Core, inflight: dict[Any, asyncio.Task[None]], listens:
         task.cancel()
 
 
-async def _serve_in_lifespan(server: Core) -> int:
+async def _serve_in_lifespan(server: Core, grace: float) -> int:
     """`_serve` inside the server's lifespan; stdout is protected first, so a lifespan
-    that prints cannot corrupt the protocol stream. SIGTERM stops it gracefully."""
+    that prints cannot corrupt the protocol stream. SIGTERM stops it gracefully.
+
+    This loop is the process's own (`run_stdio`): afterwards whatever still runs on it
+    is cancelled and gets `_SETTLE` seconds to end, and so do busy pool threads.
+    Returns how many tasks and threads can still keep the process alive: a sync tool
+    in a worker thread (nobody can stop it), work handed to `asyncio.to_thread`, a task
+    that ignores its cancellation."""
+    from nimblemcp.transports._stuck import busy_pool_threads
+
     out_fd = protect_stdout()
     loop = running_loop()
     stop = StopSignal(loop)
@@ -361,28 +398,58 @@ async def _serve_in_lifespan(server: Core) -> int:
         except (NotImplementedError, RuntimeError, ValueError):  # not on this platform
             pass
     try:
-        return await _serve(server, 0, out_fd, stop, lifespan=True)
+        await _serve(server, 0, out_fd, stop, lifespan=True, grace=grace, busy=busy_pool_threads)
+        return await _settle(stop.hurried, busy_pool_threads)
     finally:
         if handled:
             loop.remove_signal_handler(signal.SIGTERM)
 
 
-def run_stdio(server: Core) -> None:
+async def _settle(hurried: asyncio.Future[None], busy: Callable[[], list[str]]) -> int:
+    """Cancel every other task of this loop and give them and the busy pool threads
+    `_SETTLE` seconds (`_POLL` once `hurried`: a cancelled task needs a loop pass or
+    two to end); return how many of either remain, named in the log."""
+    loop = running_loop()
+    wait = _POLL if hurried.done() else _SETTLE
+    deadline = loop.time() + wait
+    never: asyncio.Future[None] = loop.create_future()
+    me = asyncio.current_task()
+    left = [task for task in asyncio.all_tasks(loop) if task is not me]
+    for task in left:
+        task.cancel()
+    await _wait_all(left, never, wait)
+    await _wait_threads(busy, never, deadline)
+    stuck = [repr(task.get_coro()) for task in left if not task.done()] + busy()
+    if stuck:
+        logger.warning("exiting at once: %d piece(s) of work still running (%s)", len(stuck), ", ".join(stuck))
+    return len(stuck)
+
+
+def run_stdio(server: Core, *, shutdown_timeout: float | None = None) -> None:
     """Run `server` on this process's stdin/stdout (blocking) until stdin ends or
-    SIGTERM; both stop it gracefully (see `_serve`), and the exit status is 0."""
+    SIGTERM; both stop it gracefully (see `_serve`): running requests and tasks get
+    `shutdown_timeout` seconds (default `SHUTDOWN_GRACE`), then are cancelled.
+
+    The exit status is 0. The process then exits normally (the loop closed, `atexit`
+    handlers run, logs flushed) unless work that cannot be stopped still runs (a sync
+    tool in a worker thread, see `_serve_in_lifespan`): then it leaves at once with
+    `os._exit(0)`, after flushing the logs, so that work cannot keep it alive after
+    stdin closed (STDIO-06)."""
+    grace = SHUTDOWN_GRACE if shutdown_timeout is None else _check_grace(shutdown_timeout)
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     if sys.stdin.isatty():  # a person started it by hand: say what is going on
         print(f"{server.name}: MCP server on stdio. Connect a host (it spawns this command), "
               "or type one JSON-RPC message per line; Ctrl-D to stop.", file=sys.stderr)
     runner = asyncio.Runner()
-    abandoned = 0
+    stuck = 0
     with contextlib.suppress(KeyboardInterrupt):
-        abandoned = runner.run(_serve_in_lifespan(server))
-    if abandoned:
-        # A sync tool is still running in a worker thread; waiting for it would keep
-        # the process alive after stdin closed (STDIO-06), so leave without it.
-        logger.warning("exiting with %d request(s) still running", abandoned)
+        stuck = runner.run(_serve_in_lifespan(server, grace))
+    if stuck:
+        # Waiting for that work would keep the process alive after stdin closed
+        # (STDIO-06): closing the runner waits for `to_thread` work, the interpreter's
+        # exit for thread pools; a sync tool's worker is a daemon thread, but one that
+        # writes to stderr during the interpreter's finalization can abort it.
         logging.shutdown()
         with contextlib.suppress(Exception):
             sys.stderr.flush()

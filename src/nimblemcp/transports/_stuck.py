@@ -1,0 +1,46 @@
+"""What can still keep a stopping stdio server's process alive (STDIO-06).
+
+After the shutdown grace the transport cancels the requests still running. An async
+request then ends by itself; a sync tool in a worker thread cannot be stopped, and
+neither can work a tool handed to `asyncio.to_thread` or another thread pool (asyncio
+waits for those when its runner closes, the interpreter at exit). `busy_pool_threads()`
+counts such threads: a pool thread (nimblemcp's own sync-tool workers, any
+`concurrent.futures` worker) whose innermost Python frame is not the pool's waiting
+loop is running work. Read from `sys._current_frames()` at shutdown only: nothing is
+recorded per request. Imports the worker pool's loop (for its code object) and stdlib.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from concurrent.futures import thread as _futures_thread
+from types import CodeType, FrameType
+
+from nimblemcp.server._workers import Workers
+
+__all__ = ["busy_pool_threads"]
+
+# The loops an idle pool thread waits in (a blocking `get` on a queue, a C call, so
+# the loop's own frame is the innermost Python frame while the thread is idle).
+_POOL_LOOPS: frozenset[CodeType] = frozenset({Workers._work.__code__, _futures_thread._worker.__code__})
+
+
+def _pool_thread_busy(frame: FrameType) -> bool | None:
+    """True: a pool thread running work; False: an idle one; None: no pool thread."""
+    if frame.f_code in _POOL_LOOPS:
+        return False
+    outer = frame.f_back
+    while outer is not None:
+        if outer.f_code in _POOL_LOOPS:
+            return True
+        outer = outer.f_back
+    return None
+
+
+def busy_pool_threads() -> list[str]:
+    """The names of pool threads running work now (the calling thread excluded)."""
+    me = threading.get_ident()
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return [names.get(ident, str(ident)) for ident, frame in sys._current_frames().items()
+            if ident != me and _pool_thread_busy(frame)]
