@@ -285,3 +285,28 @@ async def test_serve_stdio_refuses_a_negative_shutdown_timeout(bad: float) -> No
 
     with pytest.raises(ValueError, match="shutdown_timeout"):
         await serve_stdio(m.Server("x"), shutdown_timeout=bad)
+
+
+async def test_busy_pool_threads_names_the_threads_running_work_only() -> None:
+    """The check behind the exit: a sync-tool worker or an `asyncio.to_thread` thread
+    counts while it runs a job, not while it waits for one."""
+    import asyncio
+    import threading
+
+    from nimblemcp.server._workers import run_sync
+    from nimblemcp.transports._stuck import busy_pool_threads
+
+    others = len(busy_pool_threads())  # other tests' threads in this process, if any
+    gate = threading.Event()
+    jobs = [run_sync(gate.wait, timeout=HANG), asyncio.ensure_future(asyncio.to_thread(gate.wait, HANG))]
+    try:
+        async with asyncio.timeout(HANG):
+            while len(busy := busy_pool_threads()) < others + 2:
+                await asyncio.sleep(0.01)
+        assert "nimblemcp-worker" in busy and any(name.startswith("asyncio_") for name in busy), busy
+    finally:
+        gate.set()
+        assert await asyncio.gather(*jobs) == [True, True]
+    async with asyncio.timeout(HANG):
+        while len(busy_pool_threads()) > others:
+            await asyncio.sleep(0.01)

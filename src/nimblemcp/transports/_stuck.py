@@ -7,7 +7,9 @@ waits for those when its runner closes, the interpreter at exit). `busy_pool_thr
 counts such threads: a pool thread (nimblemcp's own sync-tool workers, any
 `concurrent.futures` worker) whose innermost Python frame is not the pool's waiting
 loop is running work. Read from `sys._current_frames()` at shutdown only: nothing is
-recorded per request. Imports the worker pool's loop (for its code object) and stdlib.
+recorded per request. Imports stdlib only: the workers' loop is known by its module and
+function name (`nimblemcp.server._workers`, `Workers._work`; a transport never imports
+the server), and tests/test_stdio_exit.py fails if that name drifts.
 """
 
 from __future__ import annotations
@@ -17,22 +19,27 @@ import threading
 from concurrent.futures import thread as _futures_thread
 from types import CodeType, FrameType
 
-from nimblemcp.server._workers import Workers
-
 __all__ = ["busy_pool_threads"]
 
 # The loops an idle pool thread waits in (a blocking `get` on a queue, a C call, so
 # the loop's own frame is the innermost Python frame while the thread is idle).
-_POOL_LOOPS: frozenset[CodeType] = frozenset({Workers._work.__code__, _futures_thread._worker.__code__})
+_FUTURES_LOOP: CodeType = _futures_thread._worker.__code__
+_WORKERS_LOOP = ("nimblemcp.server._workers", "_work")  # (module, function)
+
+
+def _is_pool_loop(frame: FrameType) -> bool:
+    code = frame.f_code
+    return code is _FUTURES_LOOP or (
+        code.co_name == _WORKERS_LOOP[1] and frame.f_globals.get("__name__") == _WORKERS_LOOP[0])
 
 
 def _pool_thread_busy(frame: FrameType) -> bool | None:
     """True: a pool thread running work; False: an idle one; None: no pool thread."""
-    if frame.f_code in _POOL_LOOPS:
+    if _is_pool_loop(frame):
         return False
     outer = frame.f_back
     while outer is not None:
-        if outer.f_code in _POOL_LOOPS:
+        if _is_pool_loop(outer):
             return True
         outer = outer.f_back
     return None
