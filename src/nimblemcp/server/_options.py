@@ -224,6 +224,8 @@ async def close_opened(server: Server) -> None:
     bus = server.bus if opened.bus else None
     server.backends = Backends(None if opened.store else server.store, None if opened.bus else server.bus)
     open_shared(server, opened.url)
+    if bus is not None:
+        bus.close_all()  # its local subscriptions end here, on their loop
     close = getattr(bus, "close", None)
     if close is not None:  # blocks while the bus's thread ends: not on this loop
         try:
