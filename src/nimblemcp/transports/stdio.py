@@ -28,10 +28,10 @@ from typing import Any
 
 from nimblemcp._loop import running_loop
 from nimblemcp._port import Core, Emit
-from nimblemcp.errors import InternalError, ParseError, ProtocolError
+from nimblemcp.errors import InternalError, InvalidRequest, ParseError, ProtocolError
 from nimblemcp.jsonrpc import classify, decode_request, encode_reply, error_response, request_id_of
 from nimblemcp.transports._legacy import LegacySession, is_enveloped
-from nimblemcp.transports._stdio_lines import pollable, start_reading
+from nimblemcp.transports._stdio_lines import ReadGate, pollable, start_reading
 
 logger = logging.getLogger("nimblemcp.stdio")
 
@@ -41,6 +41,10 @@ _LISTEN_CLOSE = 1.0  # seconds for listen streams to write their closing result
 _OUTPUT_FLUSH = 2.0  # seconds buffered output gets to reach the pipe at the end
 _SETTLE = 1.0  # seconds work cancelled at the grace's end gets to wind down (`run_stdio`)
 _POLL = 0.02  # seconds between looks at the pool threads while waiting for them
+# Output waiting for a peer that does not read: above `_OUT_HIGH` bytes, stdin is no
+# longer read (no new work) until it is back under `_OUT_LOW`; memory stays bounded.
+_OUT_HIGH = 16 * 1024 * 1024
+_OUT_LOW = 4 * 1024 * 1024
 SHUTTING_DOWN = "The server is shutting down; send the request again once it has restarted"
 
 
@@ -63,22 +67,42 @@ def protect_stdout() -> int:
     return _proto_fd
 
 
-class _Writer:
-    """Writes whole lines to the protocol fd; never interleaves two messages."""
+class _Backpressure(asyncio.Protocol):
+    """The output pipe's flow control: while the peer leaves more than `_OUT_HIGH`
+    bytes unread, the input is paused (`gate`)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, gate: ReadGate) -> None:
+        self.gate = gate
+
+    def pause_writing(self) -> None:
+        self.gate.pause()
+
+    def resume_writing(self) -> None:
+        self.gate.resume()
+
+
+class _Writer:
+    """Writes whole lines to the protocol fd; never interleaves two messages. With
+    `gate`, reading stops while the peer does not read what was written (a pipe)."""
+
+    def __init__(self, fd: int, gate: ReadGate | None = None) -> None:
         self.fd = fd
+        self.gate = gate
         self.transport: asyncio.WriteTransport | None = None
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
         if not pollable(self.fd):
             return  # a regular file: plain blocking writes are fine
+        gate = self.gate
         try:
             pipe = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
-            self.transport, _ = await loop.connect_write_pipe(asyncio.Protocol, pipe)
+            self.transport, _ = await loop.connect_write_pipe(
+                asyncio.Protocol if gate is None else lambda: _Backpressure(gate), pipe)
         except (ValueError, OSError):
             self.transport = None  # a regular file: plain blocking writes are fine
+        else:
+            self.transport.set_write_buffer_limits(_OUT_HIGH, _OUT_LOW)
 
     async def close(self) -> None:
         """Let buffered output reach the pipe (at most `_OUTPUT_FLUSH` seconds), then close."""
@@ -179,7 +203,8 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
     4. Listen streams end with their closing result (SUB-09); buffered output reaches
        the pipe; stdout carries nothing but protocol messages throughout.
     """
-    writer = _Writer(out_fd if out_fd is not None else protect_stdout())
+    gate = ReadGate()
+    writer = _Writer(out_fd if out_fd is not None else protect_stdout(), gate)
     await writer.open()
     inflight: dict[tuple[type, Any], asyncio.Task[None]] = {}
     listens: set[asyncio.Task[None]] = set()  # never end by themselves: not waited for
@@ -192,9 +217,14 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
             return  # cancelled requests get no response (CANC-03)
         writer.write(response)
 
-    def start(rid: Any, respond: Callable[[], Awaitable[dict[str, Any]]]) -> asyncio.Task[None]:
-        """Run a request as a task (cancellable by id); its response is written at the end."""
+    def start(rid: Any, respond: Callable[[], Awaitable[dict[str, Any]]]) -> asyncio.Task[None] | None:
+        """Run a request as a task (cancellable by id); its response is written at the
+        end. The id of a request still running is refused (-32600): a cancellation
+        names one request, and every running one must stay known (None then)."""
         key = (type(rid), rid)
+        if key in inflight:
+            writer.write(error_response(rid, InvalidRequest(f"Request id {rid!r} is already in use by a running request")))
+            return None
         task = inflight[key] = loop.create_task(run(respond))
         task.add_done_callback(lambda _t: inflight.pop(key, None))
         return task
@@ -259,7 +289,7 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
             writer.write(error_response(message["id"], exc))
             return
         task = start(req.id, lambda: server.execute(req, io))
-        if req.method == "subscriptions/listen":
+        if task is not None and req.method == "subscriptions/listen":
             listens.add(task)
             task.add_done_callback(listens.discard)
 
@@ -301,7 +331,7 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
     stop.on_hurry = lambda: server.drain(0)  # tasks too: stop waiting for them
     try:
         async with server.lifespan_context() if lifespan else contextlib.nullcontext():
-            ended, stop_reading = await start_reading(in_fd, on_line, MAX_LINE)
+            ended, stop_reading = await start_reading(in_fd, on_line, MAX_LINE, gate)
             await asyncio.wait([ended, stop.begun], return_when=asyncio.FIRST_COMPLETED)
             handle = while_stopping
             eof = ended.done()
