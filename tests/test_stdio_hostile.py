@@ -3,6 +3,8 @@
 - A peer that floods requests and never reads the answers: once more than 16 MiB of
   output waits unread, the server stops reading stdin (no new work, bounded memory),
   and reads again once the peer catches up; no answer is lost.
+- Its listen streams do not wait for requests: past 64 MiB of unread output they
+  end with `notifications/cancelled` (as an HTTP stream past its buffer does).
 - A peer that reuses the id of a request still running: the second request is refused
   (-32600), so a cancellation names one request and every running one stays known.
 """
@@ -49,6 +51,22 @@ SOURCE = textwrap.dedent('''
             (MARKS / f"{tag}.cancelled").write_text("1")
             raise
         return tag
+
+
+    @server.tool()
+    async def storm(n: int, size: int) -> str:
+        pad = "p" * size
+        for i in range(n):
+            server.notify_resource_updated(f"notes://x/{pad}/{i}")
+            if i % 32 == 0:
+                await asyncio.sleep(0)  # let the listen keep up with its queue
+        (MARKS / "storm.done").write_text("1")
+        return "calm"
+
+
+    @server.resource("notes://{name}")
+    def note(name: str) -> str:
+        return name
 ''')
 
 
@@ -152,3 +170,32 @@ def test_the_id_of_a_running_request_is_refused(proc: Proc) -> None:
     proc.p.stdin.close()
     assert proc.p.wait(HANG) == 0
     assert not (proc.marks / "second.started").exists()
+
+
+def test_a_listen_nobody_reads_is_ended_past_its_backlog(proc: Proc) -> None:
+    events, size = 12_000, 8192  # about 100 MiB of notifications if nothing ended the listen
+    proc.send(json.dumps({"jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen", "params": {
+        "notifications": {"resourceSubscriptions": ["notes://x"]}, "_meta": META}}).encode() + b"\n")
+    proc.send(proc.line("S", "storm", n=events, size=size))
+    wait_for_file(proc.marks / "storm.done")  # nobody read meanwhile
+    updated = 0
+    cancelled: dict[str, Any] | None = None
+    answered = False
+    while cancelled is None or not answered:
+        message = proc.recv()
+        if message.get("method") == "notifications/resources/updated":
+            updated += 1
+        elif message.get("method") == "notifications/cancelled":
+            cancelled = message["params"]
+        elif message.get("id") == "S":
+            answered = message["result"]["content"][0]["text"] == "calm"
+        elif message.get("id") == "L":
+            raise AssertionError(f"the listen ended with a result: {message}")
+    assert cancelled["requestId"] == "L" and "did not read" in cancelled["reason"]
+    assert 0 < updated < events  # the backlog, then nothing more
+    proc.send(proc.line("after", "nap", tag="after", seconds=0))  # the server serves on
+    answer = proc.recv()
+    assert answer["id"] == "after" and answer["result"]["content"][0]["text"] == "after"
+    assert proc.p.stdin is not None
+    proc.p.stdin.close()
+    assert proc.p.wait(HANG) == 0

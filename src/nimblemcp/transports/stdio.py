@@ -45,6 +45,12 @@ _POLL = 0.02  # seconds between looks at the pool threads while waiting for them
 # longer read (no new work) until it is back under `_OUT_LOW`; memory stays bounded.
 _OUT_HIGH = 16 * 1024 * 1024
 _OUT_LOW = 4 * 1024 * 1024
+# Listen streams do not wait for requests: past `_OUT_CUT` unread bytes they are ended
+# with `notifications/cancelled` (as an HTTP stream is past its buffer), looked at every
+# `_OUT_WATCH` seconds while reading is paused.
+_OUT_CUT = 64 * 1024 * 1024
+_OUT_WATCH = 0.05
+BACKLOG = "The client did not read the server's output; the listen was ended"
 SHUTTING_DOWN = "The server is shutting down; send the request again once it has restarted"
 
 
@@ -68,37 +74,61 @@ def protect_stdout() -> int:
 
 
 class _Backpressure(asyncio.Protocol):
-    """The output pipe's flow control: while the peer leaves more than `_OUT_HIGH`
-    bytes unread, the input is paused (`gate`)."""
+    """The output pipe's flow control, handed to the writer."""
 
-    def __init__(self, gate: ReadGate) -> None:
-        self.gate = gate
+    def __init__(self, writer: _Writer) -> None:
+        self.writer = writer
 
     def pause_writing(self) -> None:
-        self.gate.pause()
+        self.writer.backed_up()
 
     def resume_writing(self) -> None:
-        self.gate.resume()
+        self.writer.caught_up()
 
 
 class _Writer:
     """Writes whole lines to the protocol fd; never interleaves two messages. With
-    `gate`, reading stops while the peer does not read what was written (a pipe)."""
+    `gate`, reading stops while the peer leaves more than `_OUT_HIGH` bytes unread (a
+    pipe), and `on_backlog()` is called once past `_OUT_CUT`."""
 
     def __init__(self, fd: int, gate: ReadGate | None = None) -> None:
         self.fd = fd
         self.gate = gate
         self.transport: asyncio.WriteTransport | None = None
+        self.on_backlog: Callable[[], None] | None = None
+        self.watchdog: asyncio.Task[None] | None = None
+
+    def backed_up(self) -> None:
+        if self.gate is not None:
+            self.gate.pause()
+        if self.watchdog is None and self.on_backlog is not None:
+            self.watchdog = asyncio.get_running_loop().create_task(self._watch())
+
+    def caught_up(self) -> None:
+        if self.gate is not None:
+            self.gate.resume()
+
+    async def _watch(self) -> None:
+        """While reading is paused: once the backlog passes `_OUT_CUT`, `on_backlog()`."""
+        transport, gate = self.transport, self.gate
+        try:
+            while transport is not None and gate is not None and gate.paused and not transport.is_closing():
+                if transport.get_write_buffer_size() > _OUT_CUT:
+                    if self.on_backlog is not None:
+                        self.on_backlog()
+                    return
+                await asyncio.sleep(_OUT_WATCH)
+        finally:
+            self.watchdog = None
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
         if not pollable(self.fd):
             return  # a regular file: plain blocking writes are fine
-        gate = self.gate
         try:
             pipe = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
             self.transport, _ = await loop.connect_write_pipe(
-                asyncio.Protocol if gate is None else lambda: _Backpressure(gate), pipe)
+                asyncio.Protocol if self.gate is None else lambda: _Backpressure(self), pipe)
         except (ValueError, OSError):
             self.transport = None  # a regular file: plain blocking writes are fine
         else:
@@ -106,6 +136,8 @@ class _Writer:
 
     async def close(self) -> None:
         """Let buffered output reach the pipe (at most `_OUTPUT_FLUSH` seconds), then close."""
+        if self.watchdog is not None:
+            self.watchdog.cancel()
         transport = self.transport
         if transport is None:
             return
@@ -207,7 +239,7 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
     writer = _Writer(out_fd if out_fd is not None else protect_stdout(), gate)
     await writer.open()
     inflight: dict[tuple[type, Any], asyncio.Task[None]] = {}
-    listens: set[asyncio.Task[None]] = set()  # never end by themselves: not waited for
+    listens: dict[asyncio.Task[None], Any] = {}  # -> request id; never end by themselves: not waited for
     loop = running_loop()  # once: asyncio's own lookup costs a getpid() per call on 3.11
 
     async def run(respond: Callable[[], Awaitable[dict[str, Any]]]) -> None:
@@ -290,8 +322,8 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
             return
         task = start(req.id, lambda: server.execute(req, io))
         if task is not None and req.method == "subscriptions/listen":
-            listens.add(task)
-            task.add_done_callback(listens.discard)
+            listens[task] = req.id
+            task.add_done_callback(lambda t: listens.pop(t, None))
 
     def while_stopping(message: Any) -> None:
         """`handle` once the stop began: a request is refused at once, the rest is
@@ -306,6 +338,17 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
             on_message(message)
 
     handle = on_message  # rebound, not tested per message, when the stop begins
+
+    def cut_listens() -> None:
+        """The peer left `_OUT_CUT` bytes unread: end its listen streams, which would
+        otherwise write on (requests wait: stdin is paused)."""
+        for task, rid in list(listens.items()):
+            task.cancel()
+            logger.warning("ending listen %r: the client does not read its output", rid)
+            writer.write({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": rid, "reason": BACKLOG}})
+
+    writer.on_backlog = cut_listens
 
     def on_line(line: bytes | None) -> None:
         if line is None:
@@ -350,7 +393,7 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
     return abandoned
 
 
-async def _grace(inflight: dict[Any, asyncio.Task[None]], listens: set[asyncio.Task[None]],
+async def _grace(inflight: dict[Any, asyncio.Task[None]], listens: dict[asyncio.Task[None], Any],
                  hurried: asyncio.Future[None], grace: float, busy: Callable[[], list[str]] | None) -> int:
     """Wait for running requests (listens aside), then for the pool threads `busy`
     names, until `grace` ends or `hurried`; cancel the requests still running and
@@ -390,7 +433,7 @@ async def _wait_threads(busy: Callable[[], list[str]], hurried: asyncio.Future[N
         await asyncio.wait([hurried], timeout=min(_POLL, left))
 
 
-async def _close(server: Core, inflight: dict[Any, asyncio.Task[None]], listens: set[asyncio.Task[None]],
+async def _close(server: Core, inflight: dict[Any, asyncio.Task[None]], listens: dict[asyncio.Task[None], Any],
                  forwarder: asyncio.Task[None] | None, legacy: LegacySession | None,
                  hurried: asyncio.Future[None]) -> None:
     """End the connection's listen streams with their closing result (SUB-09), then
