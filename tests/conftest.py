@@ -3,6 +3,7 @@ a real redis-server."""
 
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.stem in PEER_MODULES:
             item.add_marker(pytest.mark.peers)
+
+
+@pytest.fixture(autouse=True)
+def _log_bridges_end_with_their_test() -> Iterator[None]:
+    """A `Server(forward_logs=...)` attaches its forwarding handler to a logger once per
+    process; one a test attached (to the root, say) would forward the next tests'
+    records a second time. Handlers attached during a test are removed after it."""
+    from nimblemcp.server import _logbridge
+
+    before = dict(_logbridge._installed)
+    yield
+    for name, handler in list(_logbridge._installed.items()):
+        if before.get(name) is not handler:
+            logging.getLogger(name or None).removeHandler(handler)
+            del _logbridge._installed[name]
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _waits import wait_for_file
 
 HANG = 30.0  # only a guard against a hung test, never a measurement
 
@@ -159,11 +160,7 @@ class Proc:
         return code
 
     def wait_for_file(self, name: str) -> None:
-        import time
-        deadline = time.monotonic() + HANG
-        while not (self.marks / name).exists():
-            assert time.monotonic() < deadline, f"{name} never appeared"
-            time.sleep(0.01)
+        wait_for_file(self.marks / name, hang=HANG)
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 from _redis import RedisServer
+from _waits import wait_for_file
 
 from nimblemcp.server._tasks import STOPPED, TASKS_EXTENSION
 from nimblemcp.transports.stdio import SHUTDOWN_GRACE, SHUTTING_DOWN
@@ -177,10 +178,7 @@ class Stdio:
         return out
 
     def wait_for_mark(self, name: str) -> None:
-        deadline = time.monotonic() + HANG
-        while not (self.marks / name).exists():
-            assert time.monotonic() < deadline, f"{name} never appeared; stderr: {self.stderr[-3000:]!r}"
-            time.sleep(0.01)
+        wait_for_file(self.marks / name, why=lambda: f"stderr: {self.stderr[-3000:]!r}", hang=HANG)
 
     def terminate(self) -> None:
         self.p.send_signal(signal.SIGTERM)

@@ -51,13 +51,14 @@ def run(server: Server, transport: str = "stdio", **options: Any) -> None:
         raise ValueError(f"unknown transport {transport!r} (use 'stdio' or 'http')")
 
 
-def run_stdio(server: Server) -> None:
-    """Serve `server` on this process's stdin/stdout (blocking)."""
+def run_stdio(server: Server, *, shutdown_timeout: float | None = None) -> None:
+    """Serve `server` on this process's stdin/stdout (blocking); when stdin ends or on
+    SIGTERM, running requests get `shutdown_timeout` seconds (default 2)."""
     from nimblemcp.transports.stdio import run_stdio as serve
 
     configure(server)
     try:
-        serve(server)
+        serve(server, shutdown_timeout=shutdown_timeout)
     except StartupError as exc:
         _startup_failed(exc)
 

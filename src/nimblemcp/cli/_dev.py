@@ -219,9 +219,11 @@ class Supervisor:
         stdout = child.process.stdout
         assert stdout is not None
         replay = f"{REPLAY_ID}-{child.generation}"
-        while data := await stdout.readline():
+        starts = True  # `data` begins a line
+        while data := await _line_or_piece(stdout):
+            begins, starts = starts, data.endswith(b"\n")
             try:
-                message = json.loads(data)
+                message = (json.loads(data) if starts else _head(data)) if begins else None
             except ValueError:
                 message = None
             if isinstance(message, dict) and "method" not in message and "id" in message:
@@ -262,6 +264,31 @@ class Supervisor:
                 _devlog.emit("relaying a line that is not JSON (the server will answer a parse error)")
             if child is not None:
                 await self._write(child, data)
+
+
+def _head(piece: bytes) -> dict[str, Any] | None:
+    """The id of a response too long for one read, from its first piece (the server
+    writes `{"jsonrpc":"2.0","id":...` first), so the request log still ends it."""
+    at = piece.find(b'"id":', 0, 64)
+    if at < 0:
+        return None
+    try:
+        rid, _end = json.JSONDecoder().raw_decode(piece[at + 5:at + 5 + 4096].decode("utf-8", "replace").lstrip())
+    except ValueError:
+        return None
+    return {"id": rid, "result": {"resultType": "complete (a line too long to check)"}}
+
+
+async def _line_or_piece(stream: asyncio.StreamReader) -> bytes:
+    """The next line, with its newline (b"" at the end); a line longer than the
+    stream's limit comes in pieces (the last one ends with the newline), relayed as
+    they come instead of ending the relay with a ValueError."""
+    try:
+        return await stream.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:
+        return exc.partial  # the last line had no newline, or b"" at the end
+    except asyncio.LimitOverrunError as exc:
+        return await stream.read(max(exc.consumed, 1))
 
 
 def _read_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None]) -> None:

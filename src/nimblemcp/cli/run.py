@@ -225,7 +225,8 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--workers", type=int, help="processes sharing the port (needs state keys and Redis)")
     run.add_argument("--log-format", choices=("text", "json"))
     run.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"))
-    run.add_argument("--shutdown-timeout", type=float, help="seconds in-flight requests get at shutdown")
+    run.add_argument("--shutdown-timeout", type=float,
+                     help="seconds in-flight requests get at shutdown (default 10 over HTTP, 2 on stdio)")
     run.add_argument("--max-body", type=int, help="request body limit in bytes")
     run.add_argument("--state-keys-file", metavar="FILE",
                      help="requestState keys, one a line, first seals (nimblemcp keys new)")
@@ -243,7 +244,8 @@ def main(args: argparse.Namespace) -> None:
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "target", "config")}
     config = args.config or os.environ.get(ENV_PREFIX + "CONFIG")
     file_layer = RunSettings.from_config_file(config) if config else {}
-    settings = RunSettings.build(file_layer, RunSettings.from_env(), flags)
+    env_layer = RunSettings.from_env()
+    settings = RunSettings.build(file_layer, env_layer, flags)
     worker = os.environ.get(_WORKER_ENV)
     if settings.transport == "stdio":  # before the module runs: its print() is not protocol
         from nimblemcp.transports.stdio import protect_stdout
@@ -251,8 +253,9 @@ def main(args: argparse.Namespace) -> None:
         protect_stdout()
     server = load_server(args.target)
     settings.server_settings().apply(server)
-    if settings.transport == "stdio":
-        server.run("stdio")
+    if settings.transport == "stdio":  # its own default grace (2 s) unless one was given
+        given = any(layer.get("shutdown_timeout") is not None for layer in (file_layer, env_layer, flags))
+        server.run("stdio", **({"shutdown_timeout": settings.shutdown_timeout} if given else {}))
         return
     if settings.workers > 1 and worker is None:
         missing = []

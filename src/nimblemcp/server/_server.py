@@ -173,6 +173,7 @@ class Server:
         # subscriptions/listen: list changes and resource updates fan out via the bus.
         self.subscriptions = listen.enabled
         self.bus: NotificationBus = backends.bus if backends.bus is not None else InProcessBus()
+        self._opened: Any = None  # backends it opened itself from the environment (`_options.Opened`)
         self.listen_queue = listen.queue
         # Python logging inside handlers -> notifications/message (True = root logger).
         self.forward_logs = forward_logs is not False
@@ -264,15 +265,9 @@ class Server:
             self._state_keys = list(settings.state_keys)
             self._sealer = None
         if settings.redis_url and (self.backends.store is None or self.backends.bus is None):
-            from nimblemcp.backends._select import from_url
+            from nimblemcp.server._options import open_shared
 
-            store, bus = from_url(settings.redis_url)
-            if self.backends.store is None:
-                self.store = store
-                self.handles = HandleStore(store, self.state_options)
-            if self.backends.bus is None:
-                self.bus = bus
-            self.backends = Backends(self.store, self.bus)  # applied: a second call is a no-op
+            open_shared(self, settings.redis_url)  # applied: a second call is a no-op
 
     # -- registration ------------------------------------------------------------------
     # One rule for tools, prompts, resources and templates: decorators return the
@@ -545,11 +540,16 @@ class Server:
     async def stopped(self) -> None:
         """The server stopped (after its lifespan's own shut-down): events published
         until now leave the process before it may exit; a bus that sends them
-        elsewhere (Redis) is flushed, for at most a few seconds."""
+        elsewhere (Redis) is flushed, for at most a few seconds. Backends the server
+        opened itself from the environment are then closed (see `_options.close_opened`)."""
         from nimblemcp.backends.bus import FlushingBus
 
         if isinstance(self.bus, FlushingBus):
             await self.bus.flush()
+        if self._opened is not None:
+            from nimblemcp.server._options import close_opened
+
+            await close_opened(self)
 
     @property
     def tasks(self) -> TaskManager:

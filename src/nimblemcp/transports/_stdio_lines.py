@@ -6,7 +6,8 @@ coroutine one pass later). A line longer than `max_line` is skipped whole and
 reported as `None`. Pipes and sockets are read by the event loop; anything else
 (a regular file, /dev/null) by a daemon thread that hands the bytes over.
 `start_reading` also returns `stop()`: no more lines after it (the pipe is closed
-for reading; a reader thread's later chunks are dropped).
+for reading; a reader thread's later chunks are dropped). Given a `ReadGate`, reading
+a pipe can be paused and resumed (the stdio server pauses while its output is backed up).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import stat
 import threading
 from collections.abc import Callable
 
-__all__ = ["LineSplitter", "pollable", "read_lines", "start_reading"]
+__all__ = ["LineSplitter", "ReadGate", "pollable", "read_lines", "start_reading"]
 
 OnLine = Callable[[bytes | None], None]
 _READ_SIZE = 64 * 1024  # bytes per pipe read: below glibc's mmap threshold (see read_lines)
@@ -27,6 +28,29 @@ def pollable(fd: int) -> bool:
     """Pipes and sockets work with the event loop; files and /dev/null do not."""
     mode = os.fstat(fd).st_mode
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class ReadGate:
+    """Pause and resume reading the input `start_reading` reads (a pipe or socket;
+    input read by a thread, a regular file, is not paused)."""
+
+    __slots__ = ("paused", "transport")
+
+    def __init__(self) -> None:
+        self.transport: asyncio.ReadTransport | None = None
+        self.paused = False
+
+    def pause(self) -> None:
+        if not self.paused:
+            self.paused = True
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.resume_reading()
 
 
 class LineSplitter(asyncio.Protocol):
@@ -94,9 +118,11 @@ async def read_lines(fd: int, on_line: OnLine, max_line: int) -> asyncio.Future[
     return (await start_reading(fd, on_line, max_line))[0]
 
 
-async def start_reading(fd: int, on_line: OnLine, max_line: int) -> tuple[asyncio.Future[None], Callable[[], None]]:
+async def start_reading(fd: int, on_line: OnLine, max_line: int, gate: ReadGate | None = None,
+                        ) -> tuple[asyncio.Future[None], Callable[[], None]]:
     """Start feeding `on_line`; returns a future that resolves when the input ends,
-    and `stop()`, after which no line is handed over any more."""
+    and `stop()`, after which no line is handed over any more. `gate` (optional)
+    pauses and resumes the reading of a pipe."""
     loop = asyncio.get_running_loop()
     closed: asyncio.Future[None] = loop.create_future()
     splitter = LineSplitter(on_line, closed, max_line)
@@ -123,6 +149,10 @@ async def start_reading(fd: int, on_line: OnLine, max_line: int) -> tuple[asynci
                 # from the heap (a bigger message simply takes several reads).
                 transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
             reader.append(transport)
+            if gate is not None:
+                gate.transport = transport  # type: ignore[assignment]
+                if gate.paused:
+                    transport.pause_reading()  # type: ignore[attr-defined]
             return closed, stop
 
     def pump() -> None:
