@@ -16,21 +16,23 @@ from __future__ import annotations
 
 import sys
 import threading
-from concurrent.futures import thread as _futures_thread
-from types import CodeType, FrameType
+from types import FrameType
 
 __all__ = ["busy_pool_threads"]
 
 # The loops an idle pool thread waits in (a blocking `get` on a queue, a C call, so
 # the loop's own frame is the innermost Python frame while the thread is idle).
-_FUTURES_LOOP: CodeType = _futures_thread._worker.__code__
-_WORKERS_LOOP = ("nimblemcp.server._workers", "_work")  # (module, function)
+# Both known by (module, function name), so that neither module is imported here (a
+# stdio server that never used a thread pool has not loaded `concurrent.futures.thread`,
+# nor its `queue`: start-up, issue 18).
+_POOL_LOOPS = frozenset({
+    ("concurrent.futures.thread", "_worker"),
+    ("nimblemcp.server._workers", "_work"),
+})
 
 
 def _is_pool_loop(frame: FrameType) -> bool:
-    code = frame.f_code
-    return code is _FUTURES_LOOP or (
-        code.co_name == _WORKERS_LOOP[1] and frame.f_globals.get("__name__") == _WORKERS_LOOP[0])
+    return (frame.f_globals.get("__name__"), frame.f_code.co_name) in _POOL_LOOPS
 
 
 def _pool_thread_busy(frame: FrameType) -> bool | None:
