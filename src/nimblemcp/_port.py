@@ -77,6 +77,7 @@ class Prepared(NamedTuple):
     log_level: int | None  # rank in LOG_LEVELS, None = no logging for this request
     progress_token: str | int | None
     raw: dict[str, Any]
+    lane: int  # the core's own: which lean lane may run it (`server._dispatch`), 0 none
 
     @property
     def meta(self) -> Prepared:
