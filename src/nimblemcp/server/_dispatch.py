@@ -266,21 +266,71 @@ class Dispatcher:
                     name = params.get("name")
                     entry = server.tools.get(name) if type(name) is str else None
                     arguments = params.get("arguments", _NO_ARGUMENTS)
-                    if entry is not None and (type(arguments) is not dict or type(entry) is not ToolEntry
-                                              or not entry.lane):
+                    if entry is not None and type(arguments) is dict and type(entry) is ToolEntry \
+                            and entry.lane:
+                        try:
+                            kwargs = entry.bind(arguments)
+                            lane = entry.lane
+                            if lane == LANE_ASYNC:
+                                value = await entry.fn(**kwargs)
+                            elif lane == LANE_INLINE:
+                                value = entry.fn(**kwargs)
+                            else:  # LANE_THREAD
+                                value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
+                        except (ProtocolError, asyncio.CancelledError):
+                            raise
+                        except Exception as exc:
+                            result = entry.failed(exc)
+                        else:
+                            if type(value) is str and entry.output is None:  # plain text: shaped at once
+                                return {"jsonrpc": "2.0", "id": rid, "result": {
+                                    "resultType": "complete", "content": [{"type": "text", "text": value}],
+                                    "_meta": self._server_meta}}
+                            result = entry.to_result(value)
+                    else:
                         entry = None
                 elif kind is _PROMPT:
                     name = params.get("name")
                     entry = server.prompts.get(name) if type(name) is str else None
-                    if entry is not None and (type(entry) is not PromptEntry or not entry.lane):
+                    if entry is not None and type(entry) is PromptEntry and entry.lane:
+                        kwargs = entry.bind(params.get("arguments"))
+                        lane = entry.lane
+                        if lane == LANE_ASYNC:
+                            value = await entry.fn(**kwargs)
+                        elif lane == LANE_INLINE:
+                            value = entry.fn(**kwargs)
+                        else:  # LANE_THREAD
+                            value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
+                        result = entry.finish(value)
+                    else:
                         entry = None
                 else:  # resources/read: a fixed URI, else the first template that matches
                     uri: Any = params.get("uri")
                     if type(uri) is str:
                         entry = server.resources.get(uri)
-                        arguments = None
+                        values = None
                         if entry is None:
-                            entry, arguments = self._template_for(uri)
+                            entry, values = self._template_for(uri)
+                        lane = entry.lane
+                        if lane and (type(entry) is ResourceEntry if values is None else type(entry) is TemplateEntry):
+                            kwargs = entry.bind(() if values is None else values)
+                            if lane == LANE_ASYNC:
+                                value = await entry.fn(**kwargs)
+                            elif lane == LANE_INLINE:
+                                value = entry.fn(**kwargs)
+                            else:  # LANE_THREAD
+                                value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
+                            contents = to_contents(entry.uri if values is None else uri, value, entry.mime_type)
+                        else:  # it takes a Context (or is a subclass): its own `read`, as the handler's
+                            ctx = Context(server, req, io, io.loop)
+                            contents = await (entry.read(ctx) if values is None else entry.read(ctx, uri, values))
+                        # What `_read_resource` answers.
+                        result = {"resultType": "complete", "contents": contents}
+                        ttl, scope = entry.ttl_ms, entry.cache_scope
+                        if ttl is not None or scope is not None:
+                            d_ttl, d_scope = server.cache_hints["resources/read"]
+                            result["ttlMs"] = d_ttl if ttl is None else ttl
+                            result["cacheScope"] = scope or d_scope
             if entry is None:
                 ctx = Context(server, req, io, io.loop)
                 if log_level is not None and server.forward_logs:
@@ -303,57 +353,6 @@ class Dispatcher:
                         result = await (self._ask_loop(ctx, req, ask) if ask else handler(ctx, params))
                     finally:
                         self.busy -= 1
-            elif kind is _CALL:
-                try:
-                    kwargs = entry.bind(arguments)
-                    lane = entry.lane
-                    if lane == LANE_ASYNC:
-                        value = await entry.fn(**kwargs)
-                    elif lane == LANE_INLINE:
-                        value = entry.fn(**kwargs)
-                    else:  # LANE_THREAD
-                        value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
-                except (ProtocolError, asyncio.CancelledError):
-                    raise
-                except Exception as exc:
-                    result = entry.failed(exc)
-                else:
-                    if type(value) is str and entry.output is None:  # plain text: shaped at once
-                        return {"jsonrpc": "2.0", "id": rid, "result": {
-                            "resultType": "complete", "content": [{"type": "text", "text": value}],
-                            "_meta": self._server_meta}}
-                    result = entry.to_result(value)
-            elif kind is _PROMPT:
-                kwargs = entry.bind(params.get("arguments"))
-                lane = entry.lane
-                if lane == LANE_ASYNC:
-                    value = await entry.fn(**kwargs)
-                elif lane == LANE_INLINE:
-                    value = entry.fn(**kwargs)
-                else:  # LANE_THREAD
-                    value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
-                result = entry.finish(value)
-            else:  # resources/read of the resource (`arguments` None) or template found above
-                lane = entry.lane
-                if lane and (type(entry) is ResourceEntry if arguments is None else type(entry) is TemplateEntry):
-                    kwargs = entry.bind(() if arguments is None else arguments)
-                    if lane == LANE_ASYNC:
-                        value = await entry.fn(**kwargs)
-                    elif lane == LANE_INLINE:
-                        value = entry.fn(**kwargs)
-                    else:  # LANE_THREAD
-                        value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
-                    contents = to_contents(entry.uri if arguments is None else uri, value, entry.mime_type)
-                else:  # it takes a Context (or is a subclass): its own `read`, as the handler would
-                    ctx = Context(server, req, io, io.loop)
-                    contents = await (entry.read(ctx) if arguments is None else entry.read(ctx, uri, arguments))
-                # What `_read_resource` answers.
-                result = {"resultType": "complete", "contents": contents}
-                ttl, scope = entry.ttl_ms, entry.cache_scope
-                if ttl is not None or scope is not None:
-                    d_ttl, d_scope = server.cache_hints["resources/read"]
-                    result["ttlMs"] = d_ttl if ttl is None else ttl
-                    result["cacheScope"] = scope or d_scope
         except InputRequired as asked:
             if not spec.input_required:  # MRTR-01: never on other methods
                 logger.error("%s asked for client input, which only MRTR methods may", method)
