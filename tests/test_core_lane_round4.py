@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
-from nimblemcp import Context, Server
+from nimblemcp import Context, Depends, Server
 from nimblemcp._port import NoIO
 from nimblemcp.server import _dispatch
 from nimblemcp.server._mrtr import InputRequired
@@ -132,6 +132,11 @@ async def _answer(server: Server, message: dict[str, Any], io: Any = None) -> di
 
 def _strip_refs(response: dict[str, Any]) -> dict[str, Any]:
     """The masked error texts carry a random reference id: compare without it."""
+    result = response.get("result")
+    if result and result.get("isError"):
+        for block in result["content"]:
+            if "reference" in block["text"]:
+                block["text"] = block["text"][: block["text"].index("reference")]
     error = response.get("error")
     if error and "reference" in error["message"]:
         error["message"] = error["message"][: error["message"].index("reference")]
@@ -416,3 +421,101 @@ def test_internal_errors_are_logged_alike(caplog: pytest.LogCaptureFixture) -> N
         records = [r for r in caplog.records if ref in r.getMessage()]
         assert len(records) == 1 and records[0].exc_info is not None
         assert "secret detail" in str(records[0].exc_info[1])
+
+
+# -- positional calls (the tools/call lane) ------------------------------------------
+
+
+def prefix(ctx: Context) -> str:
+    """A provider (`Depends`): module level, so the postponed annotation resolves."""
+    return f"[{ctx.method}]"
+
+
+def _tools_server(with_middleware: bool = False) -> Server:
+    server = Server("pos", "1.0.0")
+
+    @server.tool
+    async def defaults(a: int, b: str = "b", c: float = 1.5, d: bool = False, e: str | None = None) -> str:
+        return f"{a}|{b}|{c}|{d}|{e}"
+
+    @server.tool(run_in_thread=False)
+    def inline_defaults(a: int, b: int = 2) -> int:
+        return a * 10 + b
+
+    @server.tool
+    async def kwonly(a: int, *, b: int = 3, c: str) -> str:
+        return f"{a}|{b}|{c}"
+
+    @server.tool
+    async def posonly(a: int, b: int = 5, /) -> str:
+        return f"{a}|{b}"
+
+    @server.tool
+    async def with_ctx(a: int, ctx: Context, b: int = 1) -> str:
+        return f"{a}|{b}|{ctx.method}"
+
+    @server.tool
+    async def with_dep(a: int, p: Annotated[str, Depends(prefix)], b: int = 1) -> str:
+        return f"{p}{a}|{b}"
+
+    @server.tool
+    async def listy(items: list[int], label: str = "n") -> str:
+        return f"{label}={sum(items)}"
+
+    if with_middleware:
+        async def note(ctx: Context, call_next: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+            return await call_next()
+
+        server.add_middleware(note)
+    return server
+
+
+POSITIONAL_CASES: list[tuple[str, Any]] = [
+    ("defaults", {"a": 1}),
+    ("defaults", {"a": 1, "e": "x", "c": 2, "d": True, "b": "y"}),  # any order; 2 -> 2.0
+    ("defaults", {"a": "1"}),  # wrong type: isError naming the argument
+    ("defaults", {"b": "y"}),  # missing required: isError
+    ("defaults", {"a": 1, "zzz": 1}),  # unknown: dropped
+    ("inline_defaults", {"a": 4}),
+    ("inline_defaults", {"a": 4, "b": 7}),
+    ("kwonly", {"a": 1, "c": "z"}),
+    ("kwonly", {"a": 1, "b": 9, "c": "z"}),
+    ("kwonly", {"a": 1}),  # missing keyword-only: isError
+    ("posonly", {"a": 1}),  # positional-only: passed by name in both lanes, as before
+    ("posonly", {"a": 1, "b": 2}),
+    ("with_ctx", {"a": 1, "b": 2}),
+    ("with_dep", {"a": 1}),
+    ("with_dep", {"a": 1, "b": 4}),
+    ("listy", {"items": [1, 2, 3]}),
+    ("listy", {"items": [1, "x"]}),
+]
+
+
+@pytest.mark.parametrize(("name", "arguments"), POSITIONAL_CASES)
+def test_positional_and_keyword_calls_answer_alike(name: str, arguments: Any) -> None:
+    """The lean lane's positional call gives what the general lane's keywords give."""
+    message = _request("tools/call", {"name": name, "arguments": arguments})
+    lean = asyncio.run(_answer(_tools_server(), message))
+    general = asyncio.run(_answer(_tools_server(True), message))
+    assert _strip_refs(lean) == _strip_refs(general)
+    assert message["params"]["arguments"] == arguments  # the request is never changed
+
+
+def test_positional_calls_are_chosen_at_registration() -> None:
+    """Only a plain async or inline tool whose parameters are all arguments, in order."""
+    server = _tools_server()
+    tools = server.tools
+    assert tools["defaults"].positional is not None
+    assert tools["inline_defaults"].positional is not None
+    assert tools["posonly"].positional is None  # keeps the keyword call it always had
+    assert tools["listy"].positional is not None  # list[int] is a simple hint too
+    for name in ("kwonly", "with_ctx", "with_dep"):
+        assert tools[name].positional is None, name
+
+    @server.tool
+    def threaded(a: int) -> int:
+        return a
+
+    assert server.tools["threaded"].positional is None  # a worker thread takes keywords
+    answer = asyncio.run(_answer(server, _request("tools/call", {"name": "defaults", "arguments": {"a": 1}})))
+    assert answer["result"]["content"] == [{"type": "text", "text": "1|b|1.5|False|None"}]

@@ -269,14 +269,20 @@ class Dispatcher:
                     if entry is not None and type(arguments) is dict and type(entry) is ToolEntry \
                             and entry.lane:
                         try:
-                            kwargs = entry.bind(arguments)
-                            lane = entry.lane
-                            if lane == LANE_ASYNC:
-                                value = await entry.fn(**kwargs)
-                            elif lane == LANE_INLINE:
-                                value = entry.fn(**kwargs)
-                            else:  # LANE_THREAD
-                                value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
+                            positional = entry.positional
+                            if positional is not None:  # async or inline, values in order
+                                value = entry.fn(*positional(arguments))
+                                if entry.lane == LANE_ASYNC:
+                                    value = await value
+                            else:
+                                kwargs = entry.bind(arguments)
+                                lane = entry.lane
+                                if lane == LANE_ASYNC:
+                                    value = await entry.fn(**kwargs)
+                                elif lane == LANE_INLINE:
+                                    value = entry.fn(**kwargs)
+                                else:  # LANE_THREAD
+                                    value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
                         except (ProtocolError, asyncio.CancelledError):
                             raise
                         except Exception as exc:

@@ -28,7 +28,7 @@ import orjson
 from nimblemcp.content import block_from_model, is_content_block, text
 from nimblemcp.errors import InvalidToolHeaders, ToolError
 from nimblemcp.server._hints import is_simple, simple_validator
-from nimblemcp.server._invoke import NO_LANE, Invocable
+from nimblemcp.server._invoke import LANE_ASYNC, LANE_INLINE, NO_LANE, Invocable
 from nimblemcp.server._schema import (
     ArgumentError,
     ArgumentSpec,
@@ -191,6 +191,7 @@ class ToolEntry(Invocable):
         "name",
         "one_time",
         "output",
+        "positional",
         "scalar",
         "schema_validator",
         "task",
@@ -240,6 +241,10 @@ class ToolEntry(Invocable):
         # blocks) or in a worker thread (`Invocable` chose); not at all as a task.
         if task is not None:
             self.lane = NO_LANE
+        # The lean lane calls an async or inline function with positional values when
+        # its parameters allow it (`ArgumentSpec.values`); a worker thread takes kwargs.
+        self.positional: Callable[[dict[str, Any]], list[Any]] | None = (
+            self.arguments.values if self.lane in (LANE_ASYNC, LANE_INLINE) and self.fn is fn else None)
         # A plain `int`, `float` or `bool` return: a value of exactly that type is its
         # own structured form and always fits the schema (`to_result` skips both steps).
         self.scalar: type | None = None
