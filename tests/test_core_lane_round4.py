@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
+import orjson
 import pytest
 
 from nimblemcp import Context, Depends, Server
@@ -202,7 +203,8 @@ def test_lean_and_general_lanes_answer_alike(message: dict[str, Any]) -> None:
         # The sealed state differs per seal; its presence and shape do not.
         assert set(lean["result"]) == set(general["result"]) == {"resultType", "requestState", "_meta"}
         return
-    assert _strip_refs(lean) == _strip_refs(general)
+    # The same bytes on the wire: the same keys in the same order.
+    assert orjson.dumps(_strip_refs(lean)) == orjson.dumps(_strip_refs(general))
 
 
 def test_the_lean_lane_builds_no_context(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -268,12 +270,25 @@ def test_subject_scopes_cache_hints_in_both_lanes() -> None:
     class Subject(NoIO):
         subject = "alice"
 
+    answers = []
     for with_middleware in (False, True):
         server = _server(with_middleware)
         answer = asyncio.run(_answer(server, _read("docs://readme"), Subject()))
         assert answer["result"]["cacheScope"] == "private"
         scoped = asyncio.run(_answer(server, _read("docs://scoped"), Subject()))
         assert scoped["result"]["cacheScope"] == "public"
+        templated = asyncio.run(_answer(server, _read("file:///a"), Subject()))
+        assert templated["result"]["cacheScope"] == "private"
+        answers.append([orjson.dumps(a) for a in (answer, scoped, templated)])
+    assert answers[0] == answers[1]
+    explicit = Server("lane4", "1.0.0", cache_hints={"resources/read": (60_000, "public")})
+
+    @explicit.resource("docs://x")
+    async def x() -> str:
+        return "x"
+
+    shared = asyncio.run(_answer(explicit, _read("docs://x"), Subject()))
+    assert (shared["result"]["ttlMs"], shared["result"]["cacheScope"]) == (60_000, "public")
 
 
 def test_log_forwarding_takes_the_general_lane_and_forwards() -> None:

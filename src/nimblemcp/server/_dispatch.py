@@ -307,9 +307,10 @@ class Dispatcher:
                             value = entry.fn(**kwargs)
                         else:  # LANE_THREAD
                             value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
-                        result = entry.finish(value)
-                    else:
-                        entry = None
+                        result = entry.finish(value)  # a fresh dict without `_meta`
+                        result["_meta"] = self._server_meta
+                        return {"jsonrpc": "2.0", "id": rid, "result": result}
+                    entry = None
                 else:  # resources/read: a fixed URI, else the first template that matches
                     uri: Any = params.get("uri")
                     if type(uri) is str:
@@ -330,13 +331,19 @@ class Dispatcher:
                         else:  # it takes a Context (or is a subclass): its own `read`, as the handler's
                             ctx = Context(server, req, io, io.loop)
                             contents = await (entry.read(ctx) if values is None else entry.read(ctx, uri, values))
-                        # What `_read_resource` answers.
-                        result = {"resultType": "complete", "contents": contents}
+                        # What `_read_resource` answers, shaped as below (keys in that order).
                         ttl, scope = entry.ttl_ms, entry.cache_scope
-                        if ttl is not None or scope is not None:
-                            d_ttl, d_scope = server.cache_hints["resources/read"]
-                            result["ttlMs"] = d_ttl if ttl is None else ttl
-                            result["cacheScope"] = scope or d_scope
+                        d_ttl, d_scope = server.cache_hints["resources/read"]
+                        if ttl is not None or scope is not None:  # the entry's own hints
+                            return {"jsonrpc": "2.0", "id": rid, "result": {
+                                "resultType": "complete", "contents": contents,
+                                "ttlMs": d_ttl if ttl is None else ttl, "cacheScope": scope or d_scope,
+                                "_meta": self._server_meta}}
+                        if io.subject is not None and "resources/read" not in server.explicit_hints:
+                            d_scope = "private"  # CACHE-07/10, as `_hints` decides
+                        return {"jsonrpc": "2.0", "id": rid, "result": {
+                            "resultType": "complete", "contents": contents, "_meta": self._server_meta,
+                            "ttlMs": d_ttl, "cacheScope": d_scope}}
             if entry is None:
                 ctx = Context(server, req, io, io.loop)
                 if log_level is not None and server.forward_logs:
