@@ -20,10 +20,10 @@ awaits `execute`; the core marks the handler's Context cancelled and re-raises
 `CancelledError`, and no response exists for it. Sync handlers running in a worker
 thread cannot be stopped; they see `ctx.cancelled` become true.
 
-Imports only the standard library, `types`, `jsonrpc` and `errors`.
+Imports only the standard library, `types`, `jsonrpc` and `errors`. No postponed
+annotations: a NamedTuple with postponed ones compiles a `ForwardRef` per field when
+the class is made (start-up, issue 18); the few forward references are quoted.
 """
-
-from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
@@ -77,9 +77,10 @@ class Prepared(NamedTuple):
     log_level: int | None  # rank in LOG_LEVELS, None = no logging for this request
     progress_token: str | int | None
     raw: dict[str, Any]
+    lane: int  # the core's own: which lean lane may run it (`server._dispatch`), 0 none
 
     @property
-    def meta(self) -> Prepared:
+    def meta(self) -> "Prepared":
         """What the request said about itself (the fields of `RequestMeta`)."""
         return self
 
@@ -144,9 +145,9 @@ class Changes(Protocol):
     the subscriber fell too far behind. Leaving the `async with` or `close()`
     unsubscribes at once; `close()` is safe before the `async with` was entered."""
 
-    def __aiter__(self) -> Changes: ...
+    def __aiter__(self) -> "Changes": ...
     async def __anext__(self) -> ChangeEvent: ...
-    async def __aenter__(self) -> Changes: ...
+    async def __aenter__(self) -> "Changes": ...
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None: ...

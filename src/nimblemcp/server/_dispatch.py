@@ -32,9 +32,12 @@ from nimblemcp.errors import (
 )
 from nimblemcp.jsonrpc import classify, error_response, request_id_of
 from nimblemcp.server._context import Context
+from nimblemcp.server._invoke import LANE_ASYNC, LANE_INLINE
 from nimblemcp.server._logbridge import current
 from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
-from nimblemcp.server._tools import LANE_ASYNC, LANE_INLINE, ToolEntry
+from nimblemcp.server._prompts import PromptEntry
+from nimblemcp.server._resources import ResourceEntry, TemplateEntry, to_contents
+from nimblemcp.server._tools import ToolEntry
 from nimblemcp.server._workers import _workers
 from nimblemcp.types._meta import (
     CLIENT_CAPABILITIES,
@@ -61,6 +64,8 @@ __all__ = ["Ask", "Dispatcher", "Emit", "Handler", "Prepared"]
 INVALID_STATE = "Invalid or expired requestState"
 _submit = _workers.submit  # (loop, fn, kwargs) -> future of a sync tool's result
 _NO_ARGUMENTS: dict[str, Any] = {}  # a call without `arguments` (read only: `bind` copies)
+# Which lean lane of `Dispatcher.run` a route may take (small ints: compared by identity).
+_GENERAL, _CALL, _PROMPT, _READ = 0, 1, 2, 3
 
 
 class _CallIO:
@@ -123,19 +128,22 @@ class Dispatcher:
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        # The bare `tools/call` handler, one bound method for good: `run` knows by its
-        # identity that no middleware wraps the call (the lean lane).
-        self._tool_call: Handler = self._call_tool
+        # The bare handlers of the methods with a lean lane, one bound method each for
+        # good: `run` knows by their identity that no middleware wraps the call.
+        tool_call: Handler = self._call_tool
+        read: Handler = self._read_resource
+        get_prompt: Handler = self._get_prompt
+        self._lanes: dict[Handler, int] = {tool_call: _CALL, get_prompt: _PROMPT, read: _READ}
         self.supported_versions: list[str] = list(MODERN_VERSIONS)
         self.handlers: dict[str, Handler] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
-            "tools/call": self._tool_call,
+            "tools/call": tool_call,
             "resources/list": self._list_resources,
             "resources/templates/list": self._list_templates,
-            "resources/read": self._read_resource,
+            "resources/read": read,
             "prompts/list": self._list_prompts,
-            "prompts/get": self._get_prompt,
+            "prompts/get": get_prompt,
             "completion/complete": lambda ctx, p: _complete(server, p),
         }
         if server.subscriptions:
@@ -148,9 +156,9 @@ class Dispatcher:
         self._pages: dict[Any, Any] = {}
         self.busy = 0  # requests whose handler is running (for max_inflight)
         self._caps: dict[str, Any] | None = None
-        # method -> (spec, handler) for every method this server answers now (its
-        # capability advertised): one look-up per request; rebuilt after a change.
-        self._routes: dict[str, tuple[MethodSpec, Handler]] | None = None
+        # method -> (spec, handler, lean lane) for every method this server answers now
+        # (its capability advertised): one look-up per request; rebuilt after a change.
+        self._routes: dict[str, tuple[MethodSpec, Handler, int]] | None = None
         self._server_meta = {SERVER_INFO: server.info}
 
     def use(self, middleware: list[Middleware]) -> None:
@@ -166,13 +174,14 @@ class Dispatcher:
         self._caps = None
         self._routes = None
 
-    def _build_routes(self) -> dict[str, tuple[MethodSpec, Handler]]:
+    def _build_routes(self) -> dict[str, tuple[MethodSpec, Handler, int]]:
         caps = self.capabilities
-        routes: dict[str, tuple[MethodSpec, Handler]] = {}
+        routes: dict[str, tuple[MethodSpec, Handler, int]] = {}
         for method, handler in self.handlers.items():
             spec = METHODS.get(method)
             if spec is not None and (spec.capability is None or spec.capability in caps):
-                routes[method] = (spec, handler)
+                # A handler inside middleware is not a bare one: no lean lane.
+                routes[method] = (spec, handler, self._lanes.get(handler, _GENERAL))
         self._routes = routes
         return routes
 
@@ -225,8 +234,8 @@ class Dispatcher:
             if method not in METHODS or method not in self.handlers:
                 raise MethodNotFound(f"Method not found: {method}")
             raise MethodNotFound(f"Method not supported by this server: {method}")
-        spec, handler = route
-        return _tuple_new(Prepared, (rid, method, params, spec, handler, version, caps, info, rank, token, raw))
+        spec, handler, lane = route
+        return _tuple_new(Prepared, (rid, method, params, spec, handler, version, caps, info, rank, token, raw, lane))
 
     @staticmethod
     def _parse_meta(params: Any) -> RequestMeta:
@@ -248,50 +257,110 @@ class Dispatcher:
         of ending the round with `input_required`. `io.loop`, when the transport has
         it, saves looking up the running loop again.
 
-        The lean lane: a `tools/call` that nothing but the tool itself needs to see
-        (no middleware, no back channel, no log forwarding for this request, no MRTR
-        round to resume, no load shedding, a plain tool that takes no Context and is
-        not a task tool) runs the tool right here, without a Context and without the
-        frame of `Invocable.invoke`, whose policy it repeats exactly: protocol errors
-        and cancellation propagate, any other exception becomes the tool's `failed`
-        answer (TOOL-08). Everything else takes the general lane below it."""
+        The lean lane: a `tools/call`, `prompts/get` or `resources/read` that nothing
+        but the function itself needs to see (no middleware, no back channel, no log
+        forwarding for this request, no MRTR round to resume, no load shedding, a
+        plain function that takes no Context and, for tools, is not a task tool) runs
+        the function right here, without a Context and without the frames of the
+        method's handler and `Invocable.invoke`, whose policy it repeats exactly:
+        protocol errors and cancellation propagate, any other exception becomes the
+        tool's `failed` answer (TOOL-08) or, for prompts and resources, the masked
+        -32603 below. A resource or template that takes a Context, once found, runs
+        through its own `invoke` with one built here (the search is not repeated).
+        Everything else takes the general lane below it."""
         # Once: a field read is a descriptor call.
-        rid, method, params, spec, handler, _, _, _, log_level, _, _ = req
+        rid, method, params, spec, handler, _, _, _, log_level, _, _, kind = req
         server = self.server
         ctx: Context | None = None
         token = None
         try:
-            tool: Any = None
-            if handler is self._tool_call and io.ask is None and server.max_inflight is None \
+            entry: Any = None
+            if kind is not _GENERAL and io.ask is None and server.max_inflight is None \
                     and (log_level is None or not server.forward_logs) \
                     and "inputResponses" not in params and "requestState" not in params:
-                name = params.get("name")
-                tool = server.tools.get(name) if type(name) is str else None
-                arguments = params.get("arguments", _NO_ARGUMENTS)
-                if tool is not None and (type(arguments) is not dict or type(tool) is not ToolEntry
-                                         or not tool.lane):
-                    tool = None
-            if tool is not None:
-                try:
-                    kwargs = tool.bind(arguments)
-                    lane = tool.lane
-                    if lane == LANE_ASYNC:
-                        value = await tool.fn(**kwargs)
-                    elif lane == LANE_INLINE:
-                        value = tool.fn(**kwargs)
-                    else:  # LANE_THREAD
-                        value = await _submit(io.loop or running_loop(), tool.fn, kwargs)
-                except (ProtocolError, asyncio.CancelledError):
-                    raise
-                except Exception as exc:
-                    result = tool.failed(exc)
-                else:
-                    if type(value) is str and tool.output is None:  # plain text: shaped at once
+                if kind is _CALL:
+                    name = params.get("name")
+                    entry = server.tools.get(name) if type(name) is str else None
+                    arguments = params.get("arguments", _NO_ARGUMENTS)
+                    if entry is not None and type(arguments) is dict and type(entry) is ToolEntry \
+                            and entry.lane:
+                        try:
+                            positional = entry.positional
+                            if positional is not None:  # async or inline, values in order
+                                value = entry.fn(*positional(arguments))
+                                if entry.lane == LANE_ASYNC:
+                                    value = await value
+                            else:
+                                kwargs = entry.bind(arguments)
+                                lane = entry.lane
+                                if lane == LANE_ASYNC:
+                                    value = await entry.fn(**kwargs)
+                                elif lane == LANE_INLINE:
+                                    value = entry.fn(**kwargs)
+                                else:  # LANE_THREAD
+                                    value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
+                        except (ProtocolError, asyncio.CancelledError):
+                            raise
+                        except Exception as exc:
+                            result = entry.failed(exc)
+                        else:
+                            if type(value) is str and entry.output is None:  # plain text: shaped at once
+                                return {"jsonrpc": "2.0", "id": rid, "result": {
+                                    "resultType": "complete", "content": [{"type": "text", "text": value}],
+                                    "_meta": self._server_meta}}
+                            result = entry.to_result(value)
+                    else:
+                        entry = None
+                elif kind is _PROMPT:
+                    name = params.get("name")
+                    entry = server.prompts.get(name) if type(name) is str else None
+                    if entry is not None and type(entry) is PromptEntry and entry.lane:
+                        kwargs = entry.bind(params.get("arguments"))
+                        lane = entry.lane
+                        if lane == LANE_ASYNC:
+                            value = await entry.fn(**kwargs)
+                        elif lane == LANE_INLINE:
+                            value = entry.fn(**kwargs)
+                        else:  # LANE_THREAD
+                            value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
+                        result = entry.finish(value)  # a fresh dict without `_meta`
+                        result["_meta"] = self._server_meta
+                        return {"jsonrpc": "2.0", "id": rid, "result": result}
+                    entry = None
+                else:  # resources/read: a fixed URI, else the first template that matches
+                    uri: Any = params.get("uri")
+                    if type(uri) is str:
+                        entry = server.resources.get(uri)
+                        values = None
+                        if entry is None:
+                            entry, values = self._template_for(uri)
+                        lane = entry.lane
+                        if lane and (type(entry) is ResourceEntry if values is None else type(entry) is TemplateEntry):
+                            kwargs = entry.bind(() if values is None else values)
+                            if lane == LANE_ASYNC:
+                                value = await entry.fn(**kwargs)
+                            elif lane == LANE_INLINE:
+                                value = entry.fn(**kwargs)
+                            else:  # LANE_THREAD
+                                value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
+                            contents = to_contents(entry.uri if values is None else uri, value, entry.mime_type)
+                        else:  # it takes a Context (or is a subclass): its own `read`, as the handler's
+                            ctx = Context(server, req, io, io.loop)
+                            contents = await (entry.read(ctx) if values is None else entry.read(ctx, uri, values))
+                        # What `_read_resource` answers, shaped as below (keys in that order).
+                        ttl, scope = entry.ttl_ms, entry.cache_scope
+                        d_ttl, d_scope = server.cache_hints["resources/read"]
+                        if ttl is not None or scope is not None:  # the entry's own hints
+                            return {"jsonrpc": "2.0", "id": rid, "result": {
+                                "resultType": "complete", "contents": contents,
+                                "ttlMs": d_ttl if ttl is None else ttl, "cacheScope": scope or d_scope,
+                                "_meta": self._server_meta}}
+                        if io.subject is not None and "resources/read" not in server.explicit_hints:
+                            d_scope = "private"  # CACHE-07/10, as `_hints` decides
                         return {"jsonrpc": "2.0", "id": rid, "result": {
-                            "resultType": "complete", "content": [{"type": "text", "text": value}],
-                            "_meta": self._server_meta}}
-                    result = tool.to_result(value)
-            else:
+                            "resultType": "complete", "contents": contents, "_meta": self._server_meta,
+                            "ttlMs": d_ttl, "cacheScope": d_scope}}
+            if entry is None:
                 ctx = Context(server, req, io, io.loop)
                 if log_level is not None and server.forward_logs:
                     token = current.set(ctx)
@@ -506,6 +575,15 @@ class Dispatcher:
 
             return call_tool(self.server, ctx, tool, arguments)  # type: ignore[arg-type]
         return tool.call(ctx, arguments)  # type: ignore[arg-type]
+
+    def _template_for(self, uri: str) -> tuple[TemplateEntry, dict[str, str]]:
+        """The first template matching `uri` and its variables (the lean lane's search;
+        `_read_resource` has the same loop)."""
+        for template in self.server.templates.values():
+            values = template.match(uri)
+            if values is not None:
+                return template, values
+        raise ResourceNotFound(uri)
 
     async def _read_resource(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         uri = params.get("uri")

@@ -11,6 +11,13 @@ result (`finish`, per kind):
   which by default propagates too (the dispatcher logs it and answers -32603) and
   which tools override to answer an `isError` result instead (TOOL-08).
 Everything is decided at registration; a call costs one coroutine frame.
+
+`lane` says how the dispatcher's lean lane (`_dispatch.Dispatcher.run`) may run the
+function itself, without a Context and without the `invoke` frame: on the loop
+(`LANE_ASYNC`), inline (`LANE_INLINE`) or in a worker thread (`LANE_THREAD`);
+`NO_LANE` when the function takes a Context (or a provider-resolved parameter,
+which needs one) or, for tools, may become a task. The lane repeats `invoke`'s
+policy exactly.
 Must not import the registry, the dispatcher or transports.
 """
 
@@ -31,14 +38,16 @@ _submit = _workers.submit  # (loop, fn, kwargs) -> future: no wrapper frame per 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
 
-__all__ = ["Invocable"]
+__all__ = ["LANE_ASYNC", "LANE_INLINE", "LANE_THREAD", "NO_LANE", "Invocable"]
+
+NO_LANE, LANE_ASYNC, LANE_INLINE, LANE_THREAD = 0, 1, 2, 3
 
 
 class Invocable:
     """A registered function with its run policy; subclasses set `bind` and may
     override `finish` and `failed`."""
 
-    __slots__ = ("bind", "ctx_param", "fn", "inline", "is_async")
+    __slots__ = ("bind", "ctx_param", "fn", "inline", "is_async", "lane")
 
     fn: Callable[..., Any]
     # The request's arguments as a fresh dict of keyword arguments; raises a protocol
@@ -48,6 +57,7 @@ class Invocable:
     ctx_param: str | None
     is_async: bool
     inline: bool
+    lane: int  # NO_LANE or how the lean lane runs it (see the module's docstring)
 
     def _set_fn(
         self, fn: Callable[..., Any], ctx_param: str | None, bind: Callable[[Any], dict[str, Any]],
@@ -63,6 +73,8 @@ class Invocable:
         # A sync function known never to block (pure computation, microseconds) may
         # skip the thread hop.
         self.inline = not self.is_async and not run_in_thread
+        self.lane = NO_LANE if ctx_param is not None \
+            else LANE_ASYNC if self.is_async else LANE_INLINE if self.inline else LANE_THREAD
 
     def finish(self, value: Any) -> Any:
         """What the function returned, as the result to answer."""

@@ -88,22 +88,32 @@ class PromptEntry(Invocable):
         self.definition = d
 
     def _bind(self, arguments: Any) -> dict[str, Any]:
+        # One loop, no generator or comprehension frames; the checks in this order:
+        # every value a string, then the required names, then the known ones kept.
         if arguments is None:
             arguments = {}
-        if not isinstance(arguments, dict) or not all(
-            isinstance(v, str) for v in arguments.values()  # type: ignore[union-attr]
-        ):
+        elif not isinstance(arguments, dict):
             raise InvalidParams("prompt arguments must be an object of strings")
-        missing = [n for n in self.required if n not in arguments]
-        if missing:
-            raise InvalidParams(f"Missing required argument(s) for prompt {self.name}: {', '.join(missing)}")
-        return {k: v for k, v in arguments.items() if k in self.names}  # type: ignore[union-attr]
+        names = self.names
+        kept: dict[str, Any] = {}
+        for k, v in arguments.items():  # type: ignore[union-attr]
+            if not isinstance(v, str):
+                raise InvalidParams("prompt arguments must be an object of strings")
+            if k in names:
+                kept[k] = v
+        for n in self.required:
+            if n not in arguments:
+                missing = [n for n in self.required if n not in arguments]
+                raise InvalidParams(f"Missing required argument(s) for prompt {self.name}: {', '.join(missing)}")
+        return kept
 
     def finish(self, value: Any) -> dict[str, Any]:
         result: dict[str, Any] = {"resultType": "complete"}
         if "description" in self.definition:
             result["description"] = self.definition["description"]
-        result["messages"] = _to_messages(value)
+        # A plain string, the common case, is one user message (what `_to_messages` makes).
+        result["messages"] = [{"role": "user", "content": {"type": "text", "text": value}}] \
+            if type(value) is str else _to_messages(value)
         return result
 
     async def get(self, ctx: Context, arguments: Any) -> dict[str, Any]:

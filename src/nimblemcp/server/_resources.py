@@ -169,12 +169,15 @@ class TemplateEntry(_Readable):
         m = self.pattern.match(uri)
         if m is None:
             return None
-        from urllib.parse import unquote  # here: keeps urllib off a server's start-up
-
         values: dict[str, str] = {}
         for name, reserved in self.variables:
             raw = m.group(name)
-            value = unquote(raw)
+            if "%" in raw:  # `unquote` returns any other text as it is
+                from urllib.parse import unquote  # here: keeps urllib off a server's start-up
+
+                value = unquote(raw)
+            else:
+                value = raw
             if not _safe(value, reserved):
                 raise InvalidParams("Invalid resource URI", {"uri": uri})
             values[name] = value

@@ -28,7 +28,7 @@ import orjson
 from nimblemcp.content import block_from_model, is_content_block, text
 from nimblemcp.errors import InvalidToolHeaders, ToolError
 from nimblemcp.server._hints import is_simple, simple_validator
-from nimblemcp.server._invoke import Invocable
+from nimblemcp.server._invoke import LANE_ASYNC, LANE_INLINE, NO_LANE, Invocable
 from nimblemcp.server._schema import (
     ArgumentError,
     ArgumentSpec,
@@ -51,9 +51,6 @@ OutputCheck = Callable[[Any, Any], "str | None"]
 logger = logging.getLogger("nimblemcp.server")
 
 _dumps = orjson.dumps
-# How the lean lane of `tools/call` (`_dispatch.Dispatcher.run`) runs a tool
-# (`ToolEntry.lane`); NO_LANE: it does not (the tool takes a Context, or may become a task).
-NO_LANE, LANE_ASYNC, LANE_INLINE, LANE_THREAD = 0, 1, 2, 3
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 
@@ -190,11 +187,11 @@ class ToolEntry(Invocable):
         "defer_task",
         "definition",
         "header_rules",
-        "lane",
         "mask_errors",
         "name",
         "one_time",
         "output",
+        "positional",
         "scalar",
         "schema_validator",
         "task",
@@ -240,10 +237,14 @@ class ToolEntry(Invocable):
         self.mask_errors = True
         self.schema_validator: Any = None
         self._set_fn(fn, self.arguments.context_param, self.arguments.validate, run_in_thread)
-        # How the lean lane of `tools/call` runs it: on the loop (async), inline (sync,
-        # never blocks) or in a worker thread; not at all with a Context or a task.
-        self.lane = NO_LANE if self.ctx_param is not None or task is not None \
-            else LANE_ASYNC if self.is_async else LANE_INLINE if self.inline else LANE_THREAD
+        # The lean lane of `tools/call` runs it on the loop (async), inline (sync, never
+        # blocks) or in a worker thread (`Invocable` chose); not at all as a task.
+        if task is not None:
+            self.lane = NO_LANE
+        # The lean lane calls an async or inline function with positional values when
+        # its parameters allow it (`ArgumentSpec.values`); a worker thread takes kwargs.
+        self.positional: Callable[[dict[str, Any]], list[Any]] | None = (
+            self.arguments.values if self.lane in (LANE_ASYNC, LANE_INLINE) and self.fn is fn else None)
         # A plain `int`, `float` or `bool` return: a value of exactly that type is its
         # own structured form and always fits the schema (`to_result` skips both steps).
         self.scalar: type | None = None

@@ -1,6 +1,8 @@
-"""Reserved `_meta` keys and the per-request `_meta` check (CHECKLIST section 2)."""
+"""Reserved `_meta` keys and the per-request `_meta` check (CHECKLIST section 2).
 
-from __future__ import annotations
+No postponed annotations: they are cheap to evaluate, and a NamedTuple with postponed
+ones compiles a `ForwardRef` per field when the class is made (start-up, issue 18).
+"""
 
 from typing import Any, NamedTuple
 
