@@ -24,6 +24,7 @@ Must not import the registry, the dispatcher or transports.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,42 @@ if TYPE_CHECKING:
 __all__ = ["LANE_ASYNC", "LANE_INLINE", "LANE_THREAD", "NO_LANE", "Invocable"]
 
 NO_LANE, LANE_ASYNC, LANE_INLINE, LANE_THREAD = 0, 1, 2, 3
+
+
+def _by_name(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` itself, or, when it has positional-only parameters (`def f(a, /)`), a
+    wrapper of the same kind (async or not) that passes those by position: arguments
+    are bound by name, and such a function refused every call before."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # no signature to read: called as it is
+        return fn
+    first = [(p.name, p.default) for p in params if p.kind is p.POSITIONAL_ONLY]
+    if not first:
+        return fn
+    missing = inspect.Parameter.empty
+
+    def split(kwargs: dict[str, Any]) -> list[Any]:
+        values = []
+        for name, default in first:
+            value = kwargs.pop(name, default)
+            if value is missing:  # the call then fails as Python says (bind checks first)
+                break
+            values.append(value)
+        return values
+
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def call_async(**kwargs: Any) -> Any:
+            return await fn(*split(kwargs), **kwargs)
+
+        return call_async
+
+    @functools.wraps(fn)
+    def call(**kwargs: Any) -> Any:
+        return fn(*split(kwargs), **kwargs)
+
+    return call
 
 
 class Invocable:
@@ -64,8 +101,9 @@ class Invocable:
         run_in_thread: bool = True,
     ) -> None:
         # Parameters resolved by providers (`_depends`): the function is wrapped once,
-        # here; one without dependencies runs as it is.
-        fn, ctx_param = inject(fn, ctx_param, run_in_thread)
+        # here; one without dependencies runs as it is. Positional-only parameters get
+        # their values by position (every entry is called by name).
+        fn, ctx_param = inject(_by_name(fn), ctx_param, run_in_thread)
         self.fn = fn
         self.bind = bind
         self.ctx_param = ctx_param
