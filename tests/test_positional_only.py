@@ -70,7 +70,11 @@ def _server(with_middleware: bool) -> Server:
 
 def _call(server: Server, method: str, params: dict[str, Any]) -> dict[str, Any]:
     message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": dict(META)}}
-    return asyncio.run(server.execute(server.prepare(message), NoIO()))
+
+    async def answer() -> dict[str, Any]:
+        return await server.execute(server.prepare(message), NoIO())
+
+    return asyncio.run(answer())
 
 
 def _text(response: dict[str, Any]) -> str:
