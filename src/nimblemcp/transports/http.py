@@ -291,17 +291,22 @@ class McpHttpApp:
                 response = await step
             except asyncio.CancelledError:
                 ex.finish()
+                if ex.slow and not ex.disconnected:
+                    # Cut off for reading too slowly (`Exchange._cut`): the pump is kept
+                    # (it may be waiting for the reader's drain) and ends the stream
+                    # cleanly, with the closing note of a listen (SUB-09).
+                    task.uncancel()
+                    pump = ex.pump
+                    if pump is None:
+                        pump = ex.pump = loop.create_task(ex._pump())
+                    with contextlib.suppress(Exception):
+                        await pump
+                    return
                 if ex.pump is not None:
                     ex.pump.cancel()
                 if ex.disconnected:
                     task.uncancel()
                     return  # HTTP-10: nothing more is sent for a cancelled request
-                if ex.slow:
-                    task.uncancel()
-                    ex.pump = loop.create_task(ex._pump()) if ex.pump is None else ex.pump
-                    with contextlib.suppress(Exception):
-                        await ex.pump
-                    return
                 raise
             ex.finish()
             if ex.pump is None:
