@@ -73,11 +73,12 @@ def make_server() -> m.Server:
 class Running:
     """One engine serving one server in a background thread."""
 
-    def __init__(self, engine: str, **options: Any) -> None:
+    def __init__(self, engine: str, wrap: Any = None, **options: Any) -> None:
         self.engine = engine
         self.server = make_server()
         self.app = asgi_app(self.server, **options)
         self.drain = ListenDrain(self.app)
+        self.served: Any = self.drain if wrap is None else wrap(self.drain)
         self.port = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -100,9 +101,9 @@ class Running:
 
                 config = EngineConfig(port=0, head_timeout=security.head_timeout, max_head=head_limit(security),
                                       idle_timeout=security.idle_timeout)
-                await serve(self.drain, config, stop_event=self._stop, started=started)
+                await serve(self.served, config, stop_event=self._stop, started=started)
                 return
-            config_u = uvicorn.Config(self.drain, host="127.0.0.1", port=0, lifespan="on", log_level="warning",
+            config_u = uvicorn.Config(self.served, host="127.0.0.1", port=0, lifespan="on", log_level="warning",
                                       access_log=False, server_header=False, **uvicorn_limits(security))
             server = self._uvicorn = uvicorn.Server(config_u)
             task = asyncio.create_task(server.serve())
@@ -451,3 +452,92 @@ def test_a_listener_too_slow_gets_the_closing_note_and_a_clean_end(
         assert "too slow" in cancelled[-1]["params"]["reason"]
         sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
         assert read_until(sock, b"\r\n\r\n").startswith(b"HTTP/1.1 200")
+
+
+# -- the engine's one-step answer, and what wraps `send` -------------------------------
+
+
+class Tagging:
+    """A user's middleware that wraps `send`: adds a header to every response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.starts = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def tagged(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                self.starts += 1
+                message = {**message, "headers": [*message.get("headers", ()), (b"x-tag", b"mine")]}
+            await send(message)
+
+        await self.app(scope, receive, tagged)
+
+
+class PassThrough:
+    """A user's middleware that hands the server's own `send` on (and copies the scope)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app({**scope, "x-seen": True}, receive, send)
+
+
+@pytest.fixture(scope="module")
+def wrapped() -> Iterator[dict[str, Running]]:
+    running = {engine: Running(engine, wrap=Tagging) for engine in ENGINES}
+    running.update({f"pass-{engine}": Running(engine, wrap=PassThrough) for engine in ENGINES})
+    try:
+        yield running
+    finally:
+        for r in running.values():
+            r.stop()
+
+
+def test_a_middleware_that_wraps_send_sees_every_answer(wrapped: dict[str, Running],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from nimblemcp.transports._engine import _Cycle
+
+    calls: list[int] = []
+    original = _Cycle.answer
+    monkeypatch.setattr(_Cycle, "answer", lambda self, status, body: (calls.append(status), original(self, status, body)))
+    data = call("echo", {"text": "one"}) + call("aecho", {"text": "two"})
+    answers = same({"nimblemcp": wrapped["nimblemcp"], "uvicorn": wrapped["uvicorn"]}, data)
+    assert [a[0] for a in answers] == [200, 200]
+    assert all(("x-tag", "mine") in headers for _, headers, _ in answers)
+    assert result_text(answers[1][2]) == "two"
+    assert wrapped["nimblemcp"].served.starts == 2
+    assert calls == []  # `send` was wrapped: the one-step answer was not taken
+    answers = same({"nimblemcp": wrapped["pass-nimblemcp"], "uvicorn": wrapped["pass-uvicorn"]}, data)
+    assert [result_text(a[2]) for a in answers] == ["one", "two"]
+    assert calls == [200, 200]  # the engine's own `send`: answered in one step
+
+
+def test_one_step_answers_keep_pipelining_close_and_http_1_0(pair: dict[str, Running]) -> None:
+    """Answers that take the engine's one step, in the framings where it must fall back
+    to the general head: HTTP/1.0 keep-alive, `connection: close` mid-pipeline."""
+    data = (call("aecho", {"text": "a"}, version=b"HTTP/1.0") +
+            call("aecho", {"text": "b"}, version=b"HTTP/1.0"))
+    answers = same(pair, data)
+    assert [result_text(a[2]) for a in answers] == ["a"]  # HTTP/1.0 without keep-alive: closed after
+    data = (call("aecho", {"text": "a"}) + call("aecho", {"text": "b"}) +
+            call("echo", {"text": "c"}, extra=b"connection: close\r\n") + call("echo", {"text": "never"}))
+    answers = same(pair, data)
+    assert [result_text(a[2]) for a in answers] == ["a", "b", "c"]
+    assert ("connection", "close") in answers[2][1]
+    # HTTP/1.0 keep-alive: kept by the engine (uvicorn closes), in the general head.
+    data = (call("aecho", {"text": "a"}, version=b"HTTP/1.0", extra=b"connection: keep-alive\r\n") +
+            call("aecho", {"text": "b"}))
+    answers = parse(exchange(pair["nimblemcp"].port, data))
+    assert [result_text(a[2]) for a in answers] == ["a", "b"]
+    assert answers[0][1] == [("content-type", "application/json"), ("content-length", str(len(answers[0][2]))),
+                             ("connection", "keep-alive")]
+    # Garbage after a request: the engine answers the request, then 400 (uvicorn
+    # answers only the 400).
+    bad = parse(exchange(pair["nimblemcp"].port, call("aecho", {"text": "x"}) + b"NOT HTTP\r\n\r\n"))
+    assert [a[0] for a in bad] == [200, 400] and result_text(bad[0][2]) == "x"

@@ -45,7 +45,7 @@ import httptools
 if TYPE_CHECKING:
     from nimblemcp.transports._engine_server import Engine
 
-__all__ = ["Connection"]
+__all__ = ["ANSWER", "Connection"]
 
 logger = logging.getLogger("nimblemcp.http")
 
@@ -69,6 +69,11 @@ _KNOWN_TYPES = {
     (b"content-type", b"application/json"): b"content-type: application/json\r\n",
     (b"content-type", b"text/event-stream"): b"content-type: text/event-stream\r\n",
 }
+# The scope key under which the engine offers `_Cycle.answer` (`_asgi.ANSWER`, the same
+# string: this module imports no nimblemcp code).
+ANSWER = "nimblemcp.answer"
+_JSON = (b"content-type", b"application/json")
+_JSON_LINE = _KNOWN_TYPES[_JSON]
 _MAX_PATHS = 256  # plain request targets remembered per engine with their decoded path,
 _MAX_PATH_BYTES = 256  # each at most this long: the memory they hold stays small
 
@@ -210,6 +215,46 @@ class _Cycle:
                 await conn.drained()
             return
         self.response_complete = True
+        if self.waiter is not None:
+            self.wake()
+        conn.response_done(self)
+
+    def answer(self, status: int, body: bytes) -> None:
+        """The whole response at once: `status` and a JSON `body` with its length, as
+        `http.response.start` (content-type `application/json`, `content-length`) and
+        one final `http.response.body` would send it. It leaves on the loop's next pass
+        with every other answer of this pass (`Engine.flush_answers`), written as
+        `send` would write it then. Offered to the app under `ANSWER` in the scope: an
+        app may call it only when the `send` it was handed is that very object (no
+        middleware wraps the response)."""
+        if self.response_started:
+            raise RuntimeError("response already started")
+        self.response_started = True
+        self.response_complete = True  # the app is done: the rest is the engine's
+        self.status = status
+        self.conn.engine.queue_answer(self, body)
+
+    def deliver(self, body: bytes) -> None:
+        """Write what `answer` was given (see there): the final-body step of `send`."""
+        conn = self.conn
+        if self.disconnected or conn.closed:
+            conn.transport.close()  # the client is gone (or half-closed mid-body)
+            return
+        status = self.status
+        status_line = _STATUS_LINES.get(status)
+        if (status_line is not None and self.keep_alive and not self.more_body
+                and self.scope["http_version"] != "1.0"):
+            # The common head of `_head`, without a header list to look at.
+            head = b"".join((status_line, conn.engine.date_header, _JSON_LINE,
+                             b"content-length: %d\r\n\r\n" % len(body)))
+        else:
+            self.headers = [_JSON, (b"content-length", b"%d" % len(body))]
+            head = self._head(body, False)
+        self.written = True
+        if self.head_only or status in _NO_BODY_STATUS:
+            conn.transport.write(head)
+        else:
+            conn.transport.write(head + body)
         if self.waiter is not None:
             self.wake()
         conn.response_done(self)

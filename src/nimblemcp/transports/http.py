@@ -45,6 +45,7 @@ from nimblemcp.jsonrpc import (
 )
 from nimblemcp.transports._asgi import (
     ACCEPT_VERDICTS,
+    ANSWER,
     JSON,
     SUBJECT,
     Receive,
@@ -311,6 +312,10 @@ class McpHttpApp:
             ex.finish()
             if ex.pump is None:
                 body = encode_reply(response)
+                status = 200 if "result" in response else _STATUS.get(response["error"]["code"], 200)
+                if scope.get(ANSWER) is send:  # our engine, nothing wrapping `send`: one step
+                    send.__self__.answer(status, body)  # type: ignore[attr-defined]
+                    return
                 # Answer on the loop's next pass, not in the middle of this one: under
                 # load the answers to one batch of requests then leave together, and the
                 # client's next requests all make the next poll instead of trailing a
@@ -319,7 +324,7 @@ class McpHttpApp:
                 await _next_pass()
                 await send({
                     "type": "http.response.start",
-                    "status": 200 if "result" in response else _STATUS.get(response["error"]["code"], 200),
+                    "status": status,
                     "headers": [JSON, (b"content-length", b"%d" % len(body))],
                 })
                 await send({"type": "http.response.body", "body": body})
