@@ -541,3 +541,63 @@ def test_one_step_answers_keep_pipelining_close_and_http_1_0(pair: dict[str, Run
     # answers only the 400).
     bad = parse(exchange(pair["nimblemcp"].port, call("aecho", {"text": "x"}) + b"NOT HTTP\r\n\r\n"))
     assert [a[0] for a in bad] == [200, 400] and result_text(bad[0][2]) == "x"
+
+
+# -- the header-size limit with the engine's bound on the head -------------------------
+
+
+@pytest.fixture(scope="module")
+def small_heads() -> Iterator[dict[str, Running]]:
+    running = {engine: Running(engine, max_header_bytes=1000) for engine in ENGINES}
+    try:
+        yield running
+    finally:
+        for r in running.values():
+            r.stop()
+
+
+def exchange_pieces(port: int, pieces: list[bytes]) -> bytes:
+    """`pieces` in separate writes (a pause between them: separate reads at the server)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for piece in pieces:
+            sock.sendall(piece)
+            time.sleep(0.05)
+        return read_all(sock)
+
+
+def filler(size: int) -> bytes:
+    return b"x-filler: " + b"a" * size + b"\r\n"
+
+
+@pytest.mark.parametrize("size", [600, 700, 750, 800, 900])
+def test_the_header_limit_holds_whatever_the_reads(small_heads: dict[str, Running], size: int) -> None:
+    """The guard skips adding the headers up only when the engine proves the head is
+    within its limit: the verdicts are uvicorn's for a head in one read, a head after
+    another request in the same read (pipelined), a head split across reads, and a
+    small head whose read is large (its body)."""
+    big = call("echo", {"text": "big"}, extra=filler(size))
+    small = call("echo", {"text": "small"})
+    lines = big.split(b"\r\n\r\n")[0].split(b"\r\n")[1:]
+    total = sum(len(name) + len(value.lstrip()) for name, _, value in (ln.partition(b":") for ln in lines))
+    expected = 431 if total > 1000 else 200
+    cases = [
+        [big],
+        [small + big],
+        [big[:40], big[40:]],
+        [big[:len(big) // 2], big[len(big) // 2:]],
+        [small[:30], small[30:] + big],
+    ]
+    for pieces in cases:
+        answers = {engine: parse(exchange_pieces(r.port, pieces)) for engine, r in small_heads.items()}
+        assert answers["nimblemcp"] == answers["uvicorn"], pieces
+        assert answers["nimblemcp"][-1][0] == expected, pieces
+    body_big = post(body("echo", {"text": "y" * 3000}), "echo")  # a small head, a read past the limit
+    [(status, _, data)] = same(small_heads, body_big)
+    assert status == 200 and result_text(data) == "y" * 3000
+
+
+def test_the_engine_and_the_app_name_the_same_scope_keys() -> None:
+    from nimblemcp.transports import _asgi, _engine
+
+    assert (_engine.ANSWER, _engine.HEAD_BYTES) == (_asgi.ANSWER, _asgi.HEAD_BYTES)

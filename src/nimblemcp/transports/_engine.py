@@ -45,7 +45,7 @@ import httptools
 if TYPE_CHECKING:
     from nimblemcp.transports._engine_server import Engine
 
-__all__ = ["ANSWER", "Connection"]
+__all__ = ["ANSWER", "HEAD_BYTES", "Connection"]
 
 logger = logging.getLogger("nimblemcp.http")
 
@@ -72,6 +72,10 @@ _KNOWN_TYPES = {
 # The scope key under which the engine offers `_Cycle.answer` (`_asgi.ANSWER`, the same
 # string: this module imports no nimblemcp code).
 ANSWER = "nimblemcp.answer"
+# The scope key of an upper bound on the bytes of the request head (`_asgi.HEAD_BYTES`):
+# set when the request began a read and its head ended in that read (the read's
+# length bounds it), None otherwise (pipelined, or a head split across reads).
+HEAD_BYTES = "nimblemcp.head_bytes"
 _JSON = (b"content-type", b"application/json")
 _JSON_LINE = _KNOWN_TYPES[_JSON]
 _MAX_PATHS = 256  # plain request targets remembered per engine with their decoded path,
@@ -385,6 +389,7 @@ class Connection(asyncio.Protocol):
             "type": "http", "asgi": _ASGI, "http_version": "1.1", "server": self.server,
             "client": self.client, "scheme": self.scheme, "method": "GET", "root_path": engine.root_path,
             "path": "/", "raw_path": b"/", "query_string": b"", "headers": [], "state": {},
+            HEAD_BYTES: None,
         }
         self.deadline = engine.now + engine.head_timeout
 
@@ -510,16 +515,18 @@ class Connection(asyncio.Protocol):
         # across reads), ask the parser.
         chunk = self.chunk
         version = None
+        # A copy of the connection's scope with every key present costs about half
+        # of building the 13-key dict anew.
+        scope = self.base_scope.copy()
         if chunk is not None:
             self.chunk = None
+            # This head began in this read and ended in it: the read bounds its size.
+            scope[HEAD_BYTES] = len(chunk)
             end = chunk.find(b"\r\n")
             version = _VERSIONS.get(chunk[end - 9:end]) if end >= 9 else None
         if version is None:
             version = parser.get_http_version()
         headers = self.headers
-        # A copy of the connection's scope with every key present costs about half
-        # of building the 13-key dict anew.
-        scope = self.base_scope.copy()
         scope["http_version"] = version
         scope["method"] = method = parser.get_method().decode("ascii")
         if engine.root_path:
