@@ -78,7 +78,7 @@ class Running:
         self.server = make_server()
         self.app = asgi_app(self.server, **options)
         self.drain = ListenDrain(self.app)
-        self.served: Any = self.drain if wrap is None else wrap(self.drain)
+        self.served: Any = self.drain.entry if wrap is None else wrap(self.drain.entry)
         self.port = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -392,11 +392,26 @@ def read_until(sock: socket.socket, marker: bytes, timeout: float = 10.0) -> byt
     return bytes(out)
 
 
+def chunked(request: bytes) -> bytes:
+    """`request` (with a content-length) with its body sent chunked instead."""
+    head, _, data = request.partition(b"\r\n\r\n")
+    head = b"\r\n".join(ln for ln in head.split(b"\r\n") if not ln.startswith(b"content-length"))
+    return head + b"\r\ntransfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(data), data)
+
+
 @pytest.mark.parametrize("engine", ENGINES)
-def test_drain_ends_an_open_listen_stream_cleanly(pair: dict[str, Running], engine: str) -> None:
+@pytest.mark.parametrize("form", ["plain", "repeated-header", "chunked"])
+def test_drain_ends_an_open_listen_stream_cleanly(pair: dict[str, Running], engine: str, form: str) -> None:
+    """The guard keeps the listen for the drain: with the header dict (plain), after its
+    scan of a list with a repeated name, and for a chunked body (no content-length)."""
     r = pair[engine]
+    request = listen_request({"toolsListChanged": True})
+    if form == "repeated-header":
+        request = request.replace(b"\r\n\r\n", b"\r\nx-dup: 1\r\nx-dup: 2\r\n\r\n", 1)
+    elif form == "chunked":
+        request = chunked(request)
     with socket.create_connection(("127.0.0.1", r.port), timeout=10) as sock:
-        sock.sendall(listen_request({"toolsListChanged": True}))
+        sock.sendall(request)
         head = read_until(sock, b"acknowledged")
         assert head.startswith(b"HTTP/1.1 200") and b"text/event-stream" in head
         r.server.bus.publish(Event("tools"))

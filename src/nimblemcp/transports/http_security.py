@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from nimblemcp.errors import error_from_wire
 from nimblemcp.jsonrpc import encode, error_response
 from nimblemcp.transports._asgi import HEAD_BYTES, respond
+from nimblemcp.transports._drain import DRAIN
 
 if TYPE_CHECKING:
     from dataclasses import dataclass
@@ -33,6 +34,8 @@ __all__ = ["DEFAULT_MAX_BODY", "HttpSecurity", "SecurityMiddleware", "secure_app
 DEFAULT_MAX_BODY: Final = 4 * 1024 * 1024
 LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 _CACHE_LIMIT = 512
+_MCP_METHOD: Final = b"mcp-method"
+_LISTEN: Final = b"subscriptions/listen"
 
 
 def _error_body(code: int, message: str) -> bytes:
@@ -119,6 +122,9 @@ class SecurityMiddleware:
     """Rejects foreign Origins (403) and Hosts (403), a repeated Host (400), oversized
     bodies (413) and header floods (431) before the wrapped app sees the request."""
 
+    # A `ListenDrain` made around this guard hands it its per-request part (`drain`).
+    takes_listen_drain = True
+
     def __init__(self, app: Any, security: HttpSecurity | None = None, **options: Any) -> None:
         """`security`, or the `HttpSecurity` fields as keyword arguments."""
         config = (security or HttpSecurity()).override(**options)
@@ -140,6 +146,9 @@ class SecurityMiddleware:
         self._length_digits = len(str(config.max_body)) if config.max_body is not None else 0
         # The app takes the header dict built here (nimblemcp's endpoint does).
         self.hands_headers = getattr(app, "takes_found_headers", False) is True
+        # A `_drain.ListenDrain` made around this guard: it keeps the listen streams
+        # this guard lets through, and hands GETs itself (see `ListenDrain`).
+        self.drain: Any = None
 
     # -- verdicts (cached) --------------------------------------------------------------
 
@@ -201,11 +210,14 @@ class SecurityMiddleware:
             else:
                 size = sum(map(len, found)) + sum(map(len, found.values()))
         else:
-            found = origin = host = length = None
+            found = origin = host = length = listen = None
             size = 0
             for key, value in raw_headers:
                 size += len(key) + len(value)
-                if key == b"origin":
+                if key == b"mcp-method":
+                    if listen is None:  # the first one, as the drain always read it
+                        listen = value
+                elif key == b"origin":
                     if origin is not None and origin != value:
                         await _reject(send, 403, _FORBIDDEN_ORIGIN)
                         return
@@ -249,12 +261,40 @@ class SecurityMiddleware:
                         return
                 # The HTTP server never delivers more than Content-Length bytes.
             elif scope["method"] in ("POST", "PUT", "PATCH"):
-                await self._limited(scope, receive, send, limit)
+                if self.drain is not None and scope["method"] == "POST" and (
+                        found.get(_MCP_METHOD) if found is not None else listen) == _LISTEN:
+                    await self._listen(scope, receive, send, found, limit)
+                else:
+                    await self._limited(scope, receive, send, limit)
                 return
+        drain = self.drain
+        if drain is not None:
+            kind = scope["method"]
+            if kind == "POST":
+                if (found.get(_MCP_METHOD) if found is not None else listen) == _LISTEN:
+                    await self._listen(scope, receive, send, found, None)
+                    return
+            elif kind == "GET":
+                scope[DRAIN] = drain
         if found is not None and self.hands_headers:
             await self.app(scope, receive, send, found)
         else:
             await self.app(scope, receive, send)
+
+    async def _listen(self, scope: Scope, receive: Receive, send: Send, found: dict[bytes, bytes] | None,
+                      limit: int | None) -> None:
+        """A `subscriptions/listen` POST, its response kept by the drain (`_drain`)."""
+        drain: Any = self.drain
+        relay = drain.track(send)
+        try:
+            if limit is not None:
+                await self._limited(scope, receive, relay, limit)
+            elif found is not None and self.hands_headers:
+                await self.app(scope, receive, relay, found)
+            else:
+                await self.app(scope, receive, relay)
+        finally:
+            drain.untrack(relay)
 
     async def _limited(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         """A body without Content-Length (chunked): count as it arrives."""
