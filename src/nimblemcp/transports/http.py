@@ -28,7 +28,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any, Protocol
 
 from nimblemcp._loop import running_loop
-from nimblemcp._port import Core, Prepared
+from nimblemcp._port import Core
 from nimblemcp.errors import (
     InternalError,
     InvalidRequest,
@@ -56,7 +56,7 @@ from nimblemcp.transports._asgi import (
     respond,
     respond_json,
 )
-from nimblemcp.transports._http_exchange import BODY_SWEEP, Exchange, Watchlist
+from nimblemcp.transports._http_exchange import BODY_SWEEP, WATCH_DELAY, Exchange, Watchlist
 from nimblemcp.transports._http_headers import ParamRules, RequestHeaders, check_standard
 from nimblemcp.transports._routes import App
 from nimblemcp.transports._sse import frame
@@ -121,6 +121,9 @@ def _next_pass() -> Generator[None, None, None]:
     """`asyncio.sleep(0)` without its extra coroutine: the task resumes on the loop's
     next pass."""
     yield
+
+
+_new = object.__new__
 
 
 def _is_json(value: bytes | None) -> bool:
@@ -220,8 +223,10 @@ class McpHttpApp:
         if found is None:
             h = RequestHeaders(scope["headers"])
             found = h.found
-        else:
-            h = RequestHeaders.of(found)
+        else:  # `RequestHeaders.of(found)`, without the call
+            h = _new(RequestHeaders)
+            h.found = h.params = found
+            h.dup = -1
         value = found.get(b"content-type")
         if value != b"application/json" and not _is_json(value):
             await respond(send, 415, b"Content-Type must be application/json")
@@ -277,8 +282,22 @@ class McpHttpApp:
                 else:  # HTTP-03: clients never send responses in this revision
                     await respond_json(send, 400, error_response(None, InvalidRequest("responses are not accepted")))
                 return
+            # HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params.
+            # The core checks `_meta`, version, method and params; the headers are
+            # compared with the body after it passed, reading what it read (the version
+            # it parsed), or, when it refused the request, before its error is
+            # answered, as the ladder wants.
             try:
-                prepared = self._prepare(h, msg)
+                if msg["method"] == "initialize":
+                    self._refuse_initialize(msg)
+                try:
+                    prepared = self.core.prepare(msg)  # -32602 / -32022 / -32601
+                except ProtocolError:
+                    self._headers_before(h, msg)
+                    raise
+                check_standard(h, prepared.method, prepared.params, prepared.meta.version)
+                if prepared.method == "tools/call":
+                    self.param_rules.check(h, prepared.params)
             except ProtocolError as exc:
                 await respond_json(send, _STATUS.get(exc.code, 200), error_response(msg["id"], exc))
                 return
@@ -287,7 +306,12 @@ class McpHttpApp:
                 subject = None
             ex = Exchange(loop, receive, send, self.keepalive, subject, scope, task)
             step = self.core.execute(prepared, ex)
-            watchlist.add(ex)
+            # `watchlist.add(ex)`, without the call
+            due = loop.time() + WATCH_DELAY
+            ex.watch_entry = entry = [due, ex]
+            watchlist.entries.append(entry)
+            if watchlist.timer is None:
+                watchlist.timer = loop.call_at(due, watchlist.sweep)
             try:
                 response = await step
             except asyncio.CancelledError:
@@ -309,7 +333,11 @@ class McpHttpApp:
                     task.uncancel()
                     return  # HTTP-10: nothing more is sent for a cancelled request
                 raise
-            ex.finish()
+            if ex.watch_entry is not None:  # still waiting for its watch: nothing runs to stop
+                ex.done = True
+                entry[1] = None
+            else:
+                ex.finish()
             if ex.pump is None:
                 body = encode_reply(response)
                 status = 200 if "result" in response else _STATUS.get(response["error"]["code"], 200)
@@ -359,31 +387,17 @@ class McpHttpApp:
             return type(body_version) is not str or body_version.encode() in _LEGACY_HEADER
         return get(_SESSION_KEY) is not None or (type(msg) is dict and msg.get("method") == "initialize")
 
-    def _prepare(self, h: RequestHeaders, msg: dict[str, Any]) -> Prepared:
-        """HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params.
-
-        The core checks `_meta`, version, method and params; the headers are compared
-        with the body after it passed, reading what it read (the version it parsed), or,
-        when it refused the request, before its error is answered, as the ladder wants."""
-        if msg["method"] == "initialize":
-            params = msg.get("params")
-            meta = params.get("_meta") if type(params) is dict else None
-            if not (type(meta) is dict and PROTOCOL_VERSION in meta):
-                # A legacy client the legacy leg does not serve (COMPAT-S02); an enveloped
-                # `initialize` is a removed method instead (-32601, 404).
-                requested = params.get("protocolVersion") if type(params) is dict else None
-                raise UnsupportedProtocolVersion(
-                    requested, list(MODERN_VERSIONS),
-                    "This server speaks only the stateless revisions (no initialize handshake)")
-        try:
-            prepared = self.core.prepare(msg)  # -32602 / -32022 / -32601
-        except ProtocolError:
-            self._headers_before(h, msg)
-            raise
-        check_standard(h, prepared.method, prepared.params, prepared.meta.version)
-        if prepared.method == "tools/call":
-            self.param_rules.check(h, prepared.params)
-        return prepared
+    @staticmethod
+    def _refuse_initialize(msg: dict[str, Any]) -> None:
+        params = msg.get("params")
+        meta = params.get("_meta") if type(params) is dict else None
+        if not (type(meta) is dict and PROTOCOL_VERSION in meta):
+            # A legacy client the legacy leg does not serve (COMPAT-S02); an enveloped
+            # `initialize` is a removed method instead (-32601, 404).
+            requested = params.get("protocolVersion") if type(params) is dict else None
+            raise UnsupportedProtocolVersion(
+                requested, list(MODERN_VERSIONS),
+                "This server speaks only the stateless revisions (no initialize handshake)")
 
     @staticmethod
     def _headers_before(h: RequestHeaders, msg: dict[str, Any]) -> None:
