@@ -616,3 +616,60 @@ def test_the_engine_and_the_app_name_the_same_scope_keys() -> None:
     from nimblemcp.transports import _asgi, _engine
 
     assert (_engine.ANSWER, _engine.HEAD_BYTES) == (_asgi.ANSWER, _asgi.HEAD_BYTES)
+
+
+# -- the one-step answer seen from a plain ASGI app on the engine -----------------------
+
+
+def serve_raw(app: Any) -> tuple[int, Any]:
+    """`app` on the engine in a background thread: (port, stop)."""
+    ready = threading.Event()
+    holder: dict[str, Any] = {}
+
+    def main() -> None:
+        async def go() -> None:
+            holder["loop"], holder["stop"] = asyncio.get_running_loop(), asyncio.Event()
+
+            def started(address: tuple[str, int]) -> None:
+                holder["port"] = address[1]
+                ready.set()
+
+            await serve(app, EngineConfig(port=0), stop_event=holder["stop"], started=started)
+
+        asyncio.run(go())
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    assert ready.wait(30)
+
+    def stop() -> None:
+        holder["loop"].call_soon_threadsafe(holder["stop"].set)
+        thread.join(30)
+
+    return holder["port"], stop
+
+
+def test_an_app_that_fails_after_answering_still_delivers_the_answer_then_closes() -> None:
+    from nimblemcp.transports._asgi import ANSWER
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        assert scope[ANSWER] is send
+        send.__self__.answer(201 if scope["path"] == "/ok" else 202, b'{"a":1}')
+        if scope["path"] == "/fail":
+            raise RuntimeError("after the answer")
+
+    port, stop = serve_raw(app)
+    try:
+        get = b"GET /ok HTTP/1.1\r\nhost: x\r\n\r\n"
+        answers = parse(exchange(port, get + get))  # pipelined: both, in order
+        assert [(a[0], a[2]) for a in answers] == [(201, b'{"a":1}'), (201, b'{"a":1}')]
+        assert answers[0][1] == [("content-type", "application/json"), ("content-length", "7")]
+        head = parse(exchange(port, b"HEAD /ok HTTP/1.1\r\nhost: x\r\n\r\n"), head_only=True)
+        assert head == [(201, [("content-type", "application/json"), ("content-length", "7")], b"")]
+        failed = parse(exchange(port, b"GET /fail HTTP/1.1\r\nhost: x\r\n\r\n" + get))
+        assert failed == [(202, [("content-type", "application/json"), ("content-length", "7"),
+                                 ("connection", "close")], b'{"a":1}')]
+    finally:
+        stop()

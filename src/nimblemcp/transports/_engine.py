@@ -620,6 +620,11 @@ class Connection(asyncio.Protocol):
             logger.error("Exception in ASGI application", exc_info=exc)
         elif not cycle.response_started:
             logger.error("ASGI callable returned without starting a response")
+        if cycle.response_complete and not cycle.written:
+            # Answered (`answer`), not written yet: it goes out on the loop's next
+            # pass, and the connection closes after it.
+            cycle.keep_alive = False
+            return
         if not cycle.written:
             self.transport.write(_SERVER_ERROR)
         cycle.response_complete = True
