@@ -101,7 +101,9 @@ class Running:
 
                 config = EngineConfig(port=0, head_timeout=security.head_timeout, max_head=head_limit(security),
                                       idle_timeout=security.idle_timeout)
-                await serve(self.served, config, stop_event=self._stop, started=started)
+                # What `run_http` serves on the engine: the guard's `handle` (no frame of its own).
+                served = getattr(self.served, "handle", self.served)
+                await serve(served, config, stop_event=self._stop, started=started)
                 return
             config_u = uvicorn.Config(self.served, host="127.0.0.1", port=0, lifespan="on", log_level="warning",
                                       access_log=False, server_header=False, **uvicorn_limits(security))

@@ -282,7 +282,10 @@ def _run_engine(server: Server, drain: Any, *, host: str, port: int, shutdown_ti
             await drain.drain()
         server.close_listeners()
 
-    if not run(drain.entry, config, before_stop):
+    # The guard's `handle` where the guard is what is served: the engine awaits what it
+    # calls, so the guard's own coroutine frame is not needed (uvicorn asks for one).
+    entry = drain.entry
+    if not run(getattr(entry, "handle", entry), config, before_stop):
         import sys
 
         print(f"error: server {server.name!r} failed to start", file=sys.stderr)

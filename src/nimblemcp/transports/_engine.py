@@ -389,7 +389,7 @@ class Connection(asyncio.Protocol):
             "type": "http", "asgi": _ASGI, "http_version": "1.1", "server": self.server,
             "client": self.client, "scheme": self.scheme, "method": "GET", "root_path": engine.root_path,
             "path": "/", "raw_path": b"/", "query_string": b"", "headers": [], "state": {},
-            HEAD_BYTES: None,
+            HEAD_BYTES: None, ANSWER: None,
         }
         self.deadline = engine.now + engine.head_timeout
 

@@ -150,7 +150,10 @@ class Engine:
                 conn.app_failed(cycle, None)
         finally:
             self.tasks.discard(cycle.task)
-            scope.pop(ANSWER, None)
+            try:  # noqa: SIM105  (no context manager per request)
+                del scope[ANSWER]
+            except KeyError:  # the app took it out
+                pass
         if self.access_log:
             scope = cycle.scope
             client = scope["client"]
