@@ -26,6 +26,12 @@ Behaviour, as `nimblemcp run` had it under uvicorn:
   connection closes, so the client reads the answer instead of a reset;
 - X-Forwarded-For/Proto are applied only from trusted peers (`_engine_proxy`).
 
+Two scope keys of its own (`_asgi` names them for the app): `ANSWER`, the very `send`
+handed to the app, whose `_Cycle.answer` sends a whole JSON response in one step (an app
+may use it only when its `send` is that object: nothing wraps the response); and
+`HEAD_BYTES`, a bound on the request head's bytes when one is known, so a guard need not
+add the headers up.
+
 Imports `httptools` and the stdlib only; never the server (the app is any ASGI app).
 """
 

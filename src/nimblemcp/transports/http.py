@@ -10,7 +10,9 @@ handler emits a request-scoped notification first, or is still running after
 more (HTTP-10). Origin/Host checks, size limits and CORS are the middleware in
 `http_security`, not options here. Requests the legacy (2025-11-25) leg must serve
 are handed to the `legacy` hook when one is plugged in. Talks to the server through
-the port (`nimblemcp._port.Core`) only; `nimblemcp.serving` runs it under uvicorn.
+the port (`nimblemcp._port.Core`) only; `nimblemcp.serving` runs it on nimblemcp's
+engine or under uvicorn. On the engine, a plain JSON answer goes out through the engine's
+one-step `answer` when the `send` handed here is the engine's own (`_asgi.ANSWER`).
 
 Must not import uvicorn, the server, nor any client code.
 """
