@@ -219,7 +219,7 @@ def run_http(
     from nimblemcp.transports._uvicorn import uvicorn_limits
 
     config = uvicorn.Config(
-        drain, host=host, port=port, loop="auto", lifespan="on",
+        drain.entry, host=host, port=port, loop="auto", lifespan="on",
         log_level=log_level, access_log=access_log, server_header=False,
         timeout_graceful_shutdown=max(1, round(shutdown_timeout)),
         root_path=root_path, proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
@@ -283,7 +283,10 @@ def _run_engine(server: Server, drain: Any, *, host: str, port: int, shutdown_ti
             await drain.drain()
         server.close_listeners()
 
-    if not run(drain, config, before_stop):
+    # The guard's `handle` where the guard is what is served: the engine awaits what it
+    # calls, so the guard's own coroutine frame is not needed (uvicorn asks for one).
+    entry = drain.entry
+    if not run(getattr(entry, "handle", entry), config, before_stop):
         import sys
 
         print(f"error: server {server.name!r} failed to start", file=sys.stderr)

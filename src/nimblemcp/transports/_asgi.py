@@ -14,7 +14,7 @@ from typing import Any, Final
 from nimblemcp.jsonrpc import encode
 
 __all__ = [
-    "ACCEPT_VERDICTS", "ACCESS", "SUBJECT", "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse",
+    "ACCEPT_VERDICTS", "ACCESS", "ANSWER", "HEAD_BYTES", "SUBJECT", "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse",
     "accepts_sse", "endpoint_path", "respond", "respond_json",
 ]
 
@@ -27,6 +27,14 @@ Send = Callable[[Message], Awaitable[None]]
 # str). Namespaced: `scope["user"]` belongs to Starlette's AuthenticationMiddleware.
 SUBJECT: Final = "nimblemcp.subject"
 ACCESS: Final = "nimblemcp.access"  # the scope key of the verified AccessToken
+# Set by nimblemcp's engine to the very `send` it hands the app, whose owner then
+# offers `answer(status, json_body)`: the whole JSON response in one step. Used only
+# when the app's `send` is that object (nothing wraps the response); see `http.py`.
+ANSWER: Final = "nimblemcp.answer"
+# Set by nimblemcp's engine: an upper bound on the request head's bytes (request line
+# and header lines) when it knows one, else None; a guard whose header-size limit is at
+# least this need not add the headers up.
+HEAD_BYTES: Final = "nimblemcp.head_bytes"
 
 JSON: Final = (b"content-type", b"application/json")
 _TEXT: Final = (b"content-type", b"text/plain; charset=utf-8")

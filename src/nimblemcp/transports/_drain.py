@@ -18,7 +18,9 @@ takes any such hook: `run_http` registers one that starts the grace time of the
 server's running background tasks (`Server.drain`).
 
 Cost per request: one scan of the header list; only listens get a wrapped `send`, only
-GETs a scope key. Imports nothing from the server; stdlib only.
+GETs a scope key. Made around nimblemcp's guard (`SecurityMiddleware`), the guard does
+that part from the header dict it builds anyway, and `entry` (the guard) is what to
+serve: no layer of its own. Imports nothing from the server; stdlib only.
 """
 
 from __future__ import annotations
@@ -67,6 +69,23 @@ class ListenDrain:
         self.streams: set[_Stream] = set()
         self.stoppers: set[Callable[[], None]] = set()  # open legacy GET streams
         self.draining = False
+        # The ASGI app to serve: this drain, or the guard it was made around
+        # (`SecurityMiddleware`: `takes_listen_drain`), which then does this
+        # drain's per-request part itself from the header dict it builds anyway
+        # (`track`/`untrack` for listens, `DRAIN` for GETs): one layer less per request.
+        self.entry: Any = self
+        if getattr(app, "takes_listen_drain", False) is True and app.drain is None:
+            app.drain = self
+            self.entry = app
+
+    def track(self, send: Send) -> Send:
+        """The `send` of a listen's response, kept until `untrack`."""
+        stream = _Stream(send)
+        self.streams.add(stream)
+        return stream.relay
+
+    def untrack(self, relay: Send) -> None:
+        self.streams.discard(relay.__self__)  # type: ignore[attr-defined]
 
     def on_drain(self, stop: Callable[[], None]) -> Callable[[], None]:
         """Call `stop()` on `drain()` (at once when draining already); returns the
@@ -78,6 +97,9 @@ class ListenDrain:
         return lambda: self.stoppers.discard(stop)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.entry is not self:  # the guard does it (see `__init__`)
+            await self.app(scope, receive, send)
+            return
         if scope["type"] != "http" or scope["method"] != "POST":
             if scope["type"] == "http" and scope["method"] == "GET":
                 scope[DRAIN] = self

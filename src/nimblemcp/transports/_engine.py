@@ -26,6 +26,12 @@ Behaviour, as `nimblemcp run` had it under uvicorn:
   connection closes, so the client reads the answer instead of a reset;
 - X-Forwarded-For/Proto are applied only from trusted peers (`_engine_proxy`).
 
+Two scope keys of its own (`_asgi` names them for the app): `ANSWER`, the very `send`
+handed to the app, whose `_Cycle.answer` sends a whole JSON response in one step (an app
+may use it only when its `send` is that object: nothing wraps the response); and
+`HEAD_BYTES`, a bound on the request head's bytes when one is known, so a guard need not
+add the headers up.
+
 Imports `httptools` and the stdlib only; never the server (the app is any ASGI app).
 """
 
@@ -45,7 +51,7 @@ import httptools
 if TYPE_CHECKING:
     from nimblemcp.transports._engine_server import Engine
 
-__all__ = ["Connection"]
+__all__ = ["ANSWER", "HEAD_BYTES", "Connection"]
 
 logger = logging.getLogger("nimblemcp.http")
 
@@ -69,6 +75,15 @@ _KNOWN_TYPES = {
     (b"content-type", b"application/json"): b"content-type: application/json\r\n",
     (b"content-type", b"text/event-stream"): b"content-type: text/event-stream\r\n",
 }
+# The scope key under which the engine offers `_Cycle.answer` (`_asgi.ANSWER`, the same
+# string: this module imports no nimblemcp code).
+ANSWER = "nimblemcp.answer"
+# The scope key of an upper bound on the bytes of the request head (`_asgi.HEAD_BYTES`):
+# set when the request began a read and its head ended in that read (the read's
+# length bounds it), None otherwise (pipelined, or a head split across reads).
+HEAD_BYTES = "nimblemcp.head_bytes"
+_JSON = (b"content-type", b"application/json")
+_JSON_LINE = _KNOWN_TYPES[_JSON]
 _MAX_PATHS = 256  # plain request targets remembered per engine with their decoded path,
 _MAX_PATH_BYTES = 256  # each at most this long: the memory they hold stays small
 
@@ -214,6 +229,46 @@ class _Cycle:
             self.wake()
         conn.response_done(self)
 
+    def answer(self, status: int, body: bytes) -> None:
+        """The whole response at once: `status` and a JSON `body` with its length, as
+        `http.response.start` (content-type `application/json`, `content-length`) and
+        one final `http.response.body` would send it. It leaves on the loop's next pass
+        with every other answer of this pass (`Engine.flush_answers`), written as
+        `send` would write it then. Offered to the app under `ANSWER` in the scope: an
+        app may call it only when the `send` it was handed is that very object (no
+        middleware wraps the response)."""
+        if self.response_started:
+            raise RuntimeError("response already started")
+        self.response_started = True
+        self.response_complete = True  # the app is done: the rest is the engine's
+        self.status = status
+        self.conn.engine.queue_answer(self, body)
+
+    def deliver(self, body: bytes) -> None:
+        """Write what `answer` was given (see there): the final-body step of `send`."""
+        conn = self.conn
+        if self.disconnected or conn.closed:
+            conn.transport.close()  # the client is gone (or half-closed mid-body)
+            return
+        status = self.status
+        status_line = _STATUS_LINES.get(status)
+        if (status_line is not None and self.keep_alive and not self.more_body
+                and self.scope["http_version"] != "1.0"):
+            # The common head of `_head`, without a header list to look at.
+            head = b"".join((status_line, conn.engine.date_header, _JSON_LINE,
+                             b"content-length: %d\r\n\r\n" % len(body)))
+        else:
+            self.headers = [_JSON, (b"content-length", b"%d" % len(body))]
+            head = self._head(body, False)
+        self.written = True
+        if self.head_only or status in _NO_BODY_STATUS:
+            conn.transport.write(head)
+        else:
+            conn.transport.write(head + body)
+        if self.waiter is not None:
+            self.wake()
+        conn.response_done(self)
+
     def _head(self, body: bytes, more: bool) -> bytes:
         headers = self.headers
         # The common answer (a JSON body with its length, on a keep-alive HTTP/1.1
@@ -340,6 +395,7 @@ class Connection(asyncio.Protocol):
             "type": "http", "asgi": _ASGI, "http_version": "1.1", "server": self.server,
             "client": self.client, "scheme": self.scheme, "method": "GET", "root_path": engine.root_path,
             "path": "/", "raw_path": b"/", "query_string": b"", "headers": [], "state": {},
+            HEAD_BYTES: None, ANSWER: None,
         }
         self.deadline = engine.now + engine.head_timeout
 
@@ -465,16 +521,18 @@ class Connection(asyncio.Protocol):
         # across reads), ask the parser.
         chunk = self.chunk
         version = None
+        # A copy of the connection's scope with every key present costs about half
+        # of building the 13-key dict anew.
+        scope = self.base_scope.copy()
         if chunk is not None:
             self.chunk = None
+            # This head began in this read and ended in it: the read bounds its size.
+            scope[HEAD_BYTES] = len(chunk)
             end = chunk.find(b"\r\n")
             version = _VERSIONS.get(chunk[end - 9:end]) if end >= 9 else None
         if version is None:
             version = parser.get_http_version()
         headers = self.headers
-        # A copy of the connection's scope with every key present costs about half
-        # of building the 13-key dict anew.
-        scope = self.base_scope.copy()
         scope["http_version"] = version
         scope["method"] = method = parser.get_method().decode("ascii")
         if engine.root_path:
@@ -568,6 +626,11 @@ class Connection(asyncio.Protocol):
             logger.error("Exception in ASGI application", exc_info=exc)
         elif not cycle.response_started:
             logger.error("ASGI callable returned without starting a response")
+        if cycle.response_complete and not cycle.written:
+            # Answered (`answer`), not written yet: it goes out on the loop's next
+            # pass, and the connection closes after it.
+            cycle.keep_alive = False
+            return
         if not cycle.written:
             self.transport.write(_SERVER_ERROR)
         cycle.response_complete = True

@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from nimblemcp.transports._engine import Connection, _Cycle
+from nimblemcp.transports._engine import ANSWER, Connection, _Cycle
 from nimblemcp.transports._engine_proxy import TrustedProxies
 
 if TYPE_CHECKING:
@@ -94,6 +94,7 @@ class Engine:
         self.date_header = _date_header(self._second)
         self._sweeper: asyncio.TimerHandle | None = None
         self.plain_tasks = False  # see `use_plain_tasks`
+        self.answers: list[tuple[_Cycle, bytes]] = []  # `_Cycle.answer`s of this loop pass
 
     # -- per request ---------------------------------------------------------------------
 
@@ -112,9 +113,33 @@ class Engine:
             cycle.task = task = self.loop.create_task(self._run(conn, cycle))
         self.tasks.add(task)  # dropped by `_run` itself: a done callback costs a loop pass
 
+    def queue_answer(self, cycle: _Cycle, body: bytes) -> None:
+        """`cycle.answer`: written on the loop's next pass, with the other answers of
+        this pass. Under load the answers to one batch of requests then leave together,
+        and the clients' next requests all make the next poll instead of trailing a
+        whole batch behind it (what the app's one-pass wait before `send` is for)."""
+        answers = self.answers
+        if not answers:
+            self.loop.call_soon(self.flush_answers)
+        answers.append((cycle, body))
+
+    def flush_answers(self) -> None:
+        answers = self.answers
+        self.answers = []
+        for cycle, body in answers:
+            try:
+                cycle.deliver(body)
+            except Exception:  # not expected; one answer must not stop the rest
+                logger.exception("error writing an answer")
+                cycle.conn.transport.close()
+
     async def _run(self, conn: Connection, cycle: _Cycle) -> None:
+        scope = cycle.scope
+        # The very `send` handed to the app, offered with `_Cycle.answer` (see there).
+        # Taken out again after: the scope is the cycle's, and would hold it in a loop.
+        scope[ANSWER] = send = cycle.send
         try:
-            await self.app(cycle.scope, cycle.receive, cycle.send)
+            await self.app(scope, cycle.receive, send)
         except asyncio.CancelledError:
             conn.transport.close()
             raise
@@ -125,6 +150,10 @@ class Engine:
                 conn.app_failed(cycle, None)
         finally:
             self.tasks.discard(cycle.task)
+            try:  # noqa: SIM105  (no context manager per request)
+                del scope[ANSWER]
+            except KeyError:  # the app took it out
+                pass
         if self.access_log:
             scope = cycle.scope
             client = scope["client"]

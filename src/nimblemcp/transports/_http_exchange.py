@@ -216,9 +216,9 @@ class Watchlist:
         ex.watch_entry = entry = [due, ex]
         self.entries.append(entry)
         if self.timer is None:
-            self.timer = self.loop.call_at(due, self._sweep)
+            self.timer = self.loop.call_at(due, self.sweep)
 
-    def _sweep(self) -> None:
+    def sweep(self) -> None:
         entries, now = self.entries, self.loop.time()
         while entries:
             due, ex = entries[0]
@@ -228,4 +228,4 @@ class Watchlist:
             if ex is not None:
                 ex.watch_entry = None
                 ex.start_watch()
-        self.timer = self.loop.call_at(entries[0][0], self._sweep) if entries else None
+        self.timer = self.loop.call_at(entries[0][0], self.sweep) if entries else None

@@ -10,7 +10,9 @@ handler emits a request-scoped notification first, or is still running after
 more (HTTP-10). Origin/Host checks, size limits and CORS are the middleware in
 `http_security`, not options here. Requests the legacy (2025-11-25) leg must serve
 are handed to the `legacy` hook when one is plugged in. Talks to the server through
-the port (`nimblemcp._port.Core`) only; `nimblemcp.serving` runs it under uvicorn.
+the port (`nimblemcp._port.Core`) only; `nimblemcp.serving` runs it on nimblemcp's
+engine or under uvicorn. On the engine, a plain JSON answer goes out through the engine's
+one-step `answer` when the `send` handed here is the engine's own (`_asgi.ANSWER`).
 
 Must not import uvicorn, the server, nor any client code.
 """
@@ -28,7 +30,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any, Protocol
 
 from nimblemcp._loop import running_loop
-from nimblemcp._port import Core, Prepared
+from nimblemcp._port import Core
 from nimblemcp.errors import (
     InternalError,
     InvalidRequest,
@@ -45,6 +47,7 @@ from nimblemcp.jsonrpc import (
 )
 from nimblemcp.transports._asgi import (
     ACCEPT_VERDICTS,
+    ANSWER,
     JSON,
     SUBJECT,
     Receive,
@@ -55,7 +58,7 @@ from nimblemcp.transports._asgi import (
     respond,
     respond_json,
 )
-from nimblemcp.transports._http_exchange import BODY_SWEEP, Exchange, Watchlist
+from nimblemcp.transports._http_exchange import BODY_SWEEP, WATCH_DELAY, Exchange, Watchlist
 from nimblemcp.transports._http_headers import ParamRules, RequestHeaders, check_standard
 from nimblemcp.transports._routes import App
 from nimblemcp.transports._sse import frame
@@ -120,6 +123,9 @@ def _next_pass() -> Generator[None, None, None]:
     """`asyncio.sleep(0)` without its extra coroutine: the task resumes on the loop's
     next pass."""
     yield
+
+
+_new = object.__new__
 
 
 def _is_json(value: bytes | None) -> bool:
@@ -219,8 +225,10 @@ class McpHttpApp:
         if found is None:
             h = RequestHeaders(scope["headers"])
             found = h.found
-        else:
-            h = RequestHeaders.of(found)
+        else:  # `RequestHeaders.of(found)`, without the call
+            h = _new(RequestHeaders)
+            h.found = h.params = found
+            h.dup = -1
         value = found.get(b"content-type")
         if value != b"application/json" and not _is_json(value):
             await respond(send, 415, b"Content-Type must be application/json")
@@ -276,8 +284,22 @@ class McpHttpApp:
                 else:  # HTTP-03: clients never send responses in this revision
                     await respond_json(send, 400, error_response(None, InvalidRequest("responses are not accepted")))
                 return
+            # HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params.
+            # The core checks `_meta`, version, method and params; the headers are
+            # compared with the body after it passed, reading what it read (the version
+            # it parsed), or, when it refused the request, before its error is
+            # answered, as the ladder wants.
             try:
-                prepared = self._prepare(h, msg)
+                if msg["method"] == "initialize":
+                    self._refuse_initialize(msg)
+                try:
+                    prepared = self.core.prepare(msg)  # -32602 / -32022 / -32601
+                except ProtocolError:
+                    self._headers_before(h, msg)
+                    raise
+                check_standard(h, prepared.method, prepared.params, prepared.meta.version)
+                if prepared.method == "tools/call":
+                    self.param_rules.check(h, prepared.params)
             except ProtocolError as exc:
                 await respond_json(send, _STATUS.get(exc.code, 200), error_response(msg["id"], exc))
                 return
@@ -286,26 +308,44 @@ class McpHttpApp:
                 subject = None
             ex = Exchange(loop, receive, send, self.keepalive, subject, scope, task)
             step = self.core.execute(prepared, ex)
-            watchlist.add(ex)
+            # `watchlist.add(ex)`, without the call
+            due = loop.time() + WATCH_DELAY
+            ex.watch_entry = entry = [due, ex]
+            watchlist.entries.append(entry)
+            if watchlist.timer is None:
+                watchlist.timer = loop.call_at(due, watchlist.sweep)
             try:
                 response = await step
             except asyncio.CancelledError:
                 ex.finish()
+                if ex.slow and not ex.disconnected:
+                    # Cut off for reading too slowly (`Exchange._cut`): the pump is kept
+                    # (it may be waiting for the reader's drain) and ends the stream
+                    # cleanly, with the closing note of a listen (SUB-09).
+                    task.uncancel()
+                    pump = ex.pump
+                    if pump is None:
+                        pump = ex.pump = loop.create_task(ex._pump())
+                    with contextlib.suppress(Exception):
+                        await pump
+                    return
                 if ex.pump is not None:
                     ex.pump.cancel()
                 if ex.disconnected:
                     task.uncancel()
                     return  # HTTP-10: nothing more is sent for a cancelled request
-                if ex.slow:
-                    task.uncancel()
-                    ex.pump = loop.create_task(ex._pump()) if ex.pump is None else ex.pump
-                    with contextlib.suppress(Exception):
-                        await ex.pump
-                    return
                 raise
-            ex.finish()
+            if ex.watch_entry is not None:  # still waiting for its watch: nothing runs to stop
+                ex.done = True
+                entry[1] = None
+            else:
+                ex.finish()
             if ex.pump is None:
                 body = encode_reply(response)
+                status = 200 if "result" in response else _STATUS.get(response["error"]["code"], 200)
+                if scope.get(ANSWER) is send:  # our engine, nothing wrapping `send`: one step
+                    send.__self__.answer(status, body)  # type: ignore[attr-defined]
+                    return
                 # Answer on the loop's next pass, not in the middle of this one: under
                 # load the answers to one batch of requests then leave together, and the
                 # client's next requests all make the next poll instead of trailing a
@@ -314,7 +354,7 @@ class McpHttpApp:
                 await _next_pass()
                 await send({
                     "type": "http.response.start",
-                    "status": 200 if "result" in response else _STATUS.get(response["error"]["code"], 200),
+                    "status": status,
                     "headers": [JSON, (b"content-length", b"%d" % len(body))],
                 })
                 await send({"type": "http.response.body", "body": body})
@@ -349,31 +389,17 @@ class McpHttpApp:
             return type(body_version) is not str or body_version.encode() in _LEGACY_HEADER
         return get(_SESSION_KEY) is not None or (type(msg) is dict and msg.get("method") == "initialize")
 
-    def _prepare(self, h: RequestHeaders, msg: dict[str, Any]) -> Prepared:
-        """HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params.
-
-        The core checks `_meta`, version, method and params; the headers are compared
-        with the body after it passed, reading what it read (the version it parsed), or,
-        when it refused the request, before its error is answered, as the ladder wants."""
-        if msg["method"] == "initialize":
-            params = msg.get("params")
-            meta = params.get("_meta") if type(params) is dict else None
-            if not (type(meta) is dict and PROTOCOL_VERSION in meta):
-                # A legacy client the legacy leg does not serve (COMPAT-S02); an enveloped
-                # `initialize` is a removed method instead (-32601, 404).
-                requested = params.get("protocolVersion") if type(params) is dict else None
-                raise UnsupportedProtocolVersion(
-                    requested, list(MODERN_VERSIONS),
-                    "This server speaks only the stateless revisions (no initialize handshake)")
-        try:
-            prepared = self.core.prepare(msg)  # -32602 / -32022 / -32601
-        except ProtocolError:
-            self._headers_before(h, msg)
-            raise
-        check_standard(h, prepared.method, prepared.params, prepared.meta.version)
-        if prepared.method == "tools/call":
-            self.param_rules.check(h, prepared.params)
-        return prepared
+    @staticmethod
+    def _refuse_initialize(msg: dict[str, Any]) -> None:
+        params = msg.get("params")
+        meta = params.get("_meta") if type(params) is dict else None
+        if not (type(meta) is dict and PROTOCOL_VERSION in meta):
+            # A legacy client the legacy leg does not serve (COMPAT-S02); an enveloped
+            # `initialize` is a removed method instead (-32601, 404).
+            requested = params.get("protocolVersion") if type(params) is dict else None
+            raise UnsupportedProtocolVersion(
+                requested, list(MODERN_VERSIONS),
+                "This server speaks only the stateless revisions (no initialize handshake)")
 
     @staticmethod
     def _headers_before(h: RequestHeaders, msg: dict[str, Any]) -> None:
