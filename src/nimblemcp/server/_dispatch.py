@@ -577,8 +577,7 @@ class Dispatcher:
         return tool.call(ctx, arguments)  # type: ignore[arg-type]
 
     def _template_for(self, uri: str) -> tuple[TemplateEntry, dict[str, str]]:
-        """The first template matching `uri` and its variables (the lean lane's search;
-        `_read_resource` has the same loop)."""
+        """The first template matching `uri` and its variables (both lanes search here)."""
         for template in self.server.templates.values():
             values = template.match(uri)
             if values is not None:
@@ -594,14 +593,9 @@ class Dispatcher:
             contents = await entry.read(ctx)
             ttl, scope = entry.ttl_ms, entry.cache_scope
         else:
-            for template in self.server.templates.values():
-                values = template.match(uri)
-                if values is not None:
-                    contents = await template.read(ctx, uri, values)
-                    ttl, scope = template.ttl_ms, template.cache_scope
-                    break
-            else:
-                raise ResourceNotFound(uri)
+            template, values = self._template_for(uri)
+            contents = await template.read(ctx, uri, values)
+            ttl, scope = template.ttl_ms, template.cache_scope
         result: dict[str, Any] = {"resultType": "complete", "contents": contents}
         if ttl is not None or scope is not None:
             d_ttl, d_scope = self.server.cache_hints["resources/read"]
