@@ -10,19 +10,25 @@ copied as `to_thread` does. Workers are daemon threads started on demand, up to
 No head-of-line blocking: `submit` reserves a worker for each job (takes an idle
 token, or starts a thread), so a job never waits behind a blocked one while the
 pool has room. A job whose awaiting request was cancelled or disconnected before a
-worker took it up is skipped at hand-off: abandoned sync calls never start.
+worker took it up is skipped at hand-off: abandoned sync calls never start; one
+cancelled while it ran has its result dropped in the drain. A handler raising
+StopIteration fails with RuntimeError (a future refuses StopIteration itself).
+
+The hot path counts Python steps (issue 18): no `contextlib.suppress` (three Python
+calls) around a wake-up, no keyword arguments to the queue, no `cancelled()` call per
+result in the drain, no lock for the tokens of jobs queued on a full pool.
 Must not import the registry, the dispatcher or transports.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import os
 import threading
+from asyncio import InvalidStateError
 from collections import deque
 from collections.abc import Callable
+from contextvars import copy_context
 from typing import Any
 
 from nimblemcp._loop import running_loop
@@ -59,23 +65,26 @@ class _Inbox:
         if self.waiting:
             return
         self.waiting = True
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+        try:  # noqa: SIM105 - `contextlib.suppress` is three Python calls per use
             self.loop.call_soon_threadsafe(self.drain)
+        except RuntimeError:  # a closed loop: nobody waits any more
+            pass
 
     def drain(self) -> None:
         self.waiting = False
-        pop = self.items.popleft
-        while True:
+        items = self.items
+        pop = items.popleft
+        while items:  # this loop is the only consumer: a non-empty deque pops
+            future, ok, value = pop()
+            # A future cancelled while its job ran refuses the value; asking
+            # `cancelled()` first would cost a call per result (issue 18).
             try:
-                future, ok, value = pop()
-            except IndexError:
-                return
-            if future.cancelled():
-                continue
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+            except InvalidStateError:
+                pass
 
 
 class Workers:
@@ -91,8 +100,13 @@ class Workers:
         # and pop are atomic under the GIL, so the hot path takes no lock for this.
         self.idle: list[None] = []
         self.skipped = 0  # jobs dropped at hand-off because nobody awaited them any more
-        self.owed = 0  # jobs queued on a full pool: the next free workers take them, tokenless
+        # One entry per job queued on a full pool: the next free workers take them
+        # without a token. Appended under `lock`, popped without it (atomic).
+        self.owed: list[None] = []
         self.inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
+        # The last loop served and its inbox, as one tuple (replaced whole, so two
+        # loops in two threads never see each other's inbox): no dict look-up per call.
+        self.last: tuple[asyncio.AbstractEventLoop | None, _Inbox | None] = (None, None)
 
     def run(self, fn: Callable[..., Any], /, **kwargs: Any) -> asyncio.Future[Any]:
         """Run `fn(**kwargs)` in a worker; await the returned future for its result."""
@@ -102,13 +116,10 @@ class Workers:
         self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], kwargs: dict[str, Any]
     ) -> asyncio.Future[Any]:
         """`run` for a caller that already holds the running loop (no second look-up)."""
-        inbox = self.inboxes.get(loop)
-        if inbox is None:
-            inbox = self.inboxes[loop] = _Inbox(loop)
-            for old in [k for k in self.inboxes if k.is_closed()]:
-                del self.inboxes[old]
+        last = self.last
+        inbox = last[1] if last[0] is loop else self._inbox(loop)
         future: asyncio.Future[Any] = loop.create_future()
-        self.jobs.put((inbox, future, contextvars.copy_context(), fn, kwargs))
+        self.jobs.put((inbox, future, copy_context(), fn, kwargs))
         idle = self.idle
         if idle:  # tested first: an empty pop raises, which costs more than the test
             try:
@@ -124,19 +135,31 @@ class Workers:
                 try:
                     idle.pop()  # a worker freed up meanwhile
                 except IndexError:
-                    self.owed += 1
+                    self.owed.append(None)
             else:
-                self.owed += 1
+                self.owed.append(None)
         if spawn:  # a new worker, reserved for this job from the start
             threading.Thread(target=self._work, daemon=True, name="nimblemcp-worker").start()
         # else: the pool is full; the job waits for the first worker to free up
         return future
 
+    def _inbox(self, loop: asyncio.AbstractEventLoop) -> _Inbox:
+        """The inbox of `loop` (made on its first job), remembered as the last one."""
+        inbox = self.inboxes.get(loop)
+        if inbox is None:
+            inbox = self.inboxes[loop] = _Inbox(loop)
+            for old in [k for k in self.inboxes if k.is_closed()]:
+                del self.inboxes[old]
+        self.last = (loop, inbox)
+        return inbox
+
     def _work(self) -> None:
-        jobs, idle, timeout = self.jobs, self.idle, self.idle_timeout
+        # The name `_work` and this module's are how transports/_stuck.py knows a
+        # worker thread's frames (STDIO-06): keep both.
+        get, idle, owed, timeout = self.jobs.get, self.idle, self.owed, self.idle_timeout
         while True:
             try:
-                inbox, future, ctx, fn, kwargs = jobs.get(timeout=timeout)
+                inbox, future, ctx, fn, kwargs = get(True, timeout)  # positional: no keyword parsing
             except Empty:
                 try:
                     idle.pop()  # retire: one idle worker less
@@ -151,21 +174,33 @@ class Workers:
                 try:
                     item = (future, True, ctx.run(fn, **kwargs))
                 except BaseException as exc:  # handed to the awaiting task, as to_thread does
-                    item = (future, False, exc)
+                    item = (future, False, exc if not isinstance(exc, StopIteration) else _stopped(exc))
                 # `_Inbox.put`, inlined (one call less per job); same order of steps.
                 inbox.items.append(item)
                 if not inbox.waiting:
                     inbox.waiting = True
-                    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
+                    try:  # noqa: SIM105 - see `_Inbox.put`
                         inbox.loop.call_soon_threadsafe(inbox.drain)
+                    except RuntimeError:  # a closed loop: nobody waits any more
+                        pass
                 del item
             del inbox, future, ctx, fn, kwargs
-            if self.owed:  # a queued job is ours without a token
-                with self.lock:
-                    if self.owed:
-                        self.owed -= 1
-                        continue
+            if owed:  # a job queued on the full pool is ours, without a token
+                try:
+                    owed.pop()
+                    continue
+                except IndexError:  # another worker took it meanwhile
+                    pass
             idle.append(None)
+
+
+def _stopped(exc: StopIteration) -> RuntimeError:
+    """A future refuses StopIteration (TypeError in the drain, the request never
+    answered and the rest of the batch held back), so it becomes the RuntimeError a
+    generator would raise (PEP 479)."""
+    err = RuntimeError("sync handler raised StopIteration")
+    err.__cause__ = exc
+    return err
 
 
 _workers = Workers()
