@@ -15,7 +15,7 @@ import base64
 import binascii
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp._loop import running_loop
@@ -65,7 +65,8 @@ INVALID_STATE = "Invalid or expired requestState"
 _submit = _workers.submit  # (loop, fn, kwargs) -> future of a sync tool's result
 _NO_ARGUMENTS: dict[str, Any] = {}  # a call without `arguments` (read only: `bind` copies)
 # Which lean lane of `Dispatcher.run` a route may take (small ints: compared by identity).
-_GENERAL, _CALL, _PROMPT, _READ = 0, 1, 2, 3
+# `_PLAIN`: a built-in answer that needs neither a Context nor an await (discover, lists).
+_GENERAL, _CALL, _PROMPT, _READ, _PLAIN = 0, 1, 2, 3, 4
 
 
 class _CallIO:
@@ -133,16 +134,33 @@ class Dispatcher:
         tool_call: Handler = self._call_tool
         read: Handler = self._read_resource
         get_prompt: Handler = self._get_prompt
-        self._lanes: dict[Handler, int] = {tool_call: _CALL, get_prompt: _PROMPT, read: _READ}
+        discover: Handler = self._discover
+        list_tools: Handler = self._list_tools
+        list_resources: Handler = self._list_resources
+        list_templates: Handler = self._list_templates
+        list_prompts: Handler = self._list_prompts
+        self._lanes: dict[Handler, int] = {
+            tool_call: _CALL, get_prompt: _PROMPT, read: _READ, discover: _PLAIN, list_tools: _PLAIN,
+            list_resources: _PLAIN, list_templates: _PLAIN, list_prompts: _PLAIN,
+        }
+        # The plain lane's answers, by method: what the handlers above await, called
+        # directly (a fresh result dict from the params; all of them cacheable).
+        self._plain: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "server/discover": self._discover_now,
+            "tools/list": self._tools_page,
+            "resources/list": self._resources_page,
+            "resources/templates/list": self._templates_page,
+            "prompts/list": self._prompts_page,
+        }
         self.supported_versions: list[str] = list(MODERN_VERSIONS)
         self.handlers: dict[str, Handler] = {
-            "server/discover": self._discover,
-            "tools/list": self._list_tools,
+            "server/discover": discover,
+            "tools/list": list_tools,
             "tools/call": tool_call,
-            "resources/list": self._list_resources,
-            "resources/templates/list": self._list_templates,
+            "resources/list": list_resources,
+            "resources/templates/list": list_templates,
             "resources/read": read,
-            "prompts/list": self._list_prompts,
+            "prompts/list": list_prompts,
             "prompts/get": get_prompt,
             "completion/complete": lambda ctx, p: _complete(server, p),
         }
@@ -271,6 +289,26 @@ class Dispatcher:
         # Once: a field read is a descriptor call.
         rid, method, params, spec, handler, _, _, _, log_level, _, _, kind = req
         server = self.server
+        if kind is _PLAIN and (log_level is None or not server.forward_logs):
+            # Discover and the lists: no Context, no coroutine of the handler, no busy
+            # count (nothing awaits in them, so `max_inflight` never sees them in flight);
+            # shaped as below, keys in the same order (`_meta`, then `_hints`).
+            try:
+                result = self._plain[method](params)
+            except ProtocolError as exc:
+                return error_response(rid, exc)
+            except Exception:  # masked, as below
+                ref = os.urandom(4).hex()
+                logger.exception("handler for %s failed [ref %s]", method, ref)
+                return error_response(rid, InternalError(f"Internal error (reference {ref})"))
+            result["_meta"] = self._server_meta
+            result["resultType"] = "complete"
+            ttl, scope = server.cache_hints[method]
+            if io.subject is not None and method not in server.explicit_hints:
+                scope = "private"  # CACHE-07/10, as `_hints` decides
+            result["ttlMs"] = ttl
+            result["cacheScope"] = scope
+            return {"jsonrpc": "2.0", "id": rid, "result": result}
         ctx: Context | None = None
         token = None
         try:
@@ -510,6 +548,9 @@ class Dispatcher:
     # -- handlers ------------------------------------------------------------------------
 
     async def _discover(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        return self._discover_now(params)
+
+    def _discover_now(self, params: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = {
             "supportedVersions": self.supported_versions,
             "capabilities": self.capabilities,
@@ -518,17 +559,22 @@ class Dispatcher:
             result["instructions"] = self.server.instructions
         return result
 
-    def _page(self, method: str, key: str, items: Callable[[], list[Any]], params: dict[str, Any]) -> dict[str, Any]:
+    def _page(self, method: str, key: str, registry: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         """One page of a list; pages are built once per registry change."""
         cursor = params.get("cursor")
         # Keyed by the cursor's JSON value itself: a client sending the string "None"
-        # must not be served the first page (PAG-03).
-        cache_key = (method, type(cursor).__name__, cursor if isinstance(cursor, str | None) else None)
-        page = self._pages.get(cache_key) if isinstance(cursor, str | None) else None
+        # must not be served the first page (PAG-03). Any other type is refused below.
+        if cursor is None:
+            cache_key: Any = (method, None)
+        elif isinstance(cursor, str):
+            cache_key = (method, "str", cursor)
+        else:
+            cache_key = None
+        page = self._pages.get(cache_key) if cache_key is not None else None
         if page is None:
             everything = self._pages.get(method)
             if everything is None:
-                everything = self._pages[method] = [x.definition for x in items()]
+                everything = self._pages[method] = [x.definition for x in registry.values()]
             size = self.server.page_size
             start = 0 if cursor is None else _offset(cursor, len(everything))
             if size is None:
@@ -542,19 +588,28 @@ class Dispatcher:
         return dict(page)
 
     async def _list_tools(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("tools/list", "tools", lambda: list(self.server.tools.values()), params)
+        return self._tools_page(params)
 
     async def _list_resources(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("resources/list", "resources", lambda: list(self.server.resources.values()), params)
+        return self._resources_page(params)
 
     async def _list_templates(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page(
-            "resources/templates/list", "resourceTemplates",
-            lambda: list(self.server.templates.values()), params,
-        )
+        return self._templates_page(params)
 
     async def _list_prompts(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("prompts/list", "prompts", lambda: list(self.server.prompts.values()), params)
+        return self._prompts_page(params)
+
+    def _tools_page(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page("tools/list", "tools", self.server.tools, params)
+
+    def _resources_page(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page("resources/list", "resources", self.server.resources, params)
+
+    def _templates_page(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page("resources/templates/list", "resourceTemplates", self.server.templates, params)
+
+    def _prompts_page(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page("prompts/list", "prompts", self.server.prompts, params)
 
     def _call_tool(self, ctx: Context, params: dict[str, Any]) -> Awaitable[dict[str, Any]]:
         # Not a coroutine itself: the checks raise at once, and what is awaited is the
