@@ -34,7 +34,7 @@ from nimblemcp.jsonrpc import classify, error_response, request_id_of
 from nimblemcp.server._context import Context
 from nimblemcp.server._invoke import LANE_ASYNC, LANE_INLINE
 from nimblemcp.server._logbridge import current
-from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
+from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering, warn_dropped
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry, to_contents
 from nimblemcp.server._tools import ToolEntry
@@ -280,7 +280,8 @@ class Dispatcher:
         forwarding for this request, no MRTR round to resume, no load shedding, a
         plain function that takes no Context and, for tools, is not a task tool) runs
         the function right here, without a Context and without the frames of the
-        method's handler and `Invocable.invoke`, whose policy it repeats exactly:
+        method's handler and `Invocable.invoke`, whose policy it repeats exactly (a
+        tool that takes a Context, not a task tool, runs here too, with one built here):
         protocol errors and cancellation propagate, any other exception becomes the
         tool's `failed` answer (TOOL-08) or, for prompts and resources, the masked
         -32603 below. A resource or template that takes a Context, once found, runs
@@ -321,10 +322,21 @@ class Dispatcher:
                     entry = server.tools.get(name) if type(name) is str else None
                     arguments = params.get("arguments", _NO_ARGUMENTS)
                     if entry is not None and type(arguments) is dict and type(entry) is ToolEntry \
-                            and entry.lane:
+                            and (entry.lane or entry.task is None):
                         try:
                             positional = entry.positional
-                            if positional is not None:  # async or inline, values in order
+                            if not entry.lane:  # it takes a Context (or a provider-resolved
+                                # parameter, which needs one): `invoke`'s steps, inline
+                                ctx = Context(server, req, io, io.loop)
+                                kwargs = entry.bind(arguments)
+                                kwargs[entry.ctx_param or ""] = ctx
+                                if entry.is_async:
+                                    value = await entry.fn(**kwargs)
+                                elif entry.inline:
+                                    value = entry.fn(**kwargs)
+                                else:
+                                    value = await _submit(ctx._loop, entry.fn, kwargs)
+                            elif positional is not None:  # async or inline, values in order
                                 value = entry.fn(*positional(arguments))
                                 if entry.lane == LANE_ASYNC:
                                     value = await value
@@ -342,6 +354,8 @@ class Dispatcher:
                         except Exception as exc:
                             result = entry.failed(exc)
                         else:
+                            if ctx is not None and ctx._dropped:  # questions never asked (`invoke`)
+                                warn_dropped(ctx._dropped)
                             if type(value) is str and entry.output is None:  # plain text: shaped at once
                                 return {"jsonrpc": "2.0", "id": rid, "result": {
                                     "resultType": "complete", "content": [{"type": "text", "text": value}],
