@@ -286,30 +286,12 @@ class Dispatcher:
         tool's `failed` answer (TOOL-08) or, for prompts and resources, the masked
         -32603 below. A resource or template that takes a Context, once found, runs
         through its own `invoke` with one built here (the search is not repeated).
+        Under the same conditions `server/discover` and the four lists (the plain lane)
+        answer from the dispatcher's own functions, with no Context and no coroutine.
         Everything else takes the general lane below it."""
         # Once: a field read is a descriptor call.
         rid, method, params, spec, handler, _, _, _, log_level, _, _, kind = req
         server = self.server
-        if kind is _PLAIN and (log_level is None or not server.forward_logs):
-            # Discover and the lists: no Context, no coroutine of the handler, no busy
-            # count (nothing awaits in them, so `max_inflight` never sees them in flight);
-            # shaped as below, keys in the same order (`_meta`, then `_hints`).
-            try:
-                result = self._plain[method](params)
-            except ProtocolError as exc:
-                return error_response(rid, exc)
-            except Exception:  # masked, as below
-                ref = os.urandom(4).hex()
-                logger.exception("handler for %s failed [ref %s]", method, ref)
-                return error_response(rid, InternalError(f"Internal error (reference {ref})"))
-            result["_meta"] = self._server_meta
-            result["resultType"] = "complete"
-            ttl, scope = server.cache_hints[method]
-            if io.subject is not None and method not in server.explicit_hints:
-                scope = "private"  # CACHE-07/10, as `_hints` decides
-            result["ttlMs"] = ttl
-            result["cacheScope"] = scope
-            return {"jsonrpc": "2.0", "id": rid, "result": result}
         ctx: Context | None = None
         token = None
         try:
@@ -379,6 +361,19 @@ class Dispatcher:
                         result["_meta"] = self._server_meta
                         return {"jsonrpc": "2.0", "id": rid, "result": result}
                     entry = None
+                elif kind is _PLAIN:
+                    # Discover and the lists: no Context, no coroutine of the handler, no
+                    # busy count (nothing awaits in them); shaped as below, keys in the
+                    # same order (`_meta`, then `_hints`).
+                    result = self._plain[method](params)
+                    result["_meta"] = self._server_meta
+                    result["resultType"] = "complete"
+                    ttl, scope = server.cache_hints[method]
+                    if io.subject is not None and method not in server.explicit_hints:
+                        scope = "private"  # CACHE-07/10, as `_hints` decides
+                    result["ttlMs"] = ttl
+                    result["cacheScope"] = scope
+                    return {"jsonrpc": "2.0", "id": rid, "result": result}
                 else:  # resources/read: a fixed URI, else the first template that matches
                     uri: Any = params.get("uri")
                     if type(uri) is str:
