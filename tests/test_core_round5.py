@@ -103,6 +103,25 @@ def _server(with_middleware: bool = False, seen: list[str] | None = None, **opti
     async def other(name: str) -> str:
         return name
 
+    @server.prompt
+    async def pctx(name: str, ctx: Context) -> str:
+        return f"{name}:{ctx.request_id}:{ctx.method}"
+
+    @server.prompt
+    def spctx(ctx: Context) -> list[str]:  # a worker thread
+        return ["one", str(ctx.request_id)]
+
+    @server.prompt
+    async def pctxboom(ctx: Context) -> str:
+        raise RuntimeError("secret detail")
+
+    @server.prompt
+    async def pctxasks(ctx: Context) -> str:
+        if ctx.state.get("k") == 1:
+            return "kept"
+        ctx.state["k"] = 1
+        raise InputRequired({})
+
     @server.resource("docs://readme")
     async def readme() -> str:
         return "read me"
@@ -303,6 +322,39 @@ CTX_CASES: list[dict[str, Any]] = [
     _call("actx", ["a"]),  # not an object: -32602
     _call("missing", {}),  # unknown tool: -32602
 ]
+
+
+PROMPT_CASES: list[dict[str, Any]] = [
+    _request("prompts/get", {"name": "pctx", "arguments": {"name": "Ada"}}),
+    _request("prompts/get", {"name": "pctx", "arguments": {}}),  # missing: -32602
+    _request("prompts/get", {"name": "pctx", "arguments": {"name": 1}}),  # not a string: -32602
+    _request("prompts/get", {"name": "spctx"}),
+    _request("prompts/get", {"name": "pctxboom"}),  # masked -32603
+]
+
+
+@pytest.mark.parametrize("message", PROMPT_CASES, ids=lambda m: str(m["params"]))
+def test_context_prompts_answer_alike_in_both_lanes(message: dict[str, Any]) -> None:
+    seen: list[str] = []
+    lean = asyncio.run(_answer(_server(), message))
+    general = asyncio.run(_answer(_server(True, seen), message))
+    assert seen == ["prompts/get"]
+    assert orjson.dumps(_strip_refs(lean)) == orjson.dumps(_strip_refs(general))
+
+
+def test_context_prompts_get_one_context_and_keep_their_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = _Counting(monkeypatch)
+    server = _server()
+    answer = asyncio.run(_answer(server, _request("prompts/get", {"name": "pctx", "arguments": {"name": "A"}})))
+    assert answer["result"]["messages"][0]["content"]["text"] == "A:1:prompts/get"
+    assert counting.made == 1
+    asked = asyncio.run(_answer(server, _request("prompts/get", {"name": "pctxasks"})))["result"]
+    assert asked["resultType"] == "input_required" and counting.made == 2
+    state = asked["requestState"]
+    # The state the handler wrote rides in the sealed requestState: the next round opens it.
+    again = asyncio.run(_answer(server, _request("prompts/get", {"name": "pctxasks", "requestState": state})))
+    assert again["result"]["messages"][0]["content"]["text"] == "kept"
+    assert server.dispatcher.busy == 0
 
 
 @pytest.mark.parametrize("message", CTX_CASES, ids=lambda m: f"{m['params']['name']}:{m['params'].get('arguments')}")

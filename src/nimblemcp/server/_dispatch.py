@@ -285,8 +285,8 @@ class Dispatcher:
         protocol errors and cancellation propagate, any other exception becomes the
         tool's `failed` answer (TOOL-08) or, for prompts and resources, the masked
         -32603 below. A resource or template that takes a Context, once found, runs
-        through its own `invoke` with one built here (the search is not repeated).
-        Under the same conditions `server/discover` and the four lists (the plain lane)
+        through its own `invoke` with one built here (the search is not repeated); so
+        does a prompt that takes one. Under the same conditions `server/discover` and the four lists (the plain lane)
         answer from the dispatcher's own functions, with no Context and no coroutine.
         Everything else takes the general lane below it."""
         # Once: a field read is a descriptor call.
@@ -358,6 +358,12 @@ class Dispatcher:
                         else:  # LANE_THREAD
                             value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
                         result = entry.finish(value)  # a fresh dict without `_meta`
+                        result["_meta"] = self._server_meta
+                        return {"jsonrpc": "2.0", "id": rid, "result": result}
+                    if entry is not None and type(entry) is PromptEntry:
+                        # It takes a Context: its own `invoke` (what `get` awaits), with one built here.
+                        ctx = Context(server, req, io, io.loop)
+                        result = await entry.invoke(ctx, params.get("arguments"))
                         result["_meta"] = self._server_meta
                         return {"jsonrpc": "2.0", "id": rid, "result": result}
                     entry = None
