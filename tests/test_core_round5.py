@@ -167,7 +167,7 @@ class _IO(NoIO):
     __slots__ = ("sent", "subject")
 
     def __init__(self, subject: str | None = None) -> None:
-        self.subject = subject  # type: ignore[misc]
+        self.subject = subject  # type: ignore[misc,assignment]
         self.sent: list[dict[str, Any]] = []
 
     def emit(self, message: dict[str, Any], /) -> None:
@@ -195,7 +195,7 @@ class _Counting:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.made = 0
-        real = _dispatch.Context
+        real = _dispatch.Context  # type: ignore[attr-defined]
 
         def make(*args: Any) -> Context:
             self.made += 1
