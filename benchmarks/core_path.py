@@ -15,11 +15,17 @@ inproc's; this script adds a prompt and two resources to that server:
 - `prompt`: `prompts/get` of `async def greet(name: str) -> str` (one message);
 - `sprompt`: the same prompt as a sync function (`sgreet`: the worker-thread hop);
 - `resource`: `resources/read` of a fixed URI, `async def readme() -> str`;
-- `template`: `resources/read` of `file:///{name}`, `async def file(name: str) -> str`.
+- `template`: `resources/read` of `file:///{name}`, `async def file(name: str) -> str`;
+- `list`: `tools/list` (the tools, one page);
+- `cecho`: `tools/call` of `async def cecho(text: str, ctx: Context) -> str`;
+- `cprompt`: `prompts/get` of `async def cgreet(name: str, ctx: Context) -> str`.
 
-`callgrind CASE...` runs `seq` under `valgrind --tool=callgrind` at 256 and 2304
-requests (PYTHONHASHSEED=0) and prints the difference per request; `--src DIR` puts
-another checkout's `src/` first on the path (a "before" count).
+`callgrind CASE...` runs `seq` under `valgrind --tool=callgrind` (PYTHONHASHSEED=0) and
+prints instructions per request: one run of 2048 requests, counted from `os.getppid()`
+just before them to `os.getpgrp()` just after (callgrind's `--zero-before` and
+`--dump-before` on CPython's `os_getppid`/`os_getpgrp`); where those symbols cannot be
+found (a stripped build), the difference of two runs of 256 and 2304 requests. `--src
+DIR` puts another checkout's `src/` first on the path (a "before" count).
 """
 
 from __future__ import annotations
@@ -38,12 +44,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import inproc
 
+from nimblemcp import Context  # the annotation of two cases' functions (postponed: read by name)
+
 # case -> method, params (without _meta): the cases this script adds to inproc's.
 EXTRA: dict[str, tuple[str, dict[str, Any]]] = {
     "prompt": ("prompts/get", {"name": "greet", "arguments": {"name": "Ada"}}),
     "sprompt": ("prompts/get", {"name": "sgreet", "arguments": {"name": "Ada"}}),
     "resource": ("resources/read", {"uri": "docs://readme"}),
     "template": ("resources/read", {"uri": "file:///notes.txt"}),
+    "list": ("tools/list", {}),
+    "cecho": ("tools/call", {"name": "cecho", "arguments": {"text": "hello"}}),
+    "cprompt": ("prompts/get", {"name": "cgreet", "arguments": {"name": "Ada"}}),
 }
 
 
@@ -59,6 +70,16 @@ def request_body(case: str) -> bytes:
 
 def build_server() -> Any:
     server = inproc.build_server()
+
+    @server.tool
+    async def cecho(text: str, ctx: Context) -> str:
+        """Echo the text back, from a tool that takes a Context."""
+        return text
+
+    @server.prompt
+    async def cgreet(name: str, ctx: Context) -> str:
+        """Greet someone, from a prompt that takes a Context."""
+        return f"Hello, {name}!"
 
     @server.prompt
     async def greet(name: str) -> str:
@@ -129,11 +150,23 @@ async def conc(core: Any, case: str, n: int, width: int = 64) -> None:
 
 
 def callgrind(case: str, src: str | None, sizes: tuple[int, int] = (256, 2304)) -> float:
-    """Instructions per request: the difference of two batch sizes under callgrind."""
-    counts = []
+    """Instructions per request under callgrind (see the module's docstring)."""
     env = dict(os.environ, PYTHONHASHSEED="0")
     if src:
         env["PYTHONPATH"] = src
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        n = sizes[1] - sizes[0]
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--zero-before=os_getppid",
+             "--dump-before=os_getpgrp", sys.executable, __file__, "seq", case, str(n), "--marks"],
+            env=env, check=True, capture_output=True)
+        part = Path(f"{out}.1")
+        if part.exists():  # the marked batch alone
+            m = re.search(r"^(?:summary|totals): (\d+)", part.read_text(errors="replace"), re.M)
+            assert m, "no totals in the callgrind output"
+            return int(m.group(1)) / n
+    counts = []
     for size in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "cg.out"
@@ -166,7 +199,11 @@ def main() -> None:
     gc.freeze()
     run = seq if mode == "seq" else conc
     loop.run_until_complete(run(server, case, 128))  # warm-up
-    if len(sys.argv) > 4:
+    if sys.argv[4:] == ["--marks"]:  # counted between the two marks (see `callgrind`)
+        os.getppid()
+        loop.run_until_complete(run(server, case, n))
+        os.getpgrp()
+    elif len(sys.argv) > 4:
         best = float("inf")
         for _ in range(5):
             t0 = time.process_time()

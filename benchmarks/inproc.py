@@ -282,7 +282,7 @@ def stage_table(case: str, loop: asyncio.AbstractEventLoop, app: Any) -> dict[st
     core = mcp.core
     msg = jsonrpc.decode_request(body)
     h = RequestHeaders(headers)
-    prepared = mcp._prepare(h, msg)
+    prepared = core.prepare(msg)
     watchlist = mcp._watchlist(loop)
 
     async def null_app(scope: Any, receive: Any, send: Any) -> None:

@@ -15,7 +15,7 @@ import base64
 import binascii
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp._loop import running_loop
@@ -34,7 +34,7 @@ from nimblemcp.jsonrpc import classify, error_response, request_id_of
 from nimblemcp.server._context import Context
 from nimblemcp.server._invoke import LANE_ASYNC, LANE_INLINE
 from nimblemcp.server._logbridge import current
-from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
+from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering, warn_dropped
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry, to_contents
 from nimblemcp.server._tools import ToolEntry
@@ -65,7 +65,8 @@ INVALID_STATE = "Invalid or expired requestState"
 _submit = _workers.submit  # (loop, fn, kwargs) -> future of a sync tool's result
 _NO_ARGUMENTS: dict[str, Any] = {}  # a call without `arguments` (read only: `bind` copies)
 # Which lean lane of `Dispatcher.run` a route may take (small ints: compared by identity).
-_GENERAL, _CALL, _PROMPT, _READ = 0, 1, 2, 3
+# `_PLAIN`: a built-in answer that needs neither a Context nor an await (discover, lists).
+_GENERAL, _CALL, _PROMPT, _READ, _PLAIN = 0, 1, 2, 3, 4
 
 
 class _CallIO:
@@ -133,16 +134,33 @@ class Dispatcher:
         tool_call: Handler = self._call_tool
         read: Handler = self._read_resource
         get_prompt: Handler = self._get_prompt
-        self._lanes: dict[Handler, int] = {tool_call: _CALL, get_prompt: _PROMPT, read: _READ}
+        discover: Handler = self._discover
+        list_tools: Handler = self._list_tools
+        list_resources: Handler = self._list_resources
+        list_templates: Handler = self._list_templates
+        list_prompts: Handler = self._list_prompts
+        self._lanes: dict[Handler, int] = {
+            tool_call: _CALL, get_prompt: _PROMPT, read: _READ, discover: _PLAIN, list_tools: _PLAIN,
+            list_resources: _PLAIN, list_templates: _PLAIN, list_prompts: _PLAIN,
+        }
+        # The plain lane's answers, by method: what the handlers above await, called
+        # directly (a fresh result dict from the params; all of them cacheable).
+        self._plain: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "server/discover": self._discover_now,
+            "tools/list": self._tools_page,
+            "resources/list": self._resources_page,
+            "resources/templates/list": self._templates_page,
+            "prompts/list": self._prompts_page,
+        }
         self.supported_versions: list[str] = list(MODERN_VERSIONS)
         self.handlers: dict[str, Handler] = {
-            "server/discover": self._discover,
-            "tools/list": self._list_tools,
+            "server/discover": discover,
+            "tools/list": list_tools,
             "tools/call": tool_call,
-            "resources/list": self._list_resources,
-            "resources/templates/list": self._list_templates,
+            "resources/list": list_resources,
+            "resources/templates/list": list_templates,
             "resources/read": read,
-            "prompts/list": self._list_prompts,
+            "prompts/list": list_prompts,
             "prompts/get": get_prompt,
             "completion/complete": lambda ctx, p: _complete(server, p),
         }
@@ -262,11 +280,14 @@ class Dispatcher:
         forwarding for this request, no MRTR round to resume, no load shedding, a
         plain function that takes no Context and, for tools, is not a task tool) runs
         the function right here, without a Context and without the frames of the
-        method's handler and `Invocable.invoke`, whose policy it repeats exactly:
+        method's handler and `Invocable.invoke`, whose policy it repeats exactly (a
+        tool that takes a Context, not a task tool, runs here too, with one built here):
         protocol errors and cancellation propagate, any other exception becomes the
         tool's `failed` answer (TOOL-08) or, for prompts and resources, the masked
         -32603 below. A resource or template that takes a Context, once found, runs
-        through its own `invoke` with one built here (the search is not repeated).
+        through its own `invoke` with one built here (the search is not repeated); so
+        does a prompt that takes one. Under the same conditions `server/discover` and the four lists (the plain lane)
+        answer from the dispatcher's own functions, with no Context and no coroutine.
         Everything else takes the general lane below it."""
         # Once: a field read is a descriptor call.
         rid, method, params, spec, handler, _, _, _, log_level, _, _, kind = req
@@ -283,10 +304,21 @@ class Dispatcher:
                     entry = server.tools.get(name) if type(name) is str else None
                     arguments = params.get("arguments", _NO_ARGUMENTS)
                     if entry is not None and type(arguments) is dict and type(entry) is ToolEntry \
-                            and entry.lane:
+                            and (entry.lane or entry.task is None):
                         try:
                             positional = entry.positional
-                            if positional is not None:  # async or inline, values in order
+                            if not entry.lane:  # it takes a Context (or a provider-resolved
+                                # parameter, which needs one): `invoke`'s steps, inline
+                                ctx = Context(server, req, io, io.loop)
+                                kwargs = entry.bind(arguments)
+                                kwargs[entry.ctx_param or ""] = ctx
+                                if entry.is_async:
+                                    value = await entry.fn(**kwargs)
+                                elif entry.inline:
+                                    value = entry.fn(**kwargs)
+                                else:
+                                    value = await _submit(ctx._loop, entry.fn, kwargs)
+                            elif positional is not None:  # async or inline, values in order
                                 value = entry.fn(*positional(arguments))
                                 if entry.lane == LANE_ASYNC:
                                     value = await value
@@ -304,6 +336,8 @@ class Dispatcher:
                         except Exception as exc:
                             result = entry.failed(exc)
                         else:
+                            if ctx is not None and ctx._dropped:  # questions never asked (`invoke`)
+                                warn_dropped(ctx._dropped)
                             if type(value) is str and entry.output is None:  # plain text: shaped at once
                                 return {"jsonrpc": "2.0", "id": rid, "result": {
                                     "resultType": "complete", "content": [{"type": "text", "text": value}],
@@ -326,7 +360,26 @@ class Dispatcher:
                         result = entry.finish(value)  # a fresh dict without `_meta`
                         result["_meta"] = self._server_meta
                         return {"jsonrpc": "2.0", "id": rid, "result": result}
+                    if entry is not None and type(entry) is PromptEntry:
+                        # It takes a Context: its own `invoke` (what `get` awaits), with one built here.
+                        ctx = Context(server, req, io, io.loop)
+                        result = await entry.invoke(ctx, params.get("arguments"))
+                        result["_meta"] = self._server_meta
+                        return {"jsonrpc": "2.0", "id": rid, "result": result}
                     entry = None
+                elif kind is _PLAIN:
+                    # Discover and the lists: no Context, no coroutine of the handler, no
+                    # busy count (nothing awaits in them); shaped as below, keys in the
+                    # same order (`_meta`, then `_hints`).
+                    result = self._plain[method](params)
+                    result["_meta"] = self._server_meta
+                    result["resultType"] = "complete"
+                    ttl, scope = server.cache_hints[method]
+                    if io.subject is not None and method not in server.explicit_hints:
+                        scope = "private"  # CACHE-07/10, as `_hints` decides
+                    result["ttlMs"] = ttl
+                    result["cacheScope"] = scope
+                    return {"jsonrpc": "2.0", "id": rid, "result": result}
                 else:  # resources/read: a fixed URI, else the first template that matches
                     uri: Any = params.get("uri")
                     if type(uri) is str:
@@ -510,6 +563,9 @@ class Dispatcher:
     # -- handlers ------------------------------------------------------------------------
 
     async def _discover(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        return self._discover_now(params)
+
+    def _discover_now(self, params: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = {
             "supportedVersions": self.supported_versions,
             "capabilities": self.capabilities,
@@ -518,17 +574,22 @@ class Dispatcher:
             result["instructions"] = self.server.instructions
         return result
 
-    def _page(self, method: str, key: str, items: Callable[[], list[Any]], params: dict[str, Any]) -> dict[str, Any]:
+    def _page(self, method: str, key: str, registry: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         """One page of a list; pages are built once per registry change."""
         cursor = params.get("cursor")
         # Keyed by the cursor's JSON value itself: a client sending the string "None"
-        # must not be served the first page (PAG-03).
-        cache_key = (method, type(cursor).__name__, cursor if isinstance(cursor, str | None) else None)
-        page = self._pages.get(cache_key) if isinstance(cursor, str | None) else None
+        # must not be served the first page (PAG-03). Any other type is refused below.
+        if cursor is None:
+            cache_key: Any = (method, None)
+        elif isinstance(cursor, str):
+            cache_key = (method, "str", cursor)
+        else:
+            cache_key = None
+        page = self._pages.get(cache_key) if cache_key is not None else None
         if page is None:
             everything = self._pages.get(method)
             if everything is None:
-                everything = self._pages[method] = [x.definition for x in items()]
+                everything = self._pages[method] = [x.definition for x in registry.values()]
             size = self.server.page_size
             start = 0 if cursor is None else _offset(cursor, len(everything))
             if size is None:
@@ -542,19 +603,28 @@ class Dispatcher:
         return dict(page)
 
     async def _list_tools(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("tools/list", "tools", lambda: list(self.server.tools.values()), params)
+        return self._tools_page(params)
 
     async def _list_resources(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("resources/list", "resources", lambda: list(self.server.resources.values()), params)
+        return self._resources_page(params)
 
     async def _list_templates(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page(
-            "resources/templates/list", "resourceTemplates",
-            lambda: list(self.server.templates.values()), params,
-        )
+        return self._templates_page(params)
 
     async def _list_prompts(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("prompts/list", "prompts", lambda: list(self.server.prompts.values()), params)
+        return self._prompts_page(params)
+
+    def _tools_page(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page("tools/list", "tools", self.server.tools, params)
+
+    def _resources_page(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page("resources/list", "resources", self.server.resources, params)
+
+    def _templates_page(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page("resources/templates/list", "resourceTemplates", self.server.templates, params)
+
+    def _prompts_page(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page("prompts/list", "prompts", self.server.prompts, params)
 
     def _call_tool(self, ctx: Context, params: dict[str, Any]) -> Awaitable[dict[str, Any]]:
         # Not a coroutine itself: the checks raise at once, and what is awaited is the

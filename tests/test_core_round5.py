@@ -1,0 +1,449 @@
+"""Issue 18, core round five: two more requests skip the general lane's steps.
+
+- The plain lane: `server/discover`, `tools/list`, `resources/list`,
+  `resources/templates/list` and `prompts/list` answer from the dispatcher's own
+  functions, with no Context, no handler coroutine and no busy count, under the lean
+  lane's conditions (no middleware, no back channel, no log forwarding for the
+  request, no MRTR keys, no load shedding).
+- The Context lane: `tools/call` of a tool that takes a Context (or a
+  provider-resolved parameter), and is not a task tool, runs in the lean lane with one
+  Context built there, `Invocable.invoke`'s steps inline.
+
+These tests pin that both give the answers of the general lane (forced by a
+middleware), byte for byte: results, caching hints (CACHE-01/07/10), pagination
+(PAG-03), protocol errors, masked errors, MRTR rounds and their state, warnings of
+dropped questions, notifications and cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import orjson
+import pytest
+
+from nimblemcp import Context, Depends, Server, ToolError
+from nimblemcp._port import NoIO
+from nimblemcp.server import _dispatch
+from nimblemcp.server._mrtr import InputRequired
+from nimblemcp.server._sealing import new_key
+
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def _prefix(ctx: Context) -> str:
+    return f"{ctx.method}#{ctx.request_id}"
+
+
+def _server(with_middleware: bool = False, seen: list[str] | None = None, **options: Any) -> Server:
+    options.setdefault("state_keys", [new_key()])
+    server = Server("round5", "1.0.0", **options)
+
+    @server.tool
+    async def plain(text: str) -> str:
+        return text
+
+    @server.tool
+    async def actx(text: str, ctx: Context) -> str:
+        return f"{text}:{ctx.request_id}:{ctx.method}"
+
+    @server.tool
+    def sctx(n: int, ctx: Context) -> int:  # a worker thread, structured output
+        return n * 2 if ctx.method == "tools/call" else -1
+
+    @server.tool(run_in_thread=False)
+    def ictx(ctx: Context, word: str = "hi") -> list[str]:  # inline
+        return [word, str(ctx.request_id)]
+
+    @server.tool
+    async def dep(text: str, where: Annotated[str, Depends(_prefix)]) -> str:  # provider-resolved
+        return f"{where}:{text}"
+
+    @server.tool
+    async def cfail(ctx: Context) -> str:
+        raise ToolError("told the model")
+
+    @server.tool
+    async def cboom(ctx: Context) -> str:
+        raise RuntimeError("secret detail")
+
+    @server.tool
+    async def casks(ctx: Context) -> str:
+        answer = await ctx.elicit("ok", "Proceed?")
+        ctx.state["seen"] = 1
+        return f"{answer.action}:{ctx.state}"
+
+    @server.tool
+    async def keeps(ctx: Context) -> str:
+        if "round" in ctx.state:
+            return f"round {ctx.state['round']}"
+        ctx.state["round"] = 2
+        raise InputRequired({})
+
+    @server.tool
+    async def talks(ctx: Context) -> str:
+        await ctx.report_progress(1, 2, "half")
+        return "talked"
+
+    @server.tool(task="optional")
+    async def tasked(ctx: Context) -> str:  # a task tool: the general lane
+        return "task"
+
+    @server.prompt
+    async def greet(name: str) -> str:
+        return f"Hello, {name}!"
+
+    @server.prompt
+    async def other(name: str) -> str:
+        return name
+
+    @server.prompt
+    async def pctx(name: str, ctx: Context) -> str:
+        return f"{name}:{ctx.request_id}:{ctx.method}"
+
+    @server.prompt
+    def spctx(ctx: Context) -> list[str]:  # a worker thread
+        return ["one", str(ctx.request_id)]
+
+    @server.prompt
+    async def pctxboom(ctx: Context) -> str:
+        raise RuntimeError("secret detail")
+
+    @server.prompt
+    async def pctxasks(ctx: Context) -> str:
+        if ctx.state.get("k") == 1:
+            return "kept"
+        ctx.state["k"] = 1
+        raise InputRequired({})
+
+    @server.resource("docs://readme")
+    async def readme() -> str:
+        return "read me"
+
+    @server.resource("docs://two", ttl_ms=5, cache_scope="public")
+    async def two() -> str:
+        return "two"
+
+    @server.resource("file:///{name}")
+    async def file(name: str) -> str:
+        return name
+
+    @server.resource("item://{n}")
+    async def item(n: int) -> str:
+        return str(n)
+
+    if with_middleware:
+        async def note(ctx: Context, call_next: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+            if seen is not None:
+                seen.append(ctx.method)
+            return await call_next()
+
+        server.add_middleware(note)
+    return server
+
+
+def _request(method: str, params: dict[str, Any] | None = None, rid: int = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": {**(params or {}), "_meta": dict(META)}}
+
+
+def _call(name: str, arguments: Any = None, **extra: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name, **extra}
+    if arguments is not None:
+        params["arguments"] = arguments
+    message = _request("tools/call", params)
+    message["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = {"elicitation": {}}
+    return message
+
+
+class _IO(NoIO):
+    """A RequestIO with a subject (an authenticated request) and kept notifications."""
+
+    __slots__ = ("sent", "subject")
+
+    def __init__(self, subject: str | None = None) -> None:
+        self.subject = subject  # type: ignore[misc,assignment]
+        self.sent: list[dict[str, Any]] = []
+
+    def emit(self, message: dict[str, Any], /) -> None:
+        self.sent.append(message)
+
+
+async def _answer(server: Server, message: dict[str, Any], io: Any = None) -> dict[str, Any]:
+    return await server.execute(server.prepare(message), io or NoIO())
+
+
+def _strip_refs(response: dict[str, Any]) -> dict[str, Any]:
+    result = response.get("result")
+    if result and result.get("isError"):
+        for block in result["content"]:
+            if "reference" in block["text"]:
+                block["text"] = block["text"][: block["text"].index("reference")]
+    error = response.get("error")
+    if error and "reference" in error["message"]:
+        error["message"] = error["message"][: error["message"].index("reference")]
+    return response
+
+
+class _Counting:
+    """Counts the Contexts the dispatcher builds (which lane ran)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.made = 0
+        real = _dispatch.Context  # type: ignore[attr-defined]
+
+        def make(*args: Any) -> Context:
+            self.made += 1
+            return real(*args)
+
+        monkeypatch.setattr(_dispatch, "Context", make)
+
+
+LISTS = ["tools/list", "resources/list", "resources/templates/list", "prompts/list"]
+
+PLAIN_CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    # (request, server options)
+    (_request("server/discover"), {}),
+    (_request("server/discover"), {"instructions": "Be brief."}),
+    *[(_request(m), {}) for m in LISTS],
+    *[(_request(m), {"page_size": 1}) for m in LISTS],
+    (_request("tools/list", {"cursor": None}), {"page_size": 1}),
+    (_request("tools/list", {"cursor": "None"}), {"page_size": 1}),  # PAG-03: not the first page
+    (_request("tools/list", {"cursor": 3}), {"page_size": 1}),  # not a string: -32602
+    (_request("tools/list", {"cursor": "bm90IGEgY3Vyc29y"}), {"page_size": 1}),  # invalid: -32602
+    (_request("prompts/list", {"cursor": "bzox"}), {"page_size": 1}),  # "o:1": the second page
+    (_request("prompts/list", {"cursor": "bzo5OQ=="}), {"page_size": 1}),  # "o:99": past the end
+    (_request("tools/list"), {"cache_hints": {"tools/list": (60_000, "public")}}),
+    (_request("server/discover"), {"cache_hints": {"server/discover": (1, "private")}}),
+]
+
+
+@pytest.mark.parametrize("subject", [None, "alice"])
+@pytest.mark.parametrize(("message", "options"), PLAIN_CASES,
+                         ids=lambda v: f"{v['method']}:{v['params'].get('cursor')}" if "method" in v else str(v))
+def test_plain_and_general_lanes_answer_alike(message: dict[str, Any], options: dict[str, Any],
+                                              subject: str | None) -> None:
+    """The same request with and without a middleware (which forces the general lane),
+    anonymous and authenticated (the private cache scope, CACHE-07/10)."""
+    seen: list[str] = []
+    lean = asyncio.run(_answer(_server(**options), message, _IO(subject)))
+    general = asyncio.run(_answer(_server(True, seen, **options), message, _IO(subject)))
+    assert seen == [message["method"]]  # the middleware ran: the general lane
+    assert orjson.dumps(lean) == orjson.dumps(general)
+
+
+def test_plain_answers_are_the_documented_shapes() -> None:
+    server = _server(page_size=2, instructions="Be brief.")
+    discover = asyncio.run(_answer(server, _request("server/discover")))["result"]
+    assert list(discover) == ["supportedVersions", "capabilities", "instructions", "_meta", "resultType",
+                              "ttlMs", "cacheScope"]
+    assert discover["resultType"] == "complete"
+    assert discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "round5"
+    first = asyncio.run(_answer(server, _request("tools/list")))["result"]
+    assert [t["name"] for t in first["tools"]] == ["plain", "actx"]
+    assert list(first) == ["tools", "nextCursor", "_meta", "resultType", "ttlMs", "cacheScope"]
+    second = asyncio.run(_answer(server, _request("tools/list", {"cursor": first["nextCursor"]})))["result"]
+    assert [t["name"] for t in second["tools"]] == ["sctx", "ictx"]
+    private = asyncio.run(_answer(server, _request("tools/list"), _IO("alice")))["result"]
+    assert private["cacheScope"] == "private"
+    # The cached page itself is never changed by the shaping: the anonymous answer again.
+    again = asyncio.run(_answer(server, _request("tools/list")))["result"]
+    assert again == first
+    refused = asyncio.run(_answer(server, _request("tools/list", {"cursor": "None"})))
+    assert refused["error"]["code"] == -32602
+
+
+def test_plain_lane_builds_no_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = _Counting(monkeypatch)
+    server = _server()
+
+    async def run(*messages: dict[str, Any]) -> list[dict[str, Any]]:
+        return [await _answer(server, m) for m in messages]
+
+    answers = asyncio.run(run(_request("server/discover"), *[_request(m) for m in LISTS]))
+    assert all("result" in a for a in answers)
+    assert counting.made == 0
+    asyncio.run(_answer(_server(True), _request("tools/list")))
+    assert counting.made == 1  # under middleware: the general lane
+
+
+def test_plain_lane_keeps_the_lean_lane_s_conditions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Load shedding configured, or a log level with forwarding on: the general lane
+    (the answers are the same)."""
+    counting = _Counting(monkeypatch)
+    shed = _server(max_inflight=4)
+    answer = asyncio.run(_answer(shed, _request("tools/list")))
+    assert "result" in answer and counting.made == 1
+    logs = _server(forward_logs=True)
+    message = _request("server/discover")
+    message["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = "info"
+    answer = asyncio.run(_answer(logs, message))
+    assert "result" in answer and counting.made == 2
+    assert shed.dispatcher.busy == 0 and logs.dispatcher.busy == 0
+
+
+def test_a_failing_list_is_masked_in_both_lanes(monkeypatch: pytest.MonkeyPatch,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """An unexpected error inside a list answer is the masked -32603, logged alike."""
+    answers = []
+    for with_middleware in (False, True):
+        server = _server(with_middleware)
+
+        def broken(params: dict[str, Any]) -> dict[str, Any]:
+            raise RuntimeError("secret detail")
+
+        monkeypatch.setattr(server.dispatcher, "_tools_page", broken)
+        server.dispatcher._plain["tools/list"] = broken
+        answers.append(asyncio.run(_answer(server, _request("tools/list"))))
+    assert answers[0]["error"]["code"] == answers[1]["error"]["code"] == -32603
+    assert "secret" not in str(answers)
+    assert _strip_refs(answers[0]) == _strip_refs(answers[1])
+    assert sum("handler for tools/list failed" in r.getMessage() for r in caplog.records) == 2
+
+
+CTX_CASES: list[dict[str, Any]] = [
+    _call("actx", {"text": "a"}),
+    _call("sctx", {"n": 21}),
+    _call("ictx", {}),
+    _call("ictx", {"word": "yo"}),
+    _call("dep", {"text": "x"}),
+    _call("actx", {}),  # missing argument: isError (TOOL-08)
+    _call("actx", {"text": 3}),  # wrong type: isError
+    _call("sctx", {"n": "x"}),
+    _call("cfail", {}),
+    _call("cboom", {}),  # masked
+    _call("tasked", {}),
+    _call("actx", None),  # no arguments at all
+    _call("actx", ["a"]),  # not an object: -32602
+    _call("missing", {}),  # unknown tool: -32602
+]
+
+
+PROMPT_CASES: list[dict[str, Any]] = [
+    _request("prompts/get", {"name": "pctx", "arguments": {"name": "Ada"}}),
+    _request("prompts/get", {"name": "pctx", "arguments": {}}),  # missing: -32602
+    _request("prompts/get", {"name": "pctx", "arguments": {"name": 1}}),  # not a string: -32602
+    _request("prompts/get", {"name": "spctx"}),
+    _request("prompts/get", {"name": "pctxboom"}),  # masked -32603
+]
+
+
+@pytest.mark.parametrize("message", PROMPT_CASES, ids=lambda m: str(m["params"]))
+def test_context_prompts_answer_alike_in_both_lanes(message: dict[str, Any]) -> None:
+    seen: list[str] = []
+    lean = asyncio.run(_answer(_server(), message))
+    general = asyncio.run(_answer(_server(True, seen), message))
+    assert seen == ["prompts/get"]
+    assert orjson.dumps(_strip_refs(lean)) == orjson.dumps(_strip_refs(general))
+
+
+def test_context_prompts_get_one_context_and_keep_their_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = _Counting(monkeypatch)
+    server = _server()
+    answer = asyncio.run(_answer(server, _request("prompts/get", {"name": "pctx", "arguments": {"name": "A"}})))
+    assert answer["result"]["messages"][0]["content"]["text"] == "A:1:prompts/get"
+    assert counting.made == 1
+    asked = asyncio.run(_answer(server, _request("prompts/get", {"name": "pctxasks"})))["result"]
+    assert asked["resultType"] == "input_required" and counting.made == 2
+    state = asked["requestState"]
+    # The state the handler wrote rides in the sealed requestState: the next round opens it.
+    again = asyncio.run(_answer(server, _request("prompts/get", {"name": "pctxasks", "requestState": state})))
+    assert again["result"]["messages"][0]["content"]["text"] == "kept"
+    assert server.dispatcher.busy == 0
+
+
+@pytest.mark.parametrize("message", CTX_CASES, ids=lambda m: f"{m['params']['name']}:{m['params'].get('arguments')}")
+def test_context_tools_answer_alike_in_both_lanes(message: dict[str, Any]) -> None:
+    seen: list[str] = []
+    lean = asyncio.run(_answer(_server(), message))
+    general = asyncio.run(_answer(_server(True, seen), message))
+    assert seen == ["tools/call"]
+    assert orjson.dumps(_strip_refs(lean)) == orjson.dumps(_strip_refs(general))
+
+
+def test_context_tools_get_one_context_in_the_lean_lane(monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = _Counting(monkeypatch)
+    server = _server()
+    answer = asyncio.run(_answer(server, _call("actx", {"text": "a"})))
+    assert answer["result"]["content"][0]["text"] == "a:1:tools/call"
+    assert counting.made == 1
+    asyncio.run(_answer(server, _call("plain", {"text": "a"})))
+    assert counting.made == 1  # no Context for a tool that takes none
+    asyncio.run(_answer(server, _call("dep", {"text": "a"})))
+    assert counting.made == 2
+    assert server.dispatcher.busy == 0
+
+
+def test_notifications_of_a_context_tool_reach_the_request_s_io() -> None:
+    message = _call("talks", {})
+    message["params"]["_meta"]["progressToken"] = "p1"
+    sent = []
+    for with_middleware in (False, True):
+        io = _IO()
+        answer = asyncio.run(_answer(_server(with_middleware), message, io))
+        assert answer["result"]["content"][0]["text"] == "talked"
+        sent.append(io.sent)
+    assert sent[0] == sent[1]
+    assert sent[0] and sent[0][0]["method"] == "notifications/progress"
+
+
+def test_mrtr_rounds_of_a_context_tool_keep_its_state() -> None:
+    """MRTR-10/11: the state a Context tool wrote in the lean lane rides in its
+    requestState; the next round (the general lane) reads it."""
+    server = _server()
+    first = asyncio.run(_answer(server, _call("keeps", {})))
+    assert first["result"]["resultType"] == "input_required"
+    state = first["result"]["requestState"]
+    second = asyncio.run(_answer(server, _call("keeps", {}, requestState=state)))
+    assert second["result"]["content"][0]["text"] == "round 2"
+    asked = asyncio.run(_answer(server, _call("casks", {})))["result"]
+    assert asked["resultType"] == "input_required"
+    assert list(asked["inputRequests"]) == ["ok"]
+    general = asyncio.run(_answer(_server(True), _call("casks", {})))["result"]
+    assert list(general) == list(asked)
+    assert general["inputRequests"] == asked["inputRequests"]
+
+
+def test_dropped_questions_warn_in_the_lean_lane() -> None:
+    server = Server("round5w", "1.0.0")
+
+    @server.tool
+    async def forgetful(ctx: Context) -> str:
+        ctx.elicit("confirm", "Sure?")  # never awaited
+        return "done"
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        answer = asyncio.run(_answer(server, _call("forgetful", {})))
+    assert answer["result"]["content"][0]["text"] == "done"
+    assert any("never awaited" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("with_middleware", [False, True])
+def test_cancelling_a_context_tool_marks_its_context(with_middleware: bool) -> None:
+    server = _server(with_middleware)
+    seen: list[Context] = []
+    started = asyncio.Event()
+
+    @server.tool
+    async def slow(ctx: Context) -> str:
+        seen.append(ctx)
+        started.set()
+        await asyncio.sleep(10)
+        return "never"
+
+    async def main() -> None:
+        task = asyncio.ensure_future(_answer(server, _call("slow", {})))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert seen[0].cancelled
+    assert server.dispatcher.busy == 0
