@@ -43,6 +43,8 @@ NODE_HINT = ("the MCP Inspector needs Node.js (it runs with npx): install Node 2
              "`nvm install 22`), then run `nimblemcp dev --inspector` again")
 STOP_GRACE = 3.0
 REPLAY_ID = "nimblemcp-dev-replay"
+_PIECE = 1 << 20  # the host's lines are read and relayed in pieces of at most 1 MiB
+_QUEUED = 16  # pieces read ahead of the child at most: past that, reading waits
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,6 +91,7 @@ class Supervisor:
         self.args = args
         self.target = target
         self.child: _Child | None = None
+        self.line_child: _Child | None = None  # the child the host's current line began on
         self.generation = 0
         self.lock = asyncio.Lock()
         self.pending: dict[tuple[type, Any], tuple[str, str, float, int]] = {}
@@ -237,19 +240,35 @@ class Supervisor:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
 
-    async def relay_in(self, data: bytes) -> None:
-        """One line from the host, to the current child."""
-        try:
-            message: Any = json.loads(data)
-        except ValueError:
-            message = None
+    async def relay_in(self, data: bytes, begins: bool = True) -> None:
+        """One piece of a line from the host, to the current child.
+
+        A line comes in pieces of at most `_PIECE` bytes (`_read_stdin`); `begins` says
+        whether this piece starts one. Only a whole line is parsed; the first piece of a
+        longer one is read for its id and method, the rest pass unread. A piece whose
+        line began on another child (one that stopped meanwhile) is dropped: the new
+        child never saw that line's start."""
+        whole = begins and data.endswith(b"\n")
+        message: Any = None
+        if whole:
+            try:
+                message = json.loads(data)
+            except ValueError:
+                message = None
+        elif begins:
+            message = _request_head(data)
         is_request = isinstance(message, dict) and "method" in message and "id" in message
-        if isinstance(message, dict) and message.get("method") == "initialize":
+        if whole and isinstance(message, dict) and message.get("method") == "initialize":
             self.initialize = data
-        elif isinstance(message, dict) and message.get("method") == "notifications/initialized":
+        elif whole and isinstance(message, dict) and message.get("method") == "notifications/initialized":
             self.initialized = data
         async with self.lock:
             child = self.child
+            if not begins:
+                if child is not None and child is self.line_child:
+                    await self._write(child, data)
+                return
+            self.line_child = child
             if is_request:
                 method, name = _devlog.label(message)
                 if child is None:
@@ -260,10 +279,31 @@ class Supervisor:
                     return
                 self.pending[_key(message["id"])] = (method, name, time.perf_counter(),
                                                      child.generation)
-            elif message is None and data.strip():
+            elif message is None and whole and data.strip():
                 _devlog.emit("relaying a line that is not JSON (the server will answer a parse error)")
+            elif not whole and not is_request:
+                _devlog.emit(f"relaying a line over {_PIECE >> 20} MiB unchecked (no id or method "
+                             "near its start)")
             if child is not None:
                 await self._write(child, data)
+
+
+def _request_head(piece: bytes) -> dict[str, Any] | None:
+    """The id and method of a request too long for one piece, from its first 4 KiB
+    (hosts write `"id"` and `"method"` before `"params"`), so the request log and the
+    answer for a dying child still know it."""
+    head: dict[str, Any] = {}
+    decode = json.JSONDecoder().raw_decode
+    for key in ("id", "method"):
+        at = piece.find(b'"%s":' % key.encode(), 0, 4096)
+        if at < 0:
+            return None
+        try:
+            head[key], _end = decode(piece[at + len(key) + 3:at + len(key) + 3 + 4096]
+                                     .decode("utf-8", "replace").lstrip())
+        except ValueError:
+            return None
+    return head if isinstance(head["method"], str) else None
 
 
 def _head(piece: bytes) -> dict[str, Any] | None:
@@ -292,10 +332,18 @@ async def _line_or_piece(stream: asyncio.StreamReader) -> bytes:
 
 
 def _read_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | None]) -> None:
-    """A daemon thread: works for pipes, terminals and files alike."""
-    for data in iter(sys.stdin.buffer.readline, b""):
-        loop.call_soon_threadsafe(queue.put_nowait, data)
-    loop.call_soon_threadsafe(queue.put_nowait, None)
+    """A daemon thread: works for pipes, terminals and files alike.
+
+    Reads pieces of at most `_PIECE` bytes (a longer line comes in several) and waits
+    while the queue is full, so a host that writes huge lines, or faster than the
+    server reads, holds the relay to `_QUEUED` pieces instead of growing its memory."""
+    read = sys.stdin.buffer.readline
+    try:
+        while data := read(_PIECE):
+            asyncio.run_coroutine_threadsafe(queue.put(data), loop).result()
+        asyncio.run_coroutine_threadsafe(queue.put(None), loop).result()
+    except RuntimeError:  # the loop has closed: the relay is over
+        return
 
 
 async def _watch(supervisor: Supervisor, paths: list[Path], stop: asyncio.Event) -> None:
@@ -324,12 +372,14 @@ async def _serve(args: argparse.Namespace, target: str, paths: list[Path]) -> in
             inspector = _start_inspector(["--transport", "http", "--server-url", url])
     else:
         _devlog.emit(f"serving {target} on stdio; watching {', '.join(map(str, paths))}")
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue(_QUEUED)
         threading.Thread(target=_read_stdin, args=(loop, queue), daemon=True).start()
 
         async def pump() -> None:
+            starts = True  # the next piece begins a line
             while (data := await queue.get()) is not None:
-                await supervisor.relay_in(data)
+                begins, starts = starts, data.endswith(b"\n")
+                await supervisor.relay_in(data, begins)
             stop.set()
 
         supervisor.spawn(pump())
