@@ -1,0 +1,151 @@
+"""Issue 18 (start-up, round four): what a stdio server no longer imports to answer
+`server/discover`, and that each of those names still works when first used.
+
+Checks of what is (not) imported run in a fresh interpreter or a real stdio server
+process: this test process has imported everything long ago.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import nimblemcp.backends as backends
+import nimblemcp.backends.bus as bus
+from nimblemcp.server import _options
+
+# Not loaded by a stdio server that answers `server/discover` and a `tools/call`.
+NOT_AT_START = ["nimblemcp.backends._select", "nimblemcp.backends._store", "nimblemcp.backends._bus_protocols"]
+
+SERVER = textwrap.dedent('''
+    import json, sys
+    from nimblemcp import Server
+
+    server = Server("lazy4", "1.0")
+
+    @server.tool
+    def loaded() -> str:
+        """Which of the watched modules this process has imported."""
+        return json.dumps([m for m in json.loads(sys.argv[1]) if m in sys.modules])
+
+    server.run()
+''')
+
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def _fresh(code: str) -> list[object]:
+    """Run `code` in a fresh interpreter; the JSON it prints last."""
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    result: list[object] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def test_a_stdio_server_answers_without_the_backend_selection_or_the_protocols() -> None:
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"_meta": META, "name": "loaded", "arguments": {}}},
+    ]
+    proc = subprocess.run([sys.executable, "-c", SERVER, json.dumps(NOT_AT_START)],
+                          input="".join(json.dumps(r) + "\n" for r in requests),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    answers = {m["id"]: m for m in map(json.loads, proc.stdout.splitlines()) if "id" in m}
+    assert "2026-07-28" in answers[1]["result"]["supportedVersions"]
+    assert json.loads(answers[2]["result"]["content"][0]["text"]) == []
+
+
+def test_backends_names_load_on_first_use() -> None:
+    out = _fresh("""
+        import json, sys
+        import nimblemcp.backends as backends
+        before = [m for m in ("nimblemcp.backends._select", "nimblemcp.backends._store",
+                              "nimblemcp.backends.memory") if m in sys.modules]
+        from nimblemcp.backends import KeyValueStore, MemoryStore, from_env, from_url
+        store, channel = from_url("memory://")
+        print(json.dumps([before, isinstance(store, KeyValueStore), type(store) is MemoryStore,
+                          from_env() is None, sorted(set(backends.__all__) - set(dir(backends)))]))
+    """)
+    assert out == [[], True, True, True, []]
+
+
+def test_backends_unknown_name_is_an_attribute_error() -> None:
+    try:
+        backends.NoSuchBackend  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchBackend" in str(exc)
+    else:
+        raise AssertionError("no AttributeError")
+
+
+def test_bus_protocols_load_on_first_use_as_the_bus_module_names() -> None:
+    out = _fresh("""
+        import json, pickle, sys
+        import nimblemcp.backends.bus as bus
+        before = "nimblemcp.backends._bus_protocols" in sys.modules
+        from nimblemcp.backends.bus import FlushingBus, NotificationBus, Subscription
+        after = "nimblemcp.backends._bus_protocols" in sys.modules
+        names = [(c.__module__, c.__qualname__) for c in (FlushingBus, NotificationBus, Subscription)]
+
+        class Flushes:
+            async def flush(self, timeout: float = 1.0) -> bool:
+                return True
+
+        try:
+            isinstance(bus.InProcessBus(), NotificationBus)
+            checked = "no error"
+        except TypeError:
+            checked = "TypeError"  # not runtime_checkable, as before
+        print(json.dumps([before, after, names, isinstance(Flushes(), FlushingBus),
+                          isinstance(bus.InProcessBus(), FlushingBus), checked,
+                          pickle.loads(pickle.dumps(NotificationBus)) is NotificationBus,
+                          {"FlushingBus", "NotificationBus", "Subscription"} <= set(dir(bus))]))
+    """)
+    assert out == [False, True,
+                   [["nimblemcp.backends.bus", "FlushingBus"], ["nimblemcp.backends.bus", "NotificationBus"],
+                    ["nimblemcp.backends.bus", "Subscription"]],
+                   True, False, "TypeError", True, True]
+
+
+def test_bus_records_and_a_user_bus_built_on_the_protocol() -> None:
+    event = bus.Event("updated", "notes://a")
+    assert event == ("updated", "notes://a") and bus.Event("tools").uri is None
+    assert bus.Match(kinds=("tools",)).uris == () and bus.Match._fields == ("kinds", "uris", "tasks")
+    assert bus.Event.__annotations__ == {"kind": str, "uri": str | None}
+    assert pickle.loads(pickle.dumps(event)) == event
+
+    class Recorder(bus.NotificationBus):
+        def __init__(self) -> None:
+            self.seen: list[bus.Event] = []
+
+        def publish(self, event: bus.Event) -> None:
+            self.seen.append(event)
+
+        def subscribe(self, max_queue: int = 256, *, match: bus.Match | None = None) -> bus.Subscription:
+            raise NotImplementedError
+
+        def close_all(self) -> None:
+            pass
+
+    recorder = Recorder()
+    recorder.publish(event)
+    assert recorder.seen == [event]
+    try:
+        bus.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchName" in str(exc)
+    else:
+        raise AssertionError("no AttributeError")
+
+
+def test_the_redis_url_variable_is_the_backend_selections() -> None:
+    from nimblemcp.backends._select import ENV_URL
+
+    assert _options.ENV_REDIS_URL == ENV_URL
