@@ -149,3 +149,46 @@ def test_the_redis_url_variable_is_the_backend_selections() -> None:
     from nimblemcp.backends._select import ENV_URL
 
     assert _options.ENV_REDIS_URL == ENV_URL
+
+
+# -- the package root: what an import made is promoted, not walked at once, nor frozen -------
+
+
+def test_a_lazy_import_promotes_its_objects_and_freezes_nothing() -> None:
+    out = _fresh("""
+        import gc, json, weakref
+        import nimblemcp
+
+        class Node:
+            pass
+
+        cycle = Node()
+        cycle.self = cycle  # garbage made before the import, collected only by gc
+        probe = weakref.ref(cycle)
+        del cycle
+        young = []
+        gc.callbacks.append(lambda phase, info: phase == "start" and young.append(info["generation"]))
+        nimblemcp.Server  # noqa: B018  (imports the server: ~20k objects)
+        after = [gc.isenabled(), gc.get_freeze_count(), gc.get_count()[0] <= gc.get_threshold()[0]]
+        nimblemcp.Server("x", "1")  # the first allocations after the import
+        collected_at_once = 0 in young
+        gc.collect()
+        print(json.dumps([after, collected_at_once, probe() is None, gc.get_freeze_count()]))
+    """)
+    assert out == [[True, 0, True], False, True, 0]
+
+
+def test_a_lazy_import_leaves_the_processes_own_freeze_alone() -> None:
+    out = _fresh("""
+        import gc, json
+        import nimblemcp
+
+        keep = [[i] for i in range(5000)]
+        gc.freeze()  # as an HTTP server's freeze_gc does
+        nimblemcp.Client  # noqa: B018  (unfreeze would leave the count at 0)
+        same = gc.get_freeze_count() > 5000
+        gc.disable()
+        nimblemcp.text  # noqa: B018
+        print(json.dumps([same, gc.isenabled()]))
+    """)
+    assert out == [True, False]

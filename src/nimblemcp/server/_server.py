@@ -543,10 +543,12 @@ class Server:
         until now leave the process before it may exit; a bus that sends them
         elsewhere (Redis) is flushed, for at most a few seconds. Backends the server
         opened itself from the environment are then closed (see `_options.close_opened`)."""
-        from nimblemcp.backends.bus import FlushingBus
+        bus = self.bus
+        if type(bus) is not InProcessBus:  # the default has nothing to flush (and no Protocol check to load)
+            from nimblemcp.backends.bus import FlushingBus
 
-        if isinstance(self.bus, FlushingBus):
-            await self.bus.flush()
+            if isinstance(bus, FlushingBus):
+                await bus.flush()
         if self._opened is not None:
             from nimblemcp.server._options import close_opened
 
