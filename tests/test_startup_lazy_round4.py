@@ -12,6 +12,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import nimblemcp.backends as backends
 import nimblemcp.backends.bus as bus
@@ -192,3 +193,50 @@ def test_a_lazy_import_leaves_the_processes_own_freeze_alone() -> None:
         print(json.dumps([same, gc.isenabled()]))
     """)
     assert out == [True, False]
+
+
+# -- the client's first call -----------------------------------------------------------------
+
+
+def test_a_first_stdio_call_loads_neither_listen_nor_shlex_and_both_work_later(tmp_path: Path) -> None:
+    script = tmp_path / "echo_server.py"  # a plain path: nothing to quote in the peer name
+    script.write_text("from nimblemcp import Server\ns = Server('t', '1')\ns.tool(lambda text: text, name='echo')\n"
+                      "s.run()\n")
+    out = _fresh(f"""
+        import asyncio, json, sys
+        from nimblemcp import Client
+
+        async def main():
+            async with Client([sys.executable, {str(script)!r}]) as client:
+                result = await client.call_tool("echo", {{"text": "hi"}})
+                first = [m for m in ("nimblemcp.client._listen", "shlex", "nimblemcp.server")
+                         if m in sys.modules]
+                listener = client.listen(tools=True)
+                return [first, result["content"][0]["text"], type(listener).__name__]
+
+        print(json.dumps(asyncio.run(main())))
+    """)
+    assert out == [[], "hi", "Listener"]
+
+
+def test_client_package_names_load_on_first_use() -> None:
+    out = _fresh("""
+        import json, sys
+        import nimblemcp.client as client
+        before = [m for m in ("nimblemcp.client._client", "nimblemcp.client._listen") if m in sys.modules]
+        missing = sorted(n for n in client.__all__ if getattr(client, n, None) is None)
+        print(json.dumps([before, missing, client.ListenEvent.__module__, sorted(set(client.__all__) - set(dir(client)))]))
+    """)
+    assert out == [[], [], "nimblemcp.client._listen", []]
+
+
+def test_the_stdio_peer_name_quotes_as_shlex_does() -> None:
+    import shlex
+
+    from nimblemcp.transports.stdio_client import StdioTransport, _quote
+
+    for arg in ["", "python3", "/usr/bin/python3", "a b", "it's", "x$y", "é", "-m", "a=b,c:d", "\t", "*", "~/x",
+                "@%+=:,./-_", "a\nb", "semi;colon"]:
+        assert _quote(arg) == shlex.quote(arg)
+    transport = StdioTransport("python 3", ["-c", "print('x')"])
+    assert transport.peer == "stdio:" + shlex.join(["python 3", "-c", "print('x')"])
