@@ -305,3 +305,30 @@ def test_an_http_transport_for_a_plain_url_loads_no_url_parser() -> None:
     """)
     assert out == [[], "http://127.0.0.1:8000", ["http", "localhost", 8000],
                    " /mcp?x=1 HTTP/1.1\r\nHost: Localhost:8000\r\n", True]
+
+
+def test_nimblemcp_run_imports_the_server_through_the_paused_collector(tmp_path: Path) -> None:
+    script = tmp_path / "quiet_server.py"
+    script.write_text("from nimblemcp import Server\ns = Server('t', '1')\n")
+    code = textwrap.dedent(f"""
+        import gc, json, sys
+        import nimblemcp
+        from nimblemcp.cli import main
+
+        seen = []
+        real = nimblemcp._load
+
+        def spy(name):
+            seen.append([name, name in sys.modules])
+            return real(name)
+
+        nimblemcp._load = spy
+        try:
+            main(["run", {str(script)!r}])
+        finally:
+            print(json.dumps([seen, gc.isenabled(), gc.get_freeze_count()]), file=sys.stderr)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], input="", capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    seen, enabled, frozen = json.loads(proc.stderr.strip().splitlines()[-1])  # stdout is the protocol's
+    assert seen[0] == ["nimblemcp.cli.run", False] and enabled is True and frozen == 0
