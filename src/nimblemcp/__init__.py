@@ -122,12 +122,13 @@ def _load(module: str) -> "ModuleType":
 
     Paused, it still counts the allocations, so its first young collection after the
     import would walk every object the import made (~20k for the server: ~7M
-    instructions, at the first allocations after the import). When the import made
-    enough objects for that collection to be due, they are promoted to the oldest
-    generation at once instead (`gc.freeze()` then `gc.unfreeze()`: two list splices),
-    which the collector still walks at its next full collection; nothing is left
-    frozen. Not done when the process has frozen objects of its own (an HTTP server's
-    `freeze_gc`), which `unfreeze` would release.
+    instructions, at the first allocations after the import). When a young collection
+    is due after the import, every tracked object (the import's, and any young ones the
+    process had) is promoted to the oldest generation at once instead (`gc.freeze()`
+    then `gc.unfreeze()`: two list splices); the collector still walks them, and frees
+    any garbage among them, at its next full collection. Nothing is left frozen. Not done
+    when the process has frozen objects of its own (an HTTP server's `freeze_gc`), which
+    `unfreeze` would release. At most once per name: the root caches what it loaded.
     """
     import gc
     from importlib import import_module
