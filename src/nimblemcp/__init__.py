@@ -119,6 +119,16 @@ def _load(module: str) -> "ModuleType":
     them garbage; the collections they trigger meanwhile walk every object the process
     holds (asyncio's too) over and over: ~4M instructions of a server's start-up
     (issue 18). The collector runs again afterwards, as it was (left off if it was off).
+
+    Paused, it still counts the allocations, so its first young collection after the
+    import would walk every object the import made (~20k for the server: ~7M
+    instructions, at the first allocations after the import). When a young collection
+    is due after the import, every tracked object (the import's, and any young ones the
+    process had) is promoted to the oldest generation at once instead (`gc.freeze()`
+    then `gc.unfreeze()`: two list splices); the collector still walks them, and frees
+    any garbage among them, at its next full collection. Nothing is left frozen. Not done
+    when the process has frozen objects of its own (an HTTP server's `freeze_gc`), which
+    `unfreeze` would release. At most once per name: the root caches what it loaded.
     """
     import gc
     from importlib import import_module
@@ -129,7 +139,15 @@ def _load(module: str) -> "ModuleType":
         return import_module(module)
     finally:
         if collecting:
+            _promote_if_due(gc)
             gc.enable()
+
+
+def _promote_if_due(gc: "ModuleType") -> None:
+    """Move every tracked object to the oldest generation when a young collection is due."""
+    if gc.get_count()[0] > gc.get_threshold()[0] and not gc.get_freeze_count():
+        gc.freeze()
+        gc.unfreeze()
 
 
 def __dir__() -> list[str]:

@@ -4,10 +4,41 @@ Every backend implements a small Protocol from `_store`; the in-memory ones are 
 default for a single process. Redis/SQLite implementations are imported only when
 chosen by name (`from_url("redis://...")` or `NIMBLEMCP_REDIS_URL`), so their client
 libraries stay optional.
+
+The names below load on first use (PEP 562): a server imports `backends.bus` and
+`backends.memory` without the URL selection (`_select`) or the store Protocol
+(`_store`), which it needs only for a Redis URL or a type check (issue 18).
 """
 
-from nimblemcp.backends._select import from_env, from_url
-from nimblemcp.backends._store import KeyValueStore
-from nimblemcp.backends.memory import MemoryStore
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nimblemcp.backends._select import from_env, from_url
+    from nimblemcp.backends._store import KeyValueStore
+    from nimblemcp.backends.memory import MemoryStore
 
 __all__ = ["KeyValueStore", "MemoryStore", "from_env", "from_url"]
+
+_WHERE = {
+    "KeyValueStore": "nimblemcp.backends._store",
+    "MemoryStore": "nimblemcp.backends.memory",
+    "from_env": "nimblemcp.backends._select",
+    "from_url": "nimblemcp.backends._select",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(where), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -14,11 +14,12 @@ import os
 from typing import TYPE_CHECKING
 
 from nimblemcp.backends._store import KeyValueStore
-from nimblemcp.backends.bus import InProcessBus, NotificationBus
+from nimblemcp.backends.bus import InProcessBus
 from nimblemcp.backends.memory import MemoryStore
 
 if TYPE_CHECKING:
     from nimblemcp.backends._redis_events import RedisEventLog
+    from nimblemcp.backends.bus import NotificationBus
 
 ENV_URL = "NIMBLEMCP_REDIS_URL"
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")

@@ -20,9 +20,12 @@ thread (a worker, the Redis bus thread) is handed to each event loop once, in on
 `call_soon_threadsafe` per loop for the whole batch, and fanned out there; the index
 is only ever read or changed on its own loop's thread. Each subscription still gets
 its events in publish order, each once.
-"""
 
-from __future__ import annotations
+Start-up (issue 18): the Protocols (`Subscription`, `NotificationBus`, `FlushingBus`)
+are built on first use by `_bus_protocols` (this module's `__getattr__`), and this
+module's annotations are evaluated, not postponed, so that the two NamedTuples need no
+`ForwardRef` compiled per field; names defined further down are quoted.
+"""
 
 import asyncio
 import contextlib
@@ -30,9 +33,13 @@ import threading
 from collections import deque
 from collections.abc import Collection, Iterable, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from nimblemcp.errors import SlowListener
+
+if TYPE_CHECKING:
+    from nimblemcp.backends._bus_protocols import FlushingBus as FlushingBus
+    from nimblemcp.backends._bus_protocols import NotificationBus, Subscription
 
 __all__ = [
     "Event",
@@ -64,32 +71,6 @@ class Match(NamedTuple):
     tasks: Collection[str] = ()
 
 
-class Subscription(Protocol):
-    def __aiter__(self) -> Subscription: ...
-    async def __anext__(self) -> Event: ...
-    async def __aenter__(self) -> Subscription: ...
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None: ...
-    def close(self) -> None: ...
-
-
-class NotificationBus(Protocol):
-    def publish(self, event: Event) -> None: ...
-    def subscribe(self, max_queue: int = 256, *, match: Match | None = None) -> Subscription: ...
-    def close_all(self) -> None: ...
-
-
-@runtime_checkable
-class FlushingBus(Protocol):
-    """A bus with something to send before the process exits (the Redis bus)."""
-
-    async def flush(self, timeout: float = ...) -> bool:
-        """Wait until what was published before the call has left the process (True),
-        at most `timeout` seconds (False)."""
-        ...
-
-
 _CLOSED = Event("__closed__")
 _OVERFLOW = Event("__overflow__")
 
@@ -97,7 +78,7 @@ _Subs = dict["_LocalSubscription", None]  # an ordered set
 
 
 class _LocalSubscription:
-    def __init__(self, bus: InProcessBus, max_queue: int, match: Match | None) -> None:
+    def __init__(self, bus: "InProcessBus", max_queue: int, match: Match | None) -> None:
         self._bus = bus
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
@@ -123,7 +104,7 @@ class _LocalSubscription:
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
 
-    def __aiter__(self) -> _LocalSubscription:
+    def __aiter__(self) -> "_LocalSubscription":
         return self
 
     async def __anext__(self) -> Event:
@@ -137,7 +118,7 @@ class _LocalSubscription:
             raise SlowListener(f"listener fell more than {self._max} events behind")
         return event
 
-    async def __aenter__(self) -> _LocalSubscription:
+    async def __aenter__(self) -> "_LocalSubscription":
         return self
 
     async def __aexit__(
@@ -161,7 +142,7 @@ class _Fanout:
     runs on that loop's thread (publishers elsewhere hand events over with one
     `call_soon_threadsafe` per batch)."""
 
-    def __init__(self, bus: InProcessBus, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, bus: "InProcessBus", loop: asyncio.AbstractEventLoop) -> None:
         self.bus = bus
         self.loop = loop
         self.thread = threading.get_ident()
@@ -180,7 +161,7 @@ class _Fanout:
         for task_id in match.tasks:
             yield self._exact, ("task", task_id)
 
-    def add(self, sub: _LocalSubscription) -> None:
+    def add(self, sub: "_LocalSubscription") -> None:
         sub._fanout = self
         self.size += 1
         if sub._match is None:
@@ -189,7 +170,7 @@ class _Fanout:
         for index, key in self._keys(sub._match):
             index.setdefault(key, {})[sub] = None
 
-    def remove(self, sub: _LocalSubscription) -> None:
+    def remove(self, sub: "_LocalSubscription") -> None:
         if sub._fanout is not self:
             return
         sub._fanout = None
@@ -206,7 +187,7 @@ class _Fanout:
         if not self.size:
             self.bus._drop(self)
 
-    def targets(self, event: Event) -> Iterable[_LocalSubscription]:
+    def targets(self, event: Event) -> Iterable["_LocalSubscription"]:
         """The subscriptions `event` matches, each once (as a snapshot: pushing may
         not change the index, but a caller may)."""
         kind, uri = event
@@ -277,12 +258,12 @@ class InProcessBus:
                 except RuntimeError:  # that loop is closed: nobody listens there any more
                     self._drop(fanout)
 
-    def subscribe(self, max_queue: int = 256, *, match: Match | None = None) -> _LocalSubscription:
+    def subscribe(self, max_queue: int = 256, *, match: Match | None = None) -> "_LocalSubscription":
         sub = _LocalSubscription(self, max_queue, match)
         self._fanout_for(sub._loop).add(sub)
         return sub
 
-    def _fanout_for(self, loop: asyncio.AbstractEventLoop) -> _Fanout:
+    def _fanout_for(self, loop: asyncio.AbstractEventLoop) -> "_Fanout":
         for fanout in self._fanouts:
             if fanout.loop is loop:
                 return fanout
@@ -294,7 +275,7 @@ class InProcessBus:
             self._fanouts = (*self._fanouts, fanout)
             return fanout
 
-    def _drop(self, fanout: _Fanout) -> None:
+    def _drop(self, fanout: "_Fanout") -> None:
         with self._lock:
             self._fanouts = tuple(f for f in self._fanouts if f is not fanout)
 
@@ -311,3 +292,21 @@ class InProcessBus:
 
     def __len__(self) -> int:
         return sum(fanout.size for fanout in self._fanouts)
+
+
+_PROTOCOLS = frozenset({"FlushingBus", "NotificationBus", "Subscription"})
+
+
+def __getattr__(name: str) -> Any:
+    """The Protocols are built on first use (`_bus_protocols`; issue 18)."""
+    if name in _PROTOCOLS:
+        from nimblemcp.backends import _bus_protocols
+
+        value = getattr(_bus_protocols, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_PROTOCOLS})

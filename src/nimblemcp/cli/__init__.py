@@ -176,9 +176,11 @@ def _main(argv: list[str]) -> None:
 
         args = parse(argv)
     if args.command == "run":
-        from nimblemcp.cli.run import main as run_main
+        from nimblemcp import _load
 
-        run_main(args)
+        # `cli.run` imports the server: with the collector paused, as the root's names
+        # are (issue 18); `_load` leaves nothing frozen.
+        _load("nimblemcp.cli.run").main(args)
     elif args.command == "proxy":
         from nimblemcp.proxy import proxy
 

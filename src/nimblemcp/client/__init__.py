@@ -14,33 +14,79 @@ rules), `_options` (the option groups); `_pipeline` (the one request path: ids,
 Must not import `nimblemcp.server`.
 """
 
-from nimblemcp.client._cache import CacheStore, MemoryCacheStore, ResultCache
-from nimblemcp.client._client import Client, ProgressCallback
-from nimblemcp.client._era import ListenNotSupported
-from nimblemcp.client._headers import InvalidToolHeaders, header_rules, param_headers
-from nimblemcp.client._listen import Listener, ListenEvent
-from nimblemcp.client._mrtr import InputRequestRefused, fill_defaults
-from nimblemcp.client._options import CachePolicy, Callbacks, Limits, RetryPolicy, TaskPolicy
-from nimblemcp.client._tasks import TASKS_EXTENSION, TaskCancelled, TasksNotDeclared
-from nimblemcp.client._tools import OutputValidationError
-from nimblemcp.client._transport import (
-    LegacySessions,
-    PeerRequests,
-    QuietAbandon,
-    RemotePeer,
-    StrayNotifications,
-    Transport,
-)
-from nimblemcp.errors import (
-    AuthorizationRequired,
-    ClientError,
-    MessageTooLarge,
-    ProtocolError,
-    RedirectNotFollowed,
-    RequestTimeout,
-    ServerBusy,
-    TransportError,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nimblemcp.client._cache import CacheStore, MemoryCacheStore, ResultCache
+    from nimblemcp.client._client import Client, ProgressCallback
+    from nimblemcp.client._era import ListenNotSupported
+    from nimblemcp.client._headers import InvalidToolHeaders, header_rules, param_headers
+    from nimblemcp.client._listen import Listener, ListenEvent
+    from nimblemcp.client._mrtr import InputRequestRefused, fill_defaults
+    from nimblemcp.client._options import CachePolicy, Callbacks, Limits, RetryPolicy, TaskPolicy
+    from nimblemcp.client._tasks import TASKS_EXTENSION, TaskCancelled, TasksNotDeclared
+    from nimblemcp.client._tools import OutputValidationError
+    from nimblemcp.client._transport import (
+        LegacySessions,
+        PeerRequests,
+        QuietAbandon,
+        RemotePeer,
+        StrayNotifications,
+        Transport,
+    )
+    from nimblemcp.errors import (
+        AuthorizationRequired,
+        ClientError,
+        MessageTooLarge,
+        ProtocolError,
+        RedirectNotFollowed,
+        RequestTimeout,
+        ServerBusy,
+        TransportError,
+    )
+
+# Every name loads on first use (PEP 562): `Client` needs neither `subscriptions/listen`
+# (`_listen`) nor what a caller may name for a type check (issue 18).
+_WHERE = {
+    "AuthorizationRequired": "nimblemcp.errors",
+    "CachePolicy": "nimblemcp.client._options",
+    "CacheStore": "nimblemcp.client._cache",
+    "Callbacks": "nimblemcp.client._options",
+    "Client": "nimblemcp.client._client",
+    "ClientError": "nimblemcp.errors",
+    "InputRequestRefused": "nimblemcp.client._mrtr",
+    "InvalidToolHeaders": "nimblemcp.client._headers",
+    "LegacySessions": "nimblemcp.client._transport",
+    "Limits": "nimblemcp.client._options",
+    "ListenEvent": "nimblemcp.client._listen",
+    "ListenNotSupported": "nimblemcp.client._era",
+    "Listener": "nimblemcp.client._listen",
+    "MemoryCacheStore": "nimblemcp.client._cache",
+    "MessageTooLarge": "nimblemcp.errors",
+    "OutputValidationError": "nimblemcp.client._tools",
+    "PeerRequests": "nimblemcp.client._transport",
+    "ProgressCallback": "nimblemcp.client._client",
+    "ProtocolError": "nimblemcp.errors",
+    "QuietAbandon": "nimblemcp.client._transport",
+    "RedirectNotFollowed": "nimblemcp.errors",
+    "RemotePeer": "nimblemcp.client._transport",
+    "RequestTimeout": "nimblemcp.errors",
+    "ResultCache": "nimblemcp.client._cache",
+    "RetryPolicy": "nimblemcp.client._options",
+    "ServerBusy": "nimblemcp.errors",
+    "StrayNotifications": "nimblemcp.client._transport",
+    "TASKS_EXTENSION": "nimblemcp.client._tasks",
+    "TaskCancelled": "nimblemcp.client._tasks",
+    "TaskPolicy": "nimblemcp.client._options",
+    "TasksNotDeclared": "nimblemcp.client._tasks",
+    "Transport": "nimblemcp.client._transport",
+    "TransportError": "nimblemcp.errors",
+    "fill_defaults": "nimblemcp.client._mrtr",
+    "header_rules": "nimblemcp.client._headers",
+    "param_headers": "nimblemcp.client._headers",
+}
 
 __all__ = [
     "TASKS_EXTENSION",
@@ -80,3 +126,18 @@ __all__ = [
     "header_rules",
     "param_headers",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(where), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from types import EllipsisType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nimblemcp.errors import ClientError, ProtocolError
 from nimblemcp.types._versions import MODERN_VERSIONS, version_index
@@ -22,7 +22,6 @@ from nimblemcp.types._versions import MODERN_VERSIONS, version_index
 from ._cache import CacheStore, ResultCache
 from ._calls import all_pages, discover
 from ._era import MODERN, LegacyEra, not_found, settler
-from ._listen import Listener, listen_filter
 from ._mrtr import Callback, capabilities_for
 from ._options import (
     CachePolicy,
@@ -37,6 +36,9 @@ from ._pipeline import EraName, Mode, Pipeline, ProgressCallback
 from ._tasks import Tasks, TaskStatusCallback, with_tasks
 from ._tools import Tools
 from ._transport import ParamValue, PeerRequests, StrayNotifications, Transport, transport_for
+
+if TYPE_CHECKING:
+    from ._listen import Listener
 
 __all__ = ["Client", "ProgressCallback"]
 
@@ -419,6 +421,11 @@ class Client:
         Yields `ListenEvent`s; see `nimblemcp.client._listen` for reconnect semantics.
         `tasks`: ids of tasks to get `task_status` events about (tasks extension).
         """
+        from ._listen import (  # on first use: a call needs none of it (issue 18)
+            Listener,
+            listen_filter,
+        )
+
         wanted = listen_filter(tools=tools, prompts=prompts, resources_list=resources_list,
                                resources=resources, tasks=tasks)
         return Listener(self._pipe, self._legacy, wanted, reconnect=reconnect,

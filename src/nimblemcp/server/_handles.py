@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from nimblemcp.backends._store import KeyValueStore
 from nimblemcp.errors import HandleLimitExceeded, ToolError
 
 if TYPE_CHECKING:
+    from nimblemcp.backends._store import KeyValueStore
     from nimblemcp.server._options import StateOptions
 
 

@@ -34,7 +34,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from nimblemcp._port import LegacyOptions as LegacyOptions  # an option group, defined with the port
-from nimblemcp.backends._select import ENV_URL as ENV_REDIS_URL
 
 if TYPE_CHECKING:
     from dataclasses import dataclass
@@ -51,6 +50,9 @@ __all__ = [
 ]
 
 ENV_STATE_KEYS = "NIMBLEMCP_STATE_KEYS"
+# The same name as `backends._select.ENV_URL` (a test holds them equal): spelled here
+# so that a server does not load the backend selection at import (issue 18).
+ENV_REDIS_URL = "NIMBLEMCP_REDIS_URL"
 
 logger = logging.getLogger("nimblemcp.server")
 

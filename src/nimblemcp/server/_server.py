@@ -13,8 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from nimblemcp.backends._store import KeyValueStore
-from nimblemcp.backends.bus import Event, InProcessBus, Match, NotificationBus
+from nimblemcp.backends.bus import Event, InProcessBus, Match
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.errors import InsufficientScope, RegistrationNotShared
 from nimblemcp.server._dispatch import Dispatcher
@@ -35,6 +34,8 @@ from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
 
 if TYPE_CHECKING:
     from nimblemcp._port import Changes, Prepared, RequestIO
+    from nimblemcp.backends._store import KeyValueStore
+    from nimblemcp.backends.bus import NotificationBus
     from nimblemcp.server._middleware import Middleware
     from nimblemcp.server._sealing import Sealer
     from nimblemcp.server._tasks import TaskManager
@@ -542,10 +543,12 @@ class Server:
         until now leave the process before it may exit; a bus that sends them
         elsewhere (Redis) is flushed, for at most a few seconds. Backends the server
         opened itself from the environment are then closed (see `_options.close_opened`)."""
-        from nimblemcp.backends.bus import FlushingBus
+        bus = self.bus
+        if type(bus) is not InProcessBus:  # the default has nothing to flush (and no Protocol check to load)
+            from nimblemcp.backends.bus import FlushingBus
 
-        if isinstance(self.bus, FlushingBus):
-            await self.bus.flush()
+            if isinstance(bus, FlushingBus):
+                await bus.flush()
         if self._opened is not None:
             from nimblemcp.server._options import close_opened
 

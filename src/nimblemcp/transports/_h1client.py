@@ -19,7 +19,7 @@ request bodies other than bytes. Header names and values with CR or LF are refus
 Errors are `H1Error` subclasses, in the one tree as `StreamBroken`s (nothing final
 arrived): `H1ConnectError` (nothing was sent), `H1ProtocolError` (bytes that are not
 HTTP/1.1, or a header it refuses to send), `H1Closed` (the connection ended mid-exchange).
-Imports the standard library, `httptools` and `nimblemcp.errors` only.
+Imports the standard library, `httptools`, `nimblemcp.errors` and `_url_split` only.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ import functools
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
-from urllib.parse import urlsplit
 
 import httptools
 
 from nimblemcp.errors import StreamBroken
+from nimblemcp.transports._url_split import split_url
 
 __all__ = ["H1Closed", "H1ConnectError", "H1Error", "H1Pool", "H1ProtocolError", "H1Response", "Headers"]
 
@@ -256,7 +256,7 @@ class _Conn(asyncio.Protocol):
 @functools.lru_cache(maxsize=64)
 def _route(url: str) -> tuple[tuple[str, str, int], bytes]:
     """(scheme, host, port) and the request line's target plus the Host field, for `url`."""
-    parts = urlsplit(url)
+    parts = split_url(url)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https") or not parts.hostname:
         raise H1ConnectError(f"cannot reach {url!r}")

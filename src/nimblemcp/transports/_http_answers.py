@@ -13,7 +13,6 @@ import re
 import time
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin, urlsplit
 
 from nimblemcp.errors import MessageTooLarge
 
@@ -85,6 +84,8 @@ def parse_challenge(value: str | None) -> Challenge:
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
+    from urllib.parse import urlsplit  # a redirect's: a first call need not load it (issue 18)
+
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     return scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(scheme)
@@ -97,6 +98,8 @@ def same_origin(a: str, b: str) -> bool:
 
 def redirect_target(base: str, location: str | None) -> str | None:
     """The absolute URL a `Location` names, resolved against the request's URL."""
+    from urllib.parse import urljoin
+
     return urljoin(base, location.strip()) if location and location.strip() else None
 
 

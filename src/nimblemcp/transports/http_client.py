@@ -55,7 +55,6 @@ from collections.abc import (
     Mapping,
 )
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from nimblemcp.errors import (
     AuthorizationRequired,
@@ -93,6 +92,7 @@ from ._http_answers import (
 )
 from ._limits import MAX_MESSAGE_BYTES, MAX_REDIRECTS
 from ._sse import iter_sse
+from ._url_split import split_url
 
 # The [http] extra is what this module needs: httpx carries proxies, auth flows and given
 # clients, so its absence is reported here (by name, `MissingExtraError`) without paying
@@ -169,7 +169,7 @@ class HttpTransport:
         self.auth = auth
         self._auth: dict[str, Any] = {"auth": auth} if auth is not None else {}
         try:
-            parts = urlsplit(url)
+            parts = split_url(url)
             parts.port  # noqa: B018  (reading it validates it)
         except ValueError as exc:
             raise ClientError(f"invalid URL {url!r}: {exc}") from None

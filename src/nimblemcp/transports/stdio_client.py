@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shlex
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -26,6 +25,19 @@ from nimblemcp.jsonrpc import decode, encode, notification
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 from ._limits import MAX_MESSAGE_BYTES
+
+# What `shlex.quote` leaves as it is (its `[^\w@%+=:,./-]` with `re.ASCII`).
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
+def _quote(arg: str) -> str:
+    """`shlex.quote(arg)`, loading shlex (and compiling its pattern) only for an argument
+    that needs quoting (issue 18: a client's first call)."""
+    if arg and _PLAIN.issuperset(arg):
+        return arg
+    import shlex
+
+    return shlex.quote(arg)
 
 __all__ = ["StdioTransport"]
 
@@ -66,7 +78,7 @@ class StdioTransport:
         #: Request ids whose abandonment must not send `notifications/cancelled` (the era
         #: probe: a legacy server may see nothing but `ping` before `initialize`, LEGC-01).
         self.quiet_ids: set[Any] = set()
-        self.peer = "stdio:" + shlex.join([command, *self.args])
+        self.peer = "stdio:" + " ".join(map(_quote, [command, *self.args]))
         self.process: asyncio.subprocess.Process | None = None
         self._pending: dict[tuple[type, Any], asyncio.Queue[dict[str, Any] | None]] = {}
         self._tokens: dict[tuple[type, Any], tuple[type, Any]] = {}

@@ -1,0 +1,48 @@
+"""The bus's Protocols (`Subscription`, `NotificationBus`, `FlushingBus`), built on first use.
+
+`nimblemcp.backends.bus` hands these out through its module `__getattr__`: a
+`Protocol` class costs ~170k instructions to build on CPython 3.11 and a server needs
+them only for type checks, so a stdio server starts without them (issue 18). Their
+`__module__` is `nimblemcp.backends.bus`, where they are documented and imported from
+(repr, pickling by reference). Imports only `backends.bus` and the standard library.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from nimblemcp.backends.bus import Event, Match
+
+__all__ = ["FlushingBus", "NotificationBus", "Subscription"]
+
+
+class Subscription(Protocol):
+    def __aiter__(self) -> Subscription: ...
+    async def __anext__(self) -> Event: ...
+    async def __aenter__(self) -> Subscription: ...
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+    def close(self) -> None: ...
+
+
+class NotificationBus(Protocol):
+    def publish(self, event: Event) -> None: ...
+    def subscribe(self, max_queue: int = 256, *, match: Match | None = None) -> Subscription: ...
+    def close_all(self) -> None: ...
+
+
+@runtime_checkable
+class FlushingBus(Protocol):
+    """A bus with something to send before the process exits (the Redis bus)."""
+
+    async def flush(self, timeout: float = ...) -> bool:
+        """Wait until what was published before the call has left the process (True),
+        at most `timeout` seconds (False)."""
+        ...
+
+
+for _cls in (Subscription, NotificationBus, FlushingBus):
+    _cls.__module__ = "nimblemcp.backends.bus"
