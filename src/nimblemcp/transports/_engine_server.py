@@ -118,6 +118,7 @@ class Engine:
         if self.plain_tasks:  # called directly: a `partial` with keywords builds a dict per call
             task = asyncio.Task(self._run(conn, cycle), loop=self.loop, name="nimblemcp-request")
         else:  # the factory may start it eagerly (`asyncio.eager_task_factory`): done already
+            cycle.task = None
             task = self.loop.create_task(self._run(conn, cycle))
             if task.done():
                 return
@@ -130,6 +131,7 @@ class Engine:
         body is there, and an app that never suspends has answered when this returns,
         with no task step scheduled. A task that ended in that step is never added to
         `tasks` (nothing would take it out); `cycle.task` is None while the step runs."""
+        cycle.task = None
         task = asyncio.Task(self._run(conn, cycle), loop=self.loop, name="nimblemcp-request",
                             eager_start=True)  # type: ignore[call-arg]  # 3.12+ only
         if not task.done():
