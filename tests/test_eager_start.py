@@ -643,3 +643,39 @@ def test_a_connection_keeps_fewer_than_30_attributes() -> None:
             await served.close()
 
     run_on(asyncio.new_event_loop, main)
+
+
+async def held_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    await read_body(receive)
+    if scope["path"] == "/suspended":
+        await asyncio.sleep(0.005)
+    engine: Engine = scope["state"]["engine"].engine
+    cycle_of(scope).answer(200, b'{"path":"%s"}' % scope["path"].encode())
+    scope["state"]["seen"].append((scope["path"], engine.held is not None, len(engine.answers)))
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_an_answer_of_an_eager_first_step_is_written_as_the_step_ends(loop_factory: Any) -> None:
+    """3.12+: held for the end of the step (then written), not queued for the next pass
+    with the other answers; a request that suspended first is queued as before, and on
+    3.11 every answer is."""
+    async def main() -> None:
+        ref = EngineRef()
+        served = await serving(held_app)
+        ref.engine = served.engine
+        seen: list[tuple[str, bool, int]] = []
+        served.engine.state.update(engine=ref, seen=seen)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+            for path in ("/first", "/suspended", "/first"):
+                writer.write(post(path, b"x"))
+                [(status, data)] = await answers(reader, 1)
+                assert status == b"HTTP/1.1 200 OK" and json.loads(data) == {"path": path}
+            assert seen == [("/first", EAGER, 0 if EAGER else 1), ("/suspended", False, 1),
+                            ("/first", EAGER, 0 if EAGER else 1)]
+            assert served.engine.held is None and served.engine.answers == []
+            await finish(writer)
+        finally:
+            await served.close()
+
+    run_on(loop_factory, main)

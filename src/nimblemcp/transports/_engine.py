@@ -236,7 +236,8 @@ class _Cycle:
         `http.response.start` (content-type `application/json`, `content-length`) and
         one final `http.response.body` would send it. It leaves on the loop's next pass
         with every other answer of this pass (`Engine.flush_answers`), written as
-        `send` would write it then. Offered to the app under `ANSWER` in the scope: an
+        `send` would write it then; given in a request's eager first step (3.12+,
+        `Engine.start_now`), it is written as that step ends. Offered to the app under `ANSWER` in the scope: an
         app may call it only when the `send` it was handed is that very object (no
         middleware wraps the response)."""
         if self.response_started:

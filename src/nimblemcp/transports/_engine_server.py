@@ -98,6 +98,8 @@ class Engine:
         self._sweeper: asyncio.TimerHandle | None = None
         self.plain_tasks = False  # see `use_plain_tasks`
         self.eager = False  # start requests with `start_now` (see `use_plain_tasks`)
+        self.at_once = False  # inside `start_now`'s first step: its answer is held, then written
+        self.held: tuple[_Cycle, bytes] | None = None  # that answer
         self.answers: list[tuple[_Cycle, bytes]] = []  # `_Cycle.answer`s of this loop pass
 
     # -- per request ---------------------------------------------------------------------
@@ -130,10 +132,23 @@ class Engine:
         called by `Connection.data_received` once its read is parsed, so the request's
         body is there, and an app that never suspends has answered when this returns,
         with no task step scheduled. A task that ended in that step is never added to
-        `tasks` (nothing would take it out); `cycle.task` is None while the step runs."""
+        `tasks` (nothing would take it out); `cycle.task` is None while the step runs.
+
+        An answer given in that step (`_Cycle.answer`) is written when the step ends (the
+        app has returned or failed, as on the next pass), not queued for the loop's next
+        pass: holding the answers of eager requests for the next pass raised p99 at 64
+        connections by ~2 ms (3.12; see benchmarks/README.md, "Served path, round five")."""
         cycle.task = None
-        task = asyncio.Task(self._run(conn, cycle), loop=self.loop, name="nimblemcp-request",
-                            eager_start=True)  # type: ignore[call-arg]  # 3.12+ only
+        self.at_once = True
+        try:
+            task = asyncio.Task(self._run(conn, cycle), loop=self.loop, name="nimblemcp-request",
+                                eager_start=True)  # type: ignore[call-arg]  # 3.12+ only
+        finally:
+            self.at_once = False
+        held = self.held
+        if held is not None:
+            self.held = None
+            self._deliver(*held)
         if not task.done():
             cycle.task = task
             self.tasks.add(task)
@@ -143,6 +158,9 @@ class Engine:
         this pass. Under load the answers to one batch of requests then leave together,
         and the clients' next requests all make the next poll instead of trailing a
         whole batch behind it (what the app's one-pass wait before `send` is for)."""
+        if self.at_once:  # in an eager first step (3.12+): written when it ends (`start_now`)
+            self.held = (cycle, body)
+            return
         answers = self.answers
         if not answers:
             self.loop.call_soon(self.flush_answers)
@@ -152,11 +170,15 @@ class Engine:
         answers = self.answers
         self.answers = []
         for cycle, body in answers:
-            try:
-                cycle.deliver(body)
-            except Exception:  # not expected; one answer must not stop the rest
-                logger.exception("error writing an answer")
-                cycle.conn.transport.close()
+            self._deliver(cycle, body)
+
+    @staticmethod
+    def _deliver(cycle: _Cycle, body: bytes) -> None:
+        try:
+            cycle.deliver(body)
+        except Exception:  # not expected; one answer must not stop the rest
+            logger.exception("error writing an answer")
+            cycle.conn.transport.close()
 
     async def _run(self, conn: Connection, cycle: _Cycle) -> None:
         scope = cycle.scope
