@@ -1,6 +1,11 @@
 """Instructions per request of an HTTP server, counted by callgrind: stable on a busy box.
 
     python benchmarks/engine_instructions.py [--requests 2048] [--connections 16] [--only NAME ...]
+                                             [--keep DIR]
+
+The servers run on `NIMBLE_PY` (default benchmarks/.venv-nimble; point it at a 3.12
+venv to count there). `--keep DIR` keeps each server's callgrind dump for
+`callgrind_annotate`.
 
 Each server runs under `valgrind --tool=callgrind` from benchmarks/.venv-nimble. A client
 outside valgrind (this process) warms it up, the counters are zeroed
@@ -96,7 +101,7 @@ def drive(port: int, total: int, conns: int) -> None:
             state[1] = buf
 
 
-def count(name: str, requests: int, conns: int) -> float:
+def count(name: str, requests: int, conns: int, keep: str | None = None) -> float:
     port = free_port()
     out = os.path.join(tempfile.mkdtemp(prefix="cg-"), "callgrind.out")
     env = dict(os.environ, PYTHONHASHSEED="0")
@@ -105,7 +110,7 @@ def count(name: str, requests: int, conns: int) -> float:
                              *SERVERS_ARGV[name], str(port)], cwd=str(SERVERS), env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 900  # a loaded box: valgrind starts slowly
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port)).close()
@@ -127,6 +132,9 @@ def count(name: str, requests: int, conns: int) -> float:
     dump = sorted(f for f in glob.glob(out + ".*"))[0]
     with open(dump) as f:
         total = next(int(ln.split()[1]) for ln in f if ln.startswith(("totals:", "summary:")))
+    if keep is not None:  # for `callgrind_annotate` (PYTHONHASHSEED=0 makes runs comparable)
+        os.makedirs(keep, exist_ok=True)
+        shutil.copy(dump, os.path.join(keep, f"callgrind.{name}.out"))
     shutil.rmtree(os.path.dirname(out), ignore_errors=True)
     return total / requests
 
@@ -136,6 +144,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=2048)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--only", nargs="*", help="subset of " + ",".join(SERVERS_ARGV))
+    ap.add_argument("--keep", metavar="DIR", help="copy each server's callgrind dump there")
     args = ap.parse_args()
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
@@ -144,7 +153,7 @@ def main() -> None:
     results = {}
     for name in SERVERS_ARGV:
         if not args.only or name in args.only:
-            results[name] = count(name, args.requests, args.connections)
+            results[name] = count(name, args.requests, args.connections, args.keep)
             say(f"{name}: {results[name]:,.0f} instructions/request")
     out = (f"Instructions per tools/call echo request (callgrind, server only; {args.requests} requests over "
            f"{args.connections} keep-alive connections after a warm-up)\n\n"

@@ -1,18 +1,29 @@
 """stdio round trip: one long-lived process per server, sequential `tools/call echo`.
 
     python benchmarks/stdio_roundtrip.py [--calls 3000] [--rounds 10]
+    python benchmarks/stdio_roundtrip.py --callgrind [--calls 2000]
 
 Every server gets the same 2026-07-28 `tools/call` body (all three speak it on
 stdio); a peer that rejected `server/discover` would get an `initialize` handshake
 first, and the output says so. Calls are sent one at a time (send, wait for the
 response, send the next) in interleaved rounds: each round runs calls/rounds calls
 on every server in rotated order. Per-call latency is client-observed wall time.
+
+`--callgrind`: instead, nimblemcp's servers (sync, async and inline echo) run one at a
+time under `valgrind --tool=callgrind` (PYTHONHASHSEED=0), are warmed up, their counters
+zeroed, and `--calls` sequential calls counted: instructions per call, server side
+(stable on a busy box, unlike time). `NIMBLE_PY` picks the interpreter.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import os
+import shutil
+import subprocess
+import tempfile
 import time
 
 from _common import (
@@ -93,12 +104,46 @@ class Conn:
             self.proc.wait()
 
 
+def callgrind(calls: int, warmup: int) -> None:
+    rows = []
+    for name, script in (("nimblemcp", "nimble_server.py"), ("nimblemcp-async", "nimble_async_server.py"),
+                         ("nimblemcp-inline", "nimble_inline_server.py")):
+        out = os.path.join(tempfile.mkdtemp(prefix="cg-"), "callgrind.out")
+        conn = Conn.__new__(Conn)
+        conn.name, conn.next_id, conn.wire = name, 1, "2026-07-28"
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        env.pop("PYTHONPATH", None)
+        conn.proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", NIMBLE_PY,
+                                      str(SERVERS / script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env, cwd=str(SERVERS), bufsize=0)
+        try:
+            conn.request(discover_request(conn._id()))
+            conn.call_batch(warmup, [])
+            subprocess.run(["callgrind_control", "-z", str(conn.proc.pid)], check=True, stdout=subprocess.DEVNULL)
+            conn.call_batch(calls, [])
+            subprocess.run(["callgrind_control", "-d", str(conn.proc.pid)], check=True, stdout=subprocess.DEVNULL)
+        finally:
+            conn.close()
+        dump = sorted(glob.glob(out + ".*"))[0]
+        with open(dump) as f:
+            total = next(int(ln.split()[1]) for ln in f if ln.startswith(("totals:", "summary:")))
+        shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+        say(f"{name}: {total / calls:,.0f} instructions/call")
+        rows.append([name, f"{total / calls:,.0f}"])
+    say(f"stdio, sequential tools/call echo under callgrind ({calls} calls after {warmup})\n\n"
+        + table(["server", "instructions/call"], rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=3000, help="measured calls per server")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--callgrind", action="store_true", help="instructions per call of nimblemcp's servers")
     args = ap.parse_args()
+    if args.callgrind:
+        callgrind(args.calls, min(args.warmup, 200))
+        return
     ensure_peers()
     cmds = stdio_commands()
     cmds.pop("nimblemcp-cli")  # same process after start-up as the direct run

@@ -129,7 +129,9 @@ class _Cycle:
         "waiter",
         "written",
     )
-    task: asyncio.Task[None]  # set by `Engine.start`
+    # Set by `Engine.start`/`start_now`: None while a first step that runs where the
+    # task is made (eager) has it not yet, else the task.
+    task: asyncio.Task[None] | None
 
     def __init__(self, conn: Connection, scope: dict[str, Any], keep_alive: bool, head_only: bool) -> None:
         self.conn = conn
@@ -176,7 +178,7 @@ class _Cycle:
                 elif conn.reading_paused:
                     conn.update_reading()
                 return {"type": "http.request", "body": body, "more_body": self.more_body}
-            self.waiter = conn.loop.create_future()
+            self.waiter = conn.engine.loop.create_future()
             await self.waiter
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -234,7 +236,8 @@ class _Cycle:
         `http.response.start` (content-type `application/json`, `content-length`) and
         one final `http.response.body` would send it. It leaves on the loop's next pass
         with every other answer of this pass (`Engine.flush_answers`), written as
-        `send` would write it then. Offered to the app under `ANSWER` in the scope: an
+        `send` would write it then; given in a request's eager first step (3.12+,
+        `Engine.start_now`), it is written as that step ends. Offered to the app under `ANSWER` in the scope: an
         app may call it only when the `send` it was handed is that very object (no
         middleware wraps the response)."""
         if self.response_started:
@@ -339,7 +342,6 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.loop = engine.loop
         self.parser: httptools.HttpRequestParser = None  # type: ignore[assignment]  # made once trust is known
         # What the parser calls per header (chosen in `connection_made`). An attribute set
         # here, not a method shadowed later: every connection keeps one attribute layout.
@@ -359,6 +361,10 @@ class Connection(asyncio.Protocol):
         self.between = True
         self.chunk: bytes | None = None
         self.cycle: _Cycle | None = None  # the request being answered
+        # To start at the end of this read (`Engine.start_now`). No attribute more: past
+        # 30 an instance's attributes lose CPython's shared-key layout, and every
+        # attribute access on the connection costs more (+1.8k per request, 3.11).
+        self.starting: _Cycle | None = None
         self.parsing: _Cycle | None = None  # the request whose body is being read
         self.queue: deque[_Cycle] = deque()
         self.in_head = True
@@ -418,28 +424,36 @@ class Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            # An Upgrade we do not do (h2c, websocket): answer the request as plain
-            # HTTP/1.1 if it is complete, then close; nothing after it is parsed.
-            self.bad = True
-            parsing = self.parsing
-            if parsing is not None:  # what follows the head is not this request's body
-                self.parsing = None
-                parsing.more_body = False
-                parsing.wake()
-            for cycle in (self.cycle, *self.queue):
-                if cycle is not None:
-                    cycle.keep_alive = False
-            if self.cycle is None and not self.transport.is_closing():
-                self.transport.close()
-            return
+            self._upgrade()
         except httptools.HttpParserError:
             self._bad_request()
-            return
-        if self.in_head and self.head_bytes > self.engine.max_head and not self.transport.is_closing():
-            self.transport.close()  # a head past the size cap: cut off, unanswered
-            return
-        if self.queue or (self.parsing is not None and len(self.parsing.body) > _BODY_HIGH_WATER):
-            self.update_reading()
+        else:
+            if self.in_head and self.head_bytes > self.engine.max_head and not self.transport.is_closing():
+                self.transport.close()  # a head past the size cap: cut off, unanswered
+            elif self.queue or (self.parsing is not None and len(self.parsing.body) > _BODY_HIGH_WATER):
+                self.update_reading()
+        # A request that began in this read starts now (3.12+, see `on_headers_complete`),
+        # once the read is parsed: with the state its task's first step would have found
+        # on the loop's next pass.
+        cycle = self.starting
+        if cycle is not None:
+            self.starting = None
+            self.engine.start_now(self, cycle)
+
+    def _upgrade(self) -> None:
+        # An Upgrade we do not do (h2c, websocket): answer the request as plain
+        # HTTP/1.1 if it is complete, then close; nothing after it is parsed.
+        self.bad = True
+        parsing = self.parsing
+        if parsing is not None:  # what follows the head is not this request's body
+            self.parsing = None
+            parsing.more_body = False
+            parsing.wake()
+        for cycle in (self.cycle, *self.queue):
+            if cycle is not None:
+                cycle.keep_alive = False
+        if self.cycle is None and not self.transport.is_closing():
+            self.transport.close()
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -459,7 +473,7 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         if self.drain_waiter is None:
-            self.drain_waiter = self.loop.create_future()
+            self.drain_waiter = self.engine.loop.create_future()
         await self.drain_waiter
 
     # -- httptools callbacks -----------------------------------------------------------
@@ -553,7 +567,10 @@ class Connection(asyncio.Protocol):
         self.parsing = cycle
         if self.cycle is None:
             self.cycle = cycle
-            engine.start(self, cycle)
+            if engine.eager:  # at the end of this read, its body parsed (`data_received`)
+                self.starting = cycle
+            else:
+                engine.start(self, cycle)
         else:
             self.queue.append(cycle)
             if len(self.queue) > _MAX_PIPELINE:
@@ -601,7 +618,11 @@ class Connection(asyncio.Protocol):
             # We are inside the finished request's task: started from here, the next
             # request's task would copy that task's context (its contextvars). Start it
             # from the connection's own context, as `data_received` does.
-            self.context.run(self.engine.start, self, nxt)
+            if self.engine.plain_tasks:
+                self.context.run(self.engine.start, self, nxt)
+            else:  # the app's task factory may run the first step at once (eager): then
+                # never inside this request's step, where the context is entered already
+                self.engine.loop.call_soon(self.engine.start, self, nxt, context=self.context)
             self.update_reading()
             return
         if self.bad:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -42,6 +43,8 @@ __all__ = ["Engine", "EngineConfig", "run"]
 logger = logging.getLogger("nimblemcp.http")
 access_logger = logging.getLogger("nimblemcp.http.access")
 
+# Python 3.12+: `asyncio.Task(..., eager_start=True)` runs a task's first step at once.
+_EAGER = sys.version_info >= (3, 12)
 _TICK = 0.25  # seconds between sweeps: the precision of every connection timeout
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -94,6 +97,9 @@ class Engine:
         self.date_header = _date_header(self._second)
         self._sweeper: asyncio.TimerHandle | None = None
         self.plain_tasks = False  # see `use_plain_tasks`
+        self.eager = False  # start requests with `start_now` (see `use_plain_tasks`)
+        self.at_once = False  # inside `start_now`'s first step: its answer is held, then written
+        self.held: tuple[_Cycle, bytes] | None = None  # that answer
         self.answers: list[tuple[_Cycle, bytes]] = []  # `_Cycle.answer`s of this loop pass
 
     # -- per request ---------------------------------------------------------------------
@@ -103,21 +109,58 @@ class Engine:
 
         Called once the lifespan startup is over (the app may install a factory there).
         What it saves per request: the loop's `create_task` wrapper and, on 3.11, the
-        `Task-<n>` name formatted for every task."""
+        `Task-<n>` name formatted for every task. On 3.12+ the connection then starts a
+        request that began in a read with `start_now`, at the end of that read."""
         self.plain_tasks = self.loop.get_task_factory() is None
+        self.eager = self.plain_tasks and _EAGER
 
     def start(self, conn: Connection, cycle: _Cycle) -> None:
+        """Start `cycle` as a task whose first step runs on a later loop pass (always
+        so from `Connection.response_done`, which may run inside a request's task)."""
         if self.plain_tasks:  # called directly: a `partial` with keywords builds a dict per call
-            cycle.task = task = asyncio.Task(self._run(conn, cycle), loop=self.loop, name="nimblemcp-request")
-        else:
-            cycle.task = task = self.loop.create_task(self._run(conn, cycle))
+            task = asyncio.Task(self._run(conn, cycle), loop=self.loop, name="nimblemcp-request")
+        else:  # the factory may start it eagerly (`asyncio.eager_task_factory`): done already
+            cycle.task = None
+            task = self.loop.create_task(self._run(conn, cycle))
+            if task.done():
+                return
+        cycle.task = task
         self.tasks.add(task)  # dropped by `_run` itself: a done callback costs a loop pass
+
+    def start_now(self, conn: Connection, cycle: _Cycle) -> None:
+        """Start `cycle` as a task whose first step runs now (3.12+, no task factory):
+        called by `Connection.data_received` once its read is parsed, so the request's
+        body is there, and an app that never suspends has answered when this returns,
+        with no task step scheduled. A task that ended in that step is never added to
+        `tasks` (nothing would take it out); `cycle.task` is None while the step runs.
+
+        An answer given in that step (`_Cycle.answer`) is written when the step ends (the
+        app has returned or failed, as on the next pass), not queued for the loop's next
+        pass: holding the answers of eager requests for the next pass raised p99 at 64
+        connections by ~2 ms (3.12; see benchmarks/README.md, "Served path, round five")."""
+        cycle.task = None
+        self.at_once = True
+        try:
+            task = asyncio.Task(self._run(conn, cycle), loop=self.loop, name="nimblemcp-request",
+                                eager_start=True)  # type: ignore[call-arg]  # 3.12+ only
+        finally:
+            self.at_once = False
+        held = self.held
+        if held is not None:
+            self.held = None
+            self._deliver(*held)
+        if not task.done():
+            cycle.task = task
+            self.tasks.add(task)
 
     def queue_answer(self, cycle: _Cycle, body: bytes) -> None:
         """`cycle.answer`: written on the loop's next pass, with the other answers of
         this pass. Under load the answers to one batch of requests then leave together,
         and the clients' next requests all make the next poll instead of trailing a
         whole batch behind it (what the app's one-pass wait before `send` is for)."""
+        if self.at_once:  # in an eager first step (3.12+): written when it ends (`start_now`)
+            self.held = (cycle, body)
+            return
         answers = self.answers
         if not answers:
             self.loop.call_soon(self.flush_answers)
@@ -127,11 +170,15 @@ class Engine:
         answers = self.answers
         self.answers = []
         for cycle, body in answers:
-            try:
-                cycle.deliver(body)
-            except Exception:  # not expected; one answer must not stop the rest
-                logger.exception("error writing an answer")
-                cycle.conn.transport.close()
+            self._deliver(cycle, body)
+
+    @staticmethod
+    def _deliver(cycle: _Cycle, body: bytes) -> None:
+        try:
+            cycle.deliver(body)
+        except Exception:  # not expected; one answer must not stop the rest
+            logger.exception("error writing an answer")
+            cycle.conn.transport.close()
 
     async def _run(self, conn: Connection, cycle: _Cycle) -> None:
         scope = cycle.scope
@@ -149,7 +196,9 @@ class Engine:
             if not cycle.response_complete:
                 conn.app_failed(cycle, None)
         finally:
-            self.tasks.discard(cycle.task)
+            task = cycle.task
+            if task is not None:  # None: ending in the eager first step (`start_now`)
+                self.tasks.discard(task)
             try:  # noqa: SIM105  (no context manager per request)
                 del scope[ANSWER]
             except KeyError:  # the app took it out

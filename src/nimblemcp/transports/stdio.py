@@ -3,7 +3,9 @@
 While it runs, stdout belongs to the protocol alone: fd 1 is pointed at stderr and
 `sys.stdout` is replaced, so a stray `print()` or a C library writing to fd 1 lands on
 stderr; protocol messages go to a private duplicate of the original stdout.
-Requests run concurrently as tasks; `notifications/cancelled` cancels one.
+Requests run concurrently as tasks; `notifications/cancelled` cancels one. On 3.12+
+(no task factory) a request's first step runs in the line that carried it, so a
+handler that never suspends has answered before the next line is read.
 A peer that sends `initialize` gets a legacy (2025-11-25) session from `_legacy`:
 its requests without the modern `_meta` envelope run with the session's metadata,
 a handler's questions go out as server-to-client requests on stdout and come back
@@ -42,6 +44,7 @@ MAX_LINE = 16 * 1024 * 1024
 SHUTDOWN_GRACE = 2.0  # default seconds running requests and tasks get when the server stops
 _LISTEN_CLOSE = 1.0  # seconds for listen streams to write their closing result
 _OUTPUT_FLUSH = 2.0  # seconds buffered output gets to reach the pipe at the end
+_EAGER = sys.version_info >= (3, 12)  # `asyncio.Task(..., eager_start=True)` exists
 _SETTLE = 1.0  # seconds work cancelled at the grace's end gets to wind down (`run_stdio`)
 _POLL = 0.02  # seconds between looks at the pool threads while waiting for them
 # Output waiting for a peer that does not read: above `_OUT_HIGH` bytes, stdin is no
@@ -245,6 +248,10 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
     listens: dict[asyncio.Task[None], Any] = {}  # -> request id; never end by themselves: not waited for
     loop = running_loop()  # once: asyncio's own lookup costs a getpid() per call on 3.11
 
+    # 3.12+ with no task factory (decided once the lifespan has started: it may set
+    # one): `start` runs a request's first step at once, in the line that carried it.
+    eager = False
+
     async def run(respond: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         try:
             response = await respond()
@@ -260,7 +267,13 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
         if key in inflight:
             writer.write(error_response(rid, InvalidRequest(f"Request id {rid!r} is already in use by a running request")))
             return None
-        task = inflight[key] = loop.create_task(run(respond))
+        if eager:  # its first step runs now: a request that ends there is never in flight
+            task = asyncio.Task(run(respond), loop=loop, eager_start=True)  # type: ignore[call-arg]
+            if task.done():
+                return task
+            inflight[key] = task
+        else:
+            task = inflight[key] = loop.create_task(run(respond))
         task.add_done_callback(lambda _t: inflight.pop(key, None))
         return task
 
@@ -380,6 +393,7 @@ async def _serve(server: Core, in_fd: int, out_fd: int | None, stop: StopSignal,
     stop.on_hurry = lambda: server.drain(0)  # tasks too: stop waiting for them
     try:
         async with server.lifespan_context() if lifespan else contextlib.nullcontext():
+            eager = _EAGER and loop.get_task_factory() is None
             ended, stop_reading = await start_reading(in_fd, on_line, MAX_LINE, gate)
             await asyncio.wait([ended, stop.begun], return_when=asyncio.FIRST_COMPLETED)
             handle = while_stopping
