@@ -79,9 +79,11 @@ class Served:
         await self.server.wait_closed()
 
 
-async def serving(app: App) -> Served:
+async def serving(app: App, eager: bool = True) -> Served:
+    """`app` on an engine on loopback; `eager` is `EngineConfig.eager_start` (off by
+    default in the engine, on here: most tests below are about that path on 3.12+)."""
     loop = asyncio.get_running_loop()
-    engine = Engine(app, EngineConfig(port=0), loop)
+    engine = Engine(app, EngineConfig(port=0, eager_start=eager), loop)
     engine.use_plain_tasks()  # as `serve` does after the lifespan startup
     server = await loop.create_server(lambda: Connection(engine), "127.0.0.1", 0)
     engine.start_sweeping()
@@ -175,9 +177,9 @@ class EngineRef:
         return self.engine.tasks
 
 
-async def probe_serving() -> Served:
+async def probe_serving(eager: bool = True) -> Served:
     ref = EngineRef()
-    served = await serving(probe_app)
+    served = await serving(probe_app, eager)
     ref.engine = served.engine
     served.engine.state["engine"] = ref
     return served
@@ -203,6 +205,33 @@ def test_a_request_that_never_suspends_is_answered_in_its_first_step(loop_factor
                 if "wait" in path:  # a task that suspended is in the set until it ends
                     assert seen["same_task_after"] and seen["registered_after"]
                     assert seen["after"] == path
+            await finish(writer)
+            await asyncio.sleep(0.05)
+            assert served.engine.tasks == set()
+        finally:
+            await served.close()
+
+    run_on(loop_factory, main)
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_the_engine_starts_requests_on_a_later_pass_by_default(loop_factory: Any) -> None:
+    """Without `eager_start` every Python starts a request's task as 3.11 does: made and
+    registered first, its first step on a later loop pass."""
+    assert EngineConfig().eager_start is False
+
+    async def main() -> None:
+        served = await probe_serving(eager=False)
+        try:
+            assert served.engine.eager is False
+            reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+            for path in ("/plain", "/answer", "/wait"):
+                writer.write(post(path, b"payload"))
+                [(status, data)] = await answers(reader, 1)
+                seen = json.loads(data)
+                assert status == b"HTTP/1.1 200 OK" and seen["path"] == path
+                assert seen["first_step_registered"] is True
+                assert seen["task_is_current"] and seen["name"] == "nimblemcp-request"
             await finish(writer)
             await asyncio.sleep(0.05)
             assert served.engine.tasks == set()

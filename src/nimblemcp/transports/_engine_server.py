@@ -72,6 +72,11 @@ class EngineConfig:
     shutdown_timeout: float = 10.0
     access_log: bool = False
     backlog: int = 2048
+    # 3.12+: start a request's task eagerly, inside the read that completed it. Off by
+    # default: ~4% fewer instructions per request, but fewer req/s and a higher p99 at
+    # 64 connections in every wall-clock pair measured (benchmarks/README.md, "Served
+    # path, round five" and "Session 8's closing run").
+    eager_start: bool = False
 
 
 class Engine:
@@ -109,10 +114,11 @@ class Engine:
 
         Called once the lifespan startup is over (the app may install a factory there).
         What it saves per request: the loop's `create_task` wrapper and, on 3.11, the
-        `Task-<n>` name formatted for every task. On 3.12+ the connection then starts a
-        request that began in a read with `start_now`, at the end of that read."""
+        `Task-<n>` name formatted for every task. On 3.12+ with `EngineConfig.eager_start`
+        the connection then starts a request that began in a read with `start_now`, at
+        the end of that read."""
         self.plain_tasks = self.loop.get_task_factory() is None
-        self.eager = self.plain_tasks and _EAGER
+        self.eager = self.plain_tasks and _EAGER and self.config.eager_start
 
     def start(self, conn: Connection, cycle: _Cycle) -> None:
         """Start `cycle` as a task whose first step runs on a later loop pass (always
