@@ -16,7 +16,9 @@ Must not import `nimblemcp.server`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nimblemcp._lazy import lazy_names
 
 if TYPE_CHECKING:
     from nimblemcp.client._cache import CacheStore, MemoryCacheStore, ResultCache
@@ -128,16 +130,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(where), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, globals(), _WHERE)
