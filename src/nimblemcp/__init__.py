@@ -127,8 +127,9 @@ def _load(module: str) -> "ModuleType":
     process had) is promoted to the oldest generation at once instead (`gc.freeze()`
     then `gc.unfreeze()`: two list splices); the collector still walks them, and frees
     any garbage among them, at its next full collection. Nothing is left frozen. Not done
-    when the process has frozen objects of its own (an HTTP server's `freeze_gc`), which
-    `unfreeze` would release. At most once per name: the root caches what it loaded.
+    when anything is frozen already (an HTTP server's `freeze_gc`; CPython 3.12.1 starts
+    with objects of its own frozen), which `unfreeze` would release: there the young
+    collection runs as usual. At most once per name: the root caches what it loaded.
     """
     import gc
     from importlib import import_module
