@@ -288,33 +288,39 @@ class Supervisor:
                 await self._write(child, data)
 
 
+_ABSENT = object()
+
+
+def _field(piece: bytes, key: str, within: int) -> Any:
+    """The JSON value of `"key":` starting in the first `within` bytes of a piece of a
+    line too long to parse whole (`_ABSENT` if it is not there or does not parse)."""
+    name = b'"%s":' % key.encode()
+    at = piece.find(name, 0, within)
+    if at < 0:
+        return _ABSENT
+    start = at + len(name)
+    try:
+        value, _end = json.JSONDecoder().raw_decode(piece[start:start + 4096].decode("utf-8", "replace").lstrip())
+    except ValueError:
+        return _ABSENT
+    return value
+
+
 def _request_head(piece: bytes) -> dict[str, Any] | None:
     """The id and method of a request too long for one piece, from its first 4 KiB
     (hosts write `"id"` and `"method"` before `"params"`), so the request log and the
     answer for a dying child still know it."""
-    head: dict[str, Any] = {}
-    decode = json.JSONDecoder().raw_decode
-    for key in ("id", "method"):
-        at = piece.find(b'"%s":' % key.encode(), 0, 4096)
-        if at < 0:
-            return None
-        try:
-            head[key], _end = decode(piece[at + len(key) + 3:at + len(key) + 3 + 4096]
-                                     .decode("utf-8", "replace").lstrip())
-        except ValueError:
-            return None
-    return head if isinstance(head["method"], str) else None
+    rid, method = _field(piece, "id", 4096), _field(piece, "method", 4096)
+    if rid is _ABSENT or not isinstance(method, str):
+        return None
+    return {"id": rid, "method": method}
 
 
 def _head(piece: bytes) -> dict[str, Any] | None:
     """The id of a response too long for one read, from its first piece (the server
     writes `{"jsonrpc":"2.0","id":...` first), so the request log still ends it."""
-    at = piece.find(b'"id":', 0, 64)
-    if at < 0:
-        return None
-    try:
-        rid, _end = json.JSONDecoder().raw_decode(piece[at + 5:at + 5 + 4096].decode("utf-8", "replace").lstrip())
-    except ValueError:
+    rid = _field(piece, "id", 64)
+    if rid is _ABSENT:
         return None
     return {"id": rid, "result": {"resultType": "complete (a line too long to check)"}}
 
