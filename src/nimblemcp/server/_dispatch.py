@@ -373,12 +373,7 @@ class Dispatcher:
                     # same order (`_meta`, then `_hints`).
                     result = self._plain[method](params)
                     result["_meta"] = self._server_meta
-                    result["resultType"] = "complete"
-                    ttl, scope = server.cache_hints[method]
-                    if io.subject is not None and method not in server.explicit_hints:
-                        scope = "private"  # CACHE-07/10, as `_hints` decides
-                    result["ttlMs"] = ttl
-                    result["cacheScope"] = scope
+                    self._hints(method, result, io.subject)
                     return {"jsonrpc": "2.0", "id": rid, "result": result}
                 else:  # resources/read: a fixed URI, else the first template that matches
                     uri: Any = params.get("uri")
