@@ -102,11 +102,14 @@ def prioritise(pid: int) -> None:
             f.write(str(NICE[0]))
 
 
+AGAINST: list[str] = []  # [SRC] with --against SRC: another checkout's src/
+
+
 def start(name: str, py: str, module: str, port: int, pin: str | None = None) -> subprocess.Popen[bytes]:
-    if module.startswith("run:"):  # run:<engine>[:<server module>]
+    if module.startswith("run:"):  # run:<engine>[:<server module>]; engine "" = that tree's default
         engine, _, served = module.removeprefix("run:").partition(":")
         argv = [py, "-m", "nimblemcp", "run", f"{served or 'nimble_server'}.py", "--transport", "http",
-                "--port", str(port), "--log-level", "warning", "--engine", engine]
+                "--port", str(port), "--log-level", "warning", *(["--engine", engine] if engine else [])]
     elif module.startswith("engine:"):
         argv = [py, f"{module.removeprefix('engine:')}.py", str(port)]
     else:
@@ -118,6 +121,8 @@ def start(name: str, py: str, module: str, port: int, pin: str | None = None) ->
     env = dict(os.environ, FASTMCP_SHOW_SERVER_BANNER="false", FASTMCP_LOG_LEVEL="WARNING",
                FASTMCP_CHECK_FOR_UPDATES="off")
     env.pop("PYTHONPATH", None)
+    if name.endswith("@against"):
+        env["PYTHONPATH"] = AGAINST[0]
     with open(os.path.join(tempfile.gettempdir(), f"bench-{name}.log"), "wb") as log:  # the child keeps its copy
         proc = subprocess.Popen(argv, cwd=str(SERVERS), env=env, stdout=subprocess.DEVNULL,
                                 start_new_session=bool(NICE), stderr=log)
@@ -223,6 +228,8 @@ def main() -> None:
     ap.add_argument("--nice", type=int, default=None,
                     help="run servers and wrk at this niceness (negative needs root), e.g. -20 on a busy box")
     ap.add_argument("--no-peers", action="store_true", help="skip the peers' venv check (with --only)")
+    ap.add_argument("--against", metavar="SRC",
+                    help="add nimblemcp-run@against: `nimblemcp run` of another checkout's src/")
     args = ap.parse_args()
     server_cpu, wrk_cpu = ("0", "1") if args.pin else (None, None)
     if args.nice is not None:
@@ -232,6 +239,9 @@ def main() -> None:
     if not args.no_peers:
         ensure_peers()
     apps = {k: v for k, v in APPS.items() if not args.only or k in args.only}
+    if args.against:
+        AGAINST[:] = [os.path.abspath(args.against)]
+        apps["nimblemcp-run@against"] = (NIMBLE_PY, "run:")
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:  # removed at the end
         lua.write(LUA.format(body=json.dumps(BODY), headers="\n".join(
             f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in HEADERS.items())))
