@@ -1,7 +1,8 @@
 """Issue 18, the sync tool's hop, round six (server/_workers.py): idle worker threads
 wait for jobs under SCHED_BATCH and switch back to their own policy before any user
 code runs. Pinned here with real threads and a real `nimblemcp run` server: an idle
-worker really waits as a batch thread; a handler, a thread it starts and a subprocess
+worker of a busy pool (one that found jobs queued) really waits as a batch thread, and
+one called a job at a time does not; a handler, a thread it starts and a subprocess
 it starts all run under the policy the worker had before (never SCHED_BATCH); a pool
 with `batch_wait=False`, or a thread already under another policy, is left alone; and
 the pool's guarantees hold with the policy switches in place: a blocked job never
@@ -28,9 +29,27 @@ from _deploy import call, launch, stop
 from nimblemcp.server._workers import Workers, _calm_policy
 from nimblemcp.transports._stuck import busy_pool_threads
 
+
+def _can_switch() -> bool:
+    """Whether this system lets a thread switch to SCHED_BATCH and back (probed here,
+    not through the pool, so that a pool that stopped switching fails instead of
+    skipping)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mine = os.sched_getscheduler(0)
+        if mine != os.SCHED_OTHER:
+            return False
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        os.sched_setscheduler(0, mine, os.sched_param(0))
+    except OSError:
+        return False
+    return True
+
+
 # Where the OS refuses (or lacks) the switch, the pool leaves policies alone; the
 # tests that need the switch are skipped there, the others run everywhere.
-CAN_SWITCH = sys.platform.startswith("linux") and _calm_policy() is not None
+CAN_SWITCH = _can_switch()
 needs_switch = pytest.mark.skipif(not CAN_SWITCH, reason="no SCHED_BATCH switch on this system")
 
 
@@ -45,21 +64,44 @@ async def _until(check: object, seconds: float = 5.0) -> None:
             await asyncio.sleep(0.005)
 
 
+def _who() -> tuple[int, int]:
+    return threading.get_native_id(), os.sched_getscheduler(0)
+
+
+async def _burst(pool: Workers, n: int = 50) -> set[int]:
+    """`n` jobs handed over in one loop pass: the pool's workers find jobs queued."""
+    loop = asyncio.get_running_loop()
+    seen = await asyncio.gather(*[pool.submit(loop, _who, {}) for _ in range(n)])
+    assert {policy for _, policy in seen} == {os.SCHED_OTHER}  # every job under the normal policy
+    return {tid for tid, _ in seen}
+
+
 @needs_switch
-async def test_an_idle_worker_waits_under_sched_batch_and_runs_jobs_under_its_own_policy() -> None:
-    pool = Workers(max_workers=2)
-    tid, during = await pool.run(lambda: (threading.get_native_id(), os.sched_getscheduler(0)))
-    assert during == os.SCHED_OTHER  # the job ran under the thread's own policy
+async def test_a_worker_of_a_busy_pool_waits_under_sched_batch_and_runs_jobs_under_its_own_policy() -> None:
+    pool = Workers(max_workers=1)
+    (tid,) = await _burst(pool)
     # Back in its wait: a batch thread now, which a submission wakes without preemption.
     await _until(lambda: _policy(tid) == os.SCHED_BATCH)
-    tid2, during2 = await pool.run(lambda: (threading.get_native_id(), os.sched_getscheduler(0)))
-    assert (tid2, during2) == (tid, os.SCHED_OTHER)  # woken from the batch wait, switched back
+    assert await pool.run(_who) == (tid, os.SCHED_OTHER)  # woken from the batch wait, switched back
+
+
+@needs_switch
+async def test_a_worker_called_one_job_at_a_time_keeps_its_policy_while_it_waits() -> None:
+    pool = Workers(max_workers=1)
+    (tid,) = await _burst(pool, 5)
+    await _until(lambda: _policy(tid) == os.SCHED_BATCH)
+    for _ in range(5):  # each job alone: the worker found none queued, so no switch
+        assert await pool.run(_who) == (tid, os.SCHED_OTHER)
+        await asyncio.sleep(0.05)
+        assert _policy(tid) == os.SCHED_OTHER
+    await _burst(pool)  # busy again: the next wait is a batch one
+    await _until(lambda: _policy(tid) == os.SCHED_BATCH)
 
 
 @needs_switch
 async def test_threads_and_subprocesses_a_handler_starts_inherit_the_normal_policy() -> None:
     pool = Workers(max_workers=1)
-    tid = await pool.run(threading.get_native_id)
+    (tid,) = await _burst(pool)
     await _until(lambda: _policy(tid) == os.SCHED_BATCH)
 
     def spawn() -> tuple[int, int, int]:
@@ -77,7 +119,7 @@ async def test_threads_and_subprocesses_a_handler_starts_inherit_the_normal_poli
 async def test_batch_wait_off_leaves_the_worker_policy_alone() -> None:
     pool = Workers(max_workers=1, batch_wait=False)
     mine = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None
-    tid = await pool.run(threading.get_native_id)
+    (tid,) = await _burst(pool) if mine is not None else {0}
     await asyncio.sleep(0.1)  # well inside its wait
     if mine is not None:
         assert _policy(tid) == mine
@@ -115,9 +157,11 @@ async def test_a_thread_under_another_policy_keeps_it() -> None:
 async def test_a_blocked_job_never_delays_another_after_the_workers_went_idle() -> None:
     pool = Workers(max_workers=3)
     tids = await asyncio.gather(*[pool.run(lambda: (time.sleep(0.05), threading.get_native_id())[1])
-                                  for _ in range(3)])
-    if CAN_SWITCH:  # every worker back in its batch wait
+                                  for _ in range(9)])
+    assert len(set(tids)) == 3
+    if CAN_SWITCH:  # every worker found jobs queued: back in a batch wait
         await _until(lambda: all(_policy(t) == os.SCHED_BATCH for t in set(tids)))
+    assert _calm_policy() is not None or not CAN_SWITCH
     gate = threading.Event()
     held = [pool.run(gate.wait, timeout=30) for _ in range(2)]
     # Two workers blocked: the third takes every quick job, each well before the gate opens.
@@ -164,7 +208,7 @@ async def test_idle_workers_retire_from_their_batch_wait() -> None:
 
 async def test_the_shutdown_check_sees_a_batch_waiting_worker_as_idle() -> None:
     pool = Workers(max_workers=1)
-    tid = await pool.run(threading.get_native_id)
+    (tid,) = await _burst(pool) if CAN_SWITCH else {await pool.run(threading.get_native_id)}
     if CAN_SWITCH:
         await _until(lambda: _policy(tid) == os.SCHED_BATCH)
     names = {t.native_id: t.name for t in threading.enumerate()}

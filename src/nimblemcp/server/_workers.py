@@ -21,9 +21,12 @@ waits as a batch thread is not allowed that wake-up preemption: it runs when the
 yields the core. It switches back to its own policy as soon as `get` returns, before
 any user code, so a handler, the threads it starts and its subprocesses run under the
 policy they would have had (`SCHED_BATCH` for the whole thread, measured in round four,
-leaked into all of those). The two system calls are paid only when a worker goes to
-sleep (the queue empty), never per job under load. A thread under any policy but
-SCHED_OTHER, another OS, or a refusal by the system leaves the policy alone.
+leaked into all of those). Only a worker on a busy pool waits that way: one that found
+a job already queued since it last slept. Called one request at a time, a worker never
+finds one, and pays neither the two system calls (~9 us a call measured) nor a later
+start; under load it sleeps about once per several jobs, and the switch is paid then,
+never per job. A thread under any policy but SCHED_OTHER, another OS, or a refusal by
+the system leaves the policy alone; `Workers(batch_wait=False)` turns it off.
 
 The hot path counts Python steps (issue 18): no `contextlib.suppress` (three Python
 calls) around a wake-up, no keyword arguments to the queue, no `cancelled()` call per
@@ -177,17 +180,24 @@ class Workers:
         calm = _calm_policy() if self.batch_wait else None
         if calm is not None:
             setsched, mine, param = calm
+        # True once this worker found a job already queued since it last slept: the
+        # pool is busy, and its next wait is a calm one. Called one job at a time it
+        # stays False, and the two system calls are not paid.
+        busy = False
         while True:
             try:  # under load the queue is rarely empty: no policy switch then
                 inbox, future, ctx, fn, kwargs = get(False)  # positional: no keyword parsing
+                busy = True
             except Empty:
+                switch = busy and calm is not None
+                busy = False
                 try:
-                    if calm is not None:  # a wake-up from now on does not preempt the loop
+                    if switch:  # a wake-up from now on does not preempt the loop
                         setsched(0, _SCHED_BATCH, param)
                     try:
                         inbox, future, ctx, fn, kwargs = get(True, timeout)
                     finally:  # before any user code: its threads and children inherit this
-                        if calm is not None:
+                        if switch:
                             setsched(0, mine, param)
                 except Empty:
                     try:
