@@ -175,7 +175,8 @@ class Workers:
     def _work(self) -> None:
         # The name `_work` and this module's are how transports/_stuck.py knows a
         # worker thread's frames (STDIO-06): keep both.
-        get, idle, owed, timeout = self.jobs.get, self.idle, self.owed, self.idle_timeout
+        get, empty, idle, owed = self.jobs.get, self.jobs.empty, self.idle, self.owed
+        timeout = self.idle_timeout
         # Wait for jobs under SCHED_BATCH, run them under the thread's own policy.
         calm = _calm_policy() if self.batch_wait else None
         if calm is not None:
@@ -185,28 +186,27 @@ class Workers:
         # stays False, and the two system calls are not paid.
         busy = False
         while True:
-            try:  # under load the queue is rarely empty: no policy switch then
-                inbox, future, ctx, fn, kwargs = get(False)  # positional: no keyword parsing
-                busy = True
-            except Empty:
-                switch = busy and calm is not None
-                busy = False
-                try:
-                    if switch:  # a wake-up from now on does not preempt the loop
-                        setsched(0, _SCHED_BATCH, param)
+            try:
+                if not empty():  # a job waits: no policy switch (most `get`s under load)
+                    busy = True
+                    inbox, future, ctx, fn, kwargs = get(True, timeout)  # positional: no keyword parsing
+                elif busy and calm is not None:  # about to sleep on a busy pool
+                    busy = False
+                    setsched(0, _SCHED_BATCH, param)  # a wake-up from now on does not preempt the loop
                     try:
                         inbox, future, ctx, fn, kwargs = get(True, timeout)
                     finally:  # before any user code: its threads and children inherit this
-                        if switch:
-                            setsched(0, mine, param)
-                except Empty:
-                    try:
-                        idle.pop()  # retire: one idle worker less
-                    except IndexError:
-                        continue  # a job just reserved us: it is on its way
-                    with self.lock:
-                        self.threads -= 1
-                    return
+                        setsched(0, mine, param)
+                else:
+                    inbox, future, ctx, fn, kwargs = get(True, timeout)
+            except Empty:
+                try:
+                    idle.pop()  # retire: one idle worker less
+                except IndexError:
+                    continue  # a job just reserved us: it is on its way
+                with self.lock:
+                    self.threads -= 1
+                return
             if future.cancelled():  # the request is gone: never start its work
                 self.skipped += 1
             else:
