@@ -280,3 +280,28 @@ async def test_a_served_sync_tool_runs_under_the_servers_own_policy(tmp_path: Pa
                 assert got == " ".join([loop_policy] * 3)
     finally:
         assert stop(proc) == 0
+
+
+@pytest.mark.parametrize("fails_on", ["to batch", "back"])
+async def test_a_refused_switch_loses_no_job_and_stops_switching(
+        monkeypatch: pytest.MonkeyPatch, fails_on: str) -> None:
+    # The system refusing a switch after the probe passed (a seccomp filter installed
+    # later, say): cannot be made to happen for real as root, so the switch raises here.
+    calls: list[int] = []
+
+    def refusing(_tid: int, policy: int, _param: object) -> None:
+        calls.append(policy)
+        if (policy == BATCH) == (fails_on == "to batch"):
+            raise PermissionError("refused")
+
+    BATCH = getattr(os, "SCHED_BATCH", 3)
+    monkeypatch.setattr("nimblemcp.server._workers._calm_policy", lambda: (refusing, 0, None))
+    pool = Workers(max_workers=1)
+    for _ in range(3):  # busy, sleep, busy, sleep...: at most one refused attempt
+        loop = asyncio.get_running_loop()
+        got = await asyncio.wait_for(asyncio.gather(*[pool.submit(loop, lambda i: i, {"i": i})
+                                                      for i in range(20)]), 10)
+        assert got == list(range(20))
+        await asyncio.sleep(0.05)
+    assert calls in ([BATCH], [BATCH, 0])  # refused once, never tried again
+    assert pool.threads == 1 and len(pool.idle) == 1 and pool.owed == []

@@ -192,11 +192,18 @@ class Workers:
                     inbox, future, ctx, fn, kwargs = get(True, timeout)  # positional: no keyword parsing
                 elif busy and calm is not None:  # about to sleep on a busy pool
                     busy = False
-                    setsched(0, _SCHED_BATCH, param)  # a wake-up from now on does not preempt the loop
+                    try:  # a wake-up from now on does not preempt the loop
+                        setsched(0, _SCHED_BATCH, param)
+                    except OSError:  # refused after all (the probe passed): wait as before
+                        calm = None
                     try:
                         inbox, future, ctx, fn, kwargs = get(True, timeout)
                     finally:  # before any user code: its threads and children inherit this
-                        setsched(0, mine, param)
+                        if calm is not None:
+                            try:
+                                setsched(0, mine, param)
+                            except OSError:  # the reverse of a call that just succeeded
+                                calm = None
                 else:
                     inbox, future, ctx, fn, kwargs = get(True, timeout)
             except Empty:
