@@ -184,7 +184,7 @@ def main() -> None:
         data[c.name] = {"median_us": m * 1e6, "p99_us": p99 * 1e6, "calls": len(v),
                         "calls_per_s": len(v) / sum(v), "wire": c.wire}
         rows.append([c.name, f"{m * 1e6:.0f}", f"{p99 * 1e6:.0f}", f"{len(v) / sum(v):.0f}",
-                     f"{ref / m:.2f}x", c.wire])
+                     f"{ref / m:.2f}x" if ref == ref else "-", c.wire])
     out = (f"stdio round trip, sequential tools/call echo ({args.calls} calls per server, "
            f"{args.rounds} interleaved rounds, {args.warmup} warm-up)\n\n"
            + table(["server", "median us", "p99 us", "calls/s", "speed vs mcp", "wire"], rows)
