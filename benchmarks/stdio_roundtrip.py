@@ -2,6 +2,11 @@
 
     python benchmarks/stdio_roundtrip.py [--calls 3000] [--rounds 10]
     python benchmarks/stdio_roundtrip.py --callgrind [--calls 2000]
+    python benchmarks/stdio_roundtrip.py --no-peers --also main=/path/to/python
+
+`--no-peers` leaves out mcp and fastmcp (no peers' venv needed; no "vs mcp" column).
+`--also LABEL=PY` adds a row `nimblemcp@LABEL`: the sync echo served by interpreter PY
+(another tree's venv), interleaved with the others: an A/B of the sync tool's hop.
 
 Every server gets the same 2026-07-28 `tools/call` body (all three speak it on
 stdio); a peer that rejected `server/discover` would get an `initialize` handshake
@@ -140,13 +145,22 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--callgrind", action="store_true", help="instructions per call of nimblemcp's servers")
+    ap.add_argument("--no-peers", action="store_true", help="nimblemcp's servers only")
+    ap.add_argument("--also", action="append", default=[], metavar="LABEL=PY",
+                    help="the sync echo on another interpreter too (repeatable)")
     args = ap.parse_args()
     if args.callgrind:
         callgrind(args.calls, min(args.warmup, 200))
         return
-    ensure_peers()
+    if not args.no_peers:
+        ensure_peers()
     cmds = stdio_commands()
     cmds.pop("nimblemcp-cli")  # same process after start-up as the direct run
+    if args.no_peers:
+        del cmds["mcp"], cmds["fastmcp"]
+    for also in args.also:
+        label, _, py = also.partition("=")
+        cmds[f"nimblemcp@{label}"] = [py, str(SERVERS / "nimble_server.py")]
     # async def echo: isolates the per-call thread hop nimblemcp pays for a sync tool
     cmds["nimblemcp-async"] = [NIMBLE_PY, str(SERVERS / "nimble_async_server.py")]
     cmds["nimblemcp-inline"] = [NIMBLE_PY, str(SERVERS / "nimble_inline_server.py")]
@@ -162,7 +176,7 @@ def main() -> None:
     finally:
         for c in conns:
             c.close()
-    ref = median(lat["mcp"])
+    ref = median(lat["mcp"]) if "mcp" in lat else float("nan")
     rows, data = [], {}
     for c in conns:
         v = lat[c.name]
@@ -170,11 +184,12 @@ def main() -> None:
         data[c.name] = {"median_us": m * 1e6, "p99_us": p99 * 1e6, "calls": len(v),
                         "calls_per_s": len(v) / sum(v), "wire": c.wire}
         rows.append([c.name, f"{m * 1e6:.0f}", f"{p99 * 1e6:.0f}", f"{len(v) / sum(v):.0f}",
-                     f"{ref / m:.2f}x", c.wire])
+                     f"{ref / m:.2f}x" if ref == ref else "-", c.wire])
     out = (f"stdio round trip, sequential tools/call echo ({args.calls} calls per server, "
            f"{args.rounds} interleaved rounds, {args.warmup} warm-up)\n\n"
            + table(["server", "median us", "p99 us", "calls/s", "speed vs mcp", "wire"], rows)
-           + f"\n\nnimblemcp vs mcp (median): {ref / median(lat['nimblemcp']):.2f}x (target >= 2.5x)")
+           + (f"\n\nnimblemcp vs mcp (median): {ref / median(lat['nimblemcp']):.2f}x (target >= 2.5x)"
+              if "mcp" in lat else ""))
     say(out)
     save("stdio_roundtrip", out, {"calls": args.calls, "rounds": args.rounds, "results": data})
 

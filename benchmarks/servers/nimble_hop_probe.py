@@ -7,8 +7,11 @@ On exit it prints to stderr, over the calls after the first fifth (warm-up): how
 call waited from its submission to a worker thread until the worker began it
 (`start`), and until its result was back on the loop, the awaiting request's future
 resolved (`end`). `HOP_SWITCH_INTERVAL=0.0005` sets `sys.setswitchinterval` first.
-It wraps the submit function of `server/_invoke.py` (an internal name): a probe for
-benchmarks/README.md, not an API.
+`HOP_BATCH_WAIT=0` turns off the workers' SCHED_BATCH wait (round six) for an A/B.
+It wraps the submit function where the server calls it, `server/_dispatch.py` (the lean
+lane that serves this `echo`) and `server/_invoke.py` (the general lane): internal
+names, a probe for benchmarks/README.md, not an API. On exit it also prints the
+server's context switches per timed call, loop thread and worker threads apart.
 """
 
 import atexit
@@ -17,7 +20,7 @@ import sys
 import time
 
 from nimblemcp import Server
-from nimblemcp.server import _invoke
+from nimblemcp.server import _dispatch, _invoke, _workers
 
 if os.environ.get("HOP_SWITCH_INTERVAL"):
     sys.setswitchinterval(float(os.environ["HOP_SWITCH_INTERVAL"]))
@@ -41,7 +44,9 @@ def _timed_submit(loop, fn, kwargs):
     return future
 
 
-_invoke._submit = _timed_submit
+_invoke._submit = _dispatch._submit = _timed_submit
+if os.environ.get("HOP_BATCH_WAIT") == "0":
+    _workers._workers.batch_wait = False
 
 
 @server.tool
@@ -54,7 +59,28 @@ def _quantile(kept: list[float], p: float) -> float:
     return kept[int(p * (len(kept) - 1))] * 1e3
 
 
+def _switches() -> dict[str, list[int]]:
+    """Voluntary and involuntary context switches so far: the loop thread, the rest."""
+    out = {"loop": [0, 0], "workers": [0, 0]}
+    me = os.getpid()
+    for tid in os.listdir(f"/proc/{me}/task"):
+        try:
+            with open(f"/proc/{me}/task/{tid}/status") as f:
+                fields = dict(ln.split(":", 1) for ln in f if ":" in ln)
+        except FileNotFoundError:  # a retired worker
+            continue
+        which = out["loop" if int(tid) == me else "workers"]
+        which[0] += int(fields["voluntary_ctxt_switches"])
+        which[1] += int(fields["nonvoluntary_ctxt_switches"])
+    return out
+
+
 def _report() -> None:
+    calls = len(ends)
+    if calls and os.path.isdir("/proc/self/task"):
+        for who, (vol, invol) in _switches().items():
+            print(f"{who}: {vol / calls:.3f} voluntary + {invol / calls:.3f} involuntary switches per call "
+                  f"(whole run, {calls} calls; retired workers not counted)", file=sys.stderr, flush=True)
     for name, samples in (("start", starts), ("end", ends)):
         kept = sorted(samples[len(samples) // 5:])
         if kept:
