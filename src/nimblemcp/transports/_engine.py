@@ -13,7 +13,10 @@ getter formats a string per call).
 Behaviour, as `nimblemcp run` had it under uvicorn:
 - keep-alive (HTTP/1.1 default, `connection: close` and HTTP/1.0 honoured), an idle
   keep-alive timeout, and a deadline and a size cap on each request head: past either
-  the connection is closed without an answer (the peer may not speak HTTP at all);
+  the connection is closed without an answer (the peer may not speak HTTP at all). A
+  head's deadline starts with its target (the method and spaces before it are still
+  under the idle timeout: no callback per request marks a method's first byte); the
+  size cap counts whatever is read between requests;
 - pipelined requests are answered in order, one at a time (reading pauses while any
   wait; more than `_MAX_PIPELINE` queued closes the connection);
 - streamed responses (no content-length, `more_body`) use chunked transfer encoding;
@@ -79,8 +82,10 @@ _KNOWN_TYPES = {
 # string: this module imports no nimblemcp code).
 ANSWER = "nimblemcp.answer"
 # The scope key of an upper bound on the bytes of the request head (`_asgi.HEAD_BYTES`):
-# set when the request began a read and its head ended in that read (the read's
-# length bounds it), None otherwise (pipelined, or a head split across reads).
+# set when the request's target began a read and its head ended in that read (the
+# read's length bounds the head from its target on, every header line included; at
+# most the method and the spaces after it came in an earlier read), None otherwise
+# (pipelined, or a head split across reads).
 HEAD_BYTES = "nimblemcp.head_bytes"
 _JSON = (b"content-type", b"application/json")
 _JSON_LINE = _KNOWN_TYPES[_JSON]
@@ -356,8 +361,9 @@ class Connection(asyncio.Protocol):
         self.context = contextvars.Context()
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
-        # Between two requests (nothing of the next one fed to the parser yet): a read
-        # then begins with the next request, whose request line is then in `chunk`.
+        # Between two requests (no byte of the next one's target fed to the parser yet):
+        # a read then holds the next request's target and header lines, its request
+        # line's end is the read's first line (`chunk`). Cleared by `on_url`.
         self.between = True
         self.chunk: bytes | None = None
         self.cycle: _Cycle | None = None  # the request being answered
@@ -428,8 +434,9 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError:
             self._bad_request()
         else:
-            if self.in_head and self.head_bytes > self.engine.max_head and not self.transport.is_closing():
-                self.transport.close()  # a head past the size cap: cut off, unanswered
+            if (self.head_bytes > self.engine.max_head and (self.in_head or self.parsing is None)
+                    and not self.transport.is_closing()):
+                self.transport.close()  # a head (or what precedes one) past the size cap: cut off, unanswered
             elif self.queue or (self.parsing is not None and len(self.parsing.body) > _BODY_HIGH_WATER):
                 self.update_reading()
         # A request that began in this read starts now (3.12+, see `on_headers_complete`),
@@ -478,16 +485,16 @@ class Connection(asyncio.Protocol):
 
     # -- httptools callbacks -----------------------------------------------------------
 
-    def on_message_begin(self) -> None:
-        self.between = False
-        self.url = b""
-        self.headers = []
-        if not self.in_head:
-            self.in_head = True
-            self.deadline = self.engine.now + self.engine.head_timeout
+    # No `on_message_begin` (a call per request): its work is `on_url`'s (a request's
+    # target is where its head is known to have begun; before it, only the method and
+    # spaces, which the idle deadline and the size cap cover) and `on_message_complete`'s.
 
     def on_url(self, url: bytes) -> None:
         self.url += url
+        self.between = False
+        if not self.in_head:  # the first span of a new request's target: its head deadline
+            self.in_head = True
+            self.deadline = self.engine.now + self.engine.head_timeout
 
     def header(self, name: bytes, value: bytes) -> None:
         """`on_header`: one request header."""
@@ -540,7 +547,8 @@ class Connection(asyncio.Protocol):
         scope = self.base_scope.copy()
         if chunk is not None:
             self.chunk = None
-            # This head began in this read and ended in it: the read bounds its size.
+            # This head's target began in this read and the head ended in it: the read
+            # bounds its size (every header line is in it).
             scope[HEAD_BYTES] = len(chunk)
             end = chunk.find(b"\r\n")
             version = _VERSIONS.get(chunk[end - 9:end]) if end >= 9 else None
@@ -585,6 +593,8 @@ class Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self.between = True
+        self.url = b""  # the next request's target and headers start empty
+        self.headers = []
         if self.lingering:
             self.bad = True  # whatever follows is not read
             self.transport.close()
