@@ -108,6 +108,9 @@ def _expects_continue(headers: list[tuple[bytes, bytes]]) -> bool:
     return any(name == b"expect" and value.lower() == b"100-continue" for name, value in headers)
 
 
+_new = object.__new__
+
+
 def _status_line(status: int) -> bytes:
     return b"HTTP/1.1 %d \r\n" % status  # a code without a standard phrase
 
@@ -134,27 +137,28 @@ class _Cycle:
         "waiter",
         "written",
     )
-    # Set by `Engine.start`/`start_now`: None while a first step that runs where the
-    # task is made (eager) has it not yet, else the task.
+    # Made by `Connection.on_headers_complete` with `object.__new__` and every field
+    # below set there, in this order (no `__init__` frame per request), except `headers`
+    # (set with the response's start) and `task` (set by `Engine.start`/`start_now`).
+    conn: Connection
+    scope: dict[str, Any]
+    keep_alive: bool
+    check_continue: bool  # True until the app first asks for the body
+    head_only: bool
+    body: bytes  # b"": usually one chunk, bytes concatenation keeps it uncopied
+    more_body: bool  # True: the request message is not complete yet
+    request_done: bool  # the last body chunk was handed to the app
+    disconnected: bool
+    response_started: bool
+    response_complete: bool
+    written: bool  # the response head is on the wire
+    chunked: bool
+    status: int  # 200 until the app says
+    waiter: asyncio.Future[None] | None
+    headers: list[tuple[bytes, bytes]]  # the response's, from `http.response.start`
+    # None while a first step that runs where the task is made (eager) has it not yet,
+    # else the task.
     task: asyncio.Task[None] | None
-
-    def __init__(self, conn: Connection, scope: dict[str, Any], keep_alive: bool, head_only: bool) -> None:
-        self.conn = conn
-        self.scope = scope
-        self.keep_alive = keep_alive
-        self.check_continue = True  # until the app first asks for the body
-        self.head_only = head_only
-        self.body = b""  # usually one chunk: bytes concatenation keeps it uncopied
-        self.more_body = True  # the request message is not complete yet
-        self.request_done = False  # the last body chunk was handed to the app
-        self.disconnected = False
-        self.response_started = False
-        self.response_complete = False
-        self.written = False  # the response head is on the wire
-        self.chunked = False
-        self.status = 200
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.waiter: asyncio.Future[None] | None = None
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -250,7 +254,15 @@ class _Cycle:
         self.response_started = True
         self.response_complete = True  # the app is done: the rest is the engine's
         self.status = status
-        self.conn.engine.queue_answer(self, body)
+        # `Engine.queue_answer`, without the call
+        engine = self.conn.engine
+        if engine.at_once:  # in an eager first step (3.12+): written when it ends (`start_now`)
+            engine.held = (self, body)
+            return
+        answers = engine.answers
+        if not answers:
+            engine.loop.call_soon(engine.flush_answers)
+        answers.append((self, body))
 
     def deliver(self, body: bytes) -> None:
         """Write what `answer` was given (see there): the final-body step of `send`."""
@@ -571,7 +583,22 @@ class Connection(asyncio.Protocol):
             scope["scheme"], scope["client"] = engine.proxies.apply(  # type: ignore[union-attr]
                 headers, self.scheme, self.client)
         keep_alive = parser.should_keep_alive() and not self.stopping
-        cycle = _Cycle(self, scope, keep_alive, method == "HEAD")
+        cycle = _new(_Cycle)  # its fields: see `_Cycle`
+        cycle.conn = self
+        cycle.scope = scope
+        cycle.keep_alive = keep_alive
+        cycle.check_continue = True
+        cycle.head_only = method == "HEAD"
+        cycle.body = b""
+        cycle.more_body = True
+        cycle.request_done = False
+        cycle.disconnected = False
+        cycle.response_started = False
+        cycle.response_complete = False
+        cycle.written = False
+        cycle.chunked = False
+        cycle.status = 200
+        cycle.waiter = None
         self.parsing = cycle
         if self.cycle is None:
             self.cycle = cycle
