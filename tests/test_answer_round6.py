@@ -222,7 +222,7 @@ async def test_a_request_past_the_keepalive_interval_goes_sse_with_a_comment(end
 
 
 async def test_a_disconnect_during_a_slow_tool_still_cancels_it(endpoint: Served) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", endpoint.port)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", endpoint.port)
     writer.write(post("slow", {"seconds": 30}))
     for _ in range(200):
         if seen.get("slow started"):
@@ -371,7 +371,7 @@ async def test_pipelined_requests_split_inside_the_method_keep_their_own_head(re
         assert [g["path"] for g in got] == ["/one", "/two", "/three"], pieces
         assert [g["version"] for g in got] == ["1.1", "1.0", "1.1"], pieces
         assert [g["body"] for g in got] == ["a", "bb", "ccc"]
-        for g, raw in zip(got, (one, two, three)):
+        for g, raw in zip(got, (one, two, three), strict=True):
             assert [h[0] for h in g["headers"]][:2] == ["host", "x-path"]
             assert g["headers"][1][1] == g["path"]  # no header of another request
             if g["head_bytes"] is not None:
