@@ -109,6 +109,7 @@ def _expects_continue(headers: list[tuple[bytes, bytes]]) -> bool:
 
 
 _new = object.__new__
+_Task = asyncio.Task
 
 
 def _status_line(status: int) -> bytes:
@@ -604,6 +605,9 @@ class Connection(asyncio.Protocol):
             self.cycle = cycle
             if engine.eager:  # at the end of this read, its body parsed (`data_received`)
                 self.starting = cycle
+            elif engine.plain_tasks:  # `engine.start`'s first branch, without the call
+                cycle.task = task = _Task(engine._run(self, cycle), loop=engine.loop, name="nimblemcp-request")
+                engine.tasks.add(task)
             else:
                 engine.start(self, cycle)
         else:

@@ -122,7 +122,8 @@ class Engine:
 
     def start(self, conn: Connection, cycle: _Cycle) -> None:
         """Start `cycle` as a task whose first step runs on a later loop pass (always
-        so from `Connection.response_done`, which may run inside a request's task)."""
+        so from `Connection.response_done`, which may run inside a request's task).
+        `Connection.on_headers_complete` does the first branch itself (a call per request)."""
         if self.plain_tasks:  # called directly: a `partial` with keywords builds a dict per call
             task = asyncio.Task(self._run(conn, cycle), loop=self.loop, name="nimblemcp-request")
         else:  # the factory may start it eagerly (`asyncio.eager_task_factory`): done already
