@@ -13,7 +13,10 @@ getter formats a string per call).
 Behaviour, as `nimblemcp run` had it under uvicorn:
 - keep-alive (HTTP/1.1 default, `connection: close` and HTTP/1.0 honoured), an idle
   keep-alive timeout, and a deadline and a size cap on each request head: past either
-  the connection is closed without an answer (the peer may not speak HTTP at all);
+  the connection is closed without an answer (the peer may not speak HTTP at all). A
+  head's deadline starts with its target (the method and spaces before it are still
+  under the idle timeout: no callback per request marks a method's first byte); the
+  size cap counts whatever is read between requests;
 - pipelined requests are answered in order, one at a time (reading pauses while any
   wait; more than `_MAX_PIPELINE` queued closes the connection);
 - streamed responses (no content-length, `more_body`) use chunked transfer encoding;
@@ -79,8 +82,10 @@ _KNOWN_TYPES = {
 # string: this module imports no nimblemcp code).
 ANSWER = "nimblemcp.answer"
 # The scope key of an upper bound on the bytes of the request head (`_asgi.HEAD_BYTES`):
-# set when the request began a read and its head ended in that read (the read's
-# length bounds it), None otherwise (pipelined, or a head split across reads).
+# set when the request's target began a read and its head ended in that read (the
+# read's length bounds the head from its target on, every header line included; at
+# most the method and the spaces after it came in an earlier read), None otherwise
+# (pipelined, or a head split across reads).
 HEAD_BYTES = "nimblemcp.head_bytes"
 _JSON = (b"content-type", b"application/json")
 _JSON_LINE = _KNOWN_TYPES[_JSON]
@@ -101,6 +106,10 @@ def _expects_continue(headers: list[tuple[bytes, bytes]]) -> bool:
     # Read only when the app asks for a body that has not arrived yet: the one case
     # where a client may be holding the body back until it sees `100 Continue`.
     return any(name == b"expect" and value.lower() == b"100-continue" for name, value in headers)
+
+
+_new = object.__new__
+_Task = asyncio.Task
 
 
 def _status_line(status: int) -> bytes:
@@ -129,27 +138,28 @@ class _Cycle:
         "waiter",
         "written",
     )
-    # Set by `Engine.start`/`start_now`: None while a first step that runs where the
-    # task is made (eager) has it not yet, else the task.
+    # Made by `Connection.on_headers_complete` with `object.__new__` and every field
+    # below set there, in this order (no `__init__` frame per request), except `headers`
+    # (set with the response's start) and `task` (set by `Engine.start`/`start_now`).
+    conn: Connection
+    scope: dict[str, Any]
+    keep_alive: bool
+    check_continue: bool  # True until the app first asks for the body
+    head_only: bool
+    body: bytes  # b"": usually one chunk, bytes concatenation keeps it uncopied
+    more_body: bool  # True: the request message is not complete yet
+    request_done: bool  # the last body chunk was handed to the app
+    disconnected: bool
+    response_started: bool
+    response_complete: bool
+    written: bool  # the response head is on the wire
+    chunked: bool
+    status: int  # 200 until the app says
+    waiter: asyncio.Future[None] | None
+    headers: list[tuple[bytes, bytes]]  # the response's, from `http.response.start`
+    # None while a first step that runs where the task is made (eager) has it not yet,
+    # else the task.
     task: asyncio.Task[None] | None
-
-    def __init__(self, conn: Connection, scope: dict[str, Any], keep_alive: bool, head_only: bool) -> None:
-        self.conn = conn
-        self.scope = scope
-        self.keep_alive = keep_alive
-        self.check_continue = True  # until the app first asks for the body
-        self.head_only = head_only
-        self.body = b""  # usually one chunk: bytes concatenation keeps it uncopied
-        self.more_body = True  # the request message is not complete yet
-        self.request_done = False  # the last body chunk was handed to the app
-        self.disconnected = False
-        self.response_started = False
-        self.response_complete = False
-        self.written = False  # the response head is on the wire
-        self.chunked = False
-        self.status = 200
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.waiter: asyncio.Future[None] | None = None
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -245,7 +255,15 @@ class _Cycle:
         self.response_started = True
         self.response_complete = True  # the app is done: the rest is the engine's
         self.status = status
-        self.conn.engine.queue_answer(self, body)
+        # `Engine.queue_answer`, without the call
+        engine = self.conn.engine
+        if engine.at_once:  # in an eager first step (3.12+): written when it ends (`start_now`)
+            engine.held = (self, body)
+            return
+        answers = engine.answers
+        if not answers:
+            engine.loop.call_soon(engine.flush_answers)
+        answers.append((self, body))
 
     def deliver(self, body: bytes) -> None:
         """Write what `answer` was given (see there): the final-body step of `send`."""
@@ -356,8 +374,9 @@ class Connection(asyncio.Protocol):
         self.context = contextvars.Context()
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
-        # Between two requests (nothing of the next one fed to the parser yet): a read
-        # then begins with the next request, whose request line is then in `chunk`.
+        # Between two requests (no byte of the next one's target fed to the parser yet):
+        # a read then holds the next request's target and header lines, its request
+        # line's end is the read's first line (`chunk`). Cleared by `on_url`.
         self.between = True
         self.chunk: bytes | None = None
         self.cycle: _Cycle | None = None  # the request being answered
@@ -428,8 +447,9 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError:
             self._bad_request()
         else:
-            if self.in_head and self.head_bytes > self.engine.max_head and not self.transport.is_closing():
-                self.transport.close()  # a head past the size cap: cut off, unanswered
+            if (self.head_bytes > self.engine.max_head and (self.in_head or self.parsing is None)
+                    and not self.transport.is_closing()):
+                self.transport.close()  # a head (or what precedes one) past the size cap: cut off, unanswered
             elif self.queue or (self.parsing is not None and len(self.parsing.body) > _BODY_HIGH_WATER):
                 self.update_reading()
         # A request that began in this read starts now (3.12+, see `on_headers_complete`),
@@ -478,16 +498,16 @@ class Connection(asyncio.Protocol):
 
     # -- httptools callbacks -----------------------------------------------------------
 
-    def on_message_begin(self) -> None:
-        self.between = False
-        self.url = b""
-        self.headers = []
-        if not self.in_head:
-            self.in_head = True
-            self.deadline = self.engine.now + self.engine.head_timeout
+    # No `on_message_begin` (a call per request): its work is `on_url`'s (a request's
+    # target is where its head is known to have begun; before it, only the method and
+    # spaces, which the idle deadline and the size cap cover) and `on_message_complete`'s.
 
     def on_url(self, url: bytes) -> None:
         self.url += url
+        self.between = False
+        if not self.in_head:  # the first span of a new request's target: its head deadline
+            self.in_head = True
+            self.deadline = self.engine.now + self.engine.head_timeout
 
     def header(self, name: bytes, value: bytes) -> None:
         """`on_header`: one request header."""
@@ -540,7 +560,8 @@ class Connection(asyncio.Protocol):
         scope = self.base_scope.copy()
         if chunk is not None:
             self.chunk = None
-            # This head began in this read and ended in it: the read bounds its size.
+            # This head's target began in this read and the head ended in it: the read
+            # bounds its size (every header line is in it).
             scope[HEAD_BYTES] = len(chunk)
             end = chunk.find(b"\r\n")
             version = _VERSIONS.get(chunk[end - 9:end]) if end >= 9 else None
@@ -563,12 +584,30 @@ class Connection(asyncio.Protocol):
             scope["scheme"], scope["client"] = engine.proxies.apply(  # type: ignore[union-attr]
                 headers, self.scheme, self.client)
         keep_alive = parser.should_keep_alive() and not self.stopping
-        cycle = _Cycle(self, scope, keep_alive, method == "HEAD")
+        cycle = _new(_Cycle)  # its fields: see `_Cycle`
+        cycle.conn = self
+        cycle.scope = scope
+        cycle.keep_alive = keep_alive
+        cycle.check_continue = True
+        cycle.head_only = method == "HEAD"
+        cycle.body = b""
+        cycle.more_body = True
+        cycle.request_done = False
+        cycle.disconnected = False
+        cycle.response_started = False
+        cycle.response_complete = False
+        cycle.written = False
+        cycle.chunked = False
+        cycle.status = 200
+        cycle.waiter = None
         self.parsing = cycle
         if self.cycle is None:
             self.cycle = cycle
             if engine.eager:  # at the end of this read, its body parsed (`data_received`)
                 self.starting = cycle
+            elif engine.plain_tasks:  # `engine.start`'s first branch, without the call
+                cycle.task = task = _Task(engine._run(self, cycle), loop=engine.loop, name="nimblemcp-request")
+                engine.tasks.add(task)
             else:
                 engine.start(self, cycle)
         else:
@@ -585,6 +624,8 @@ class Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self.between = True
+        self.url = b""  # the next request's target and headers start empty
+        self.headers = []
         if self.lingering:
             self.bad = True  # whatever follows is not read
             self.transport.close()

@@ -122,7 +122,8 @@ class Engine:
 
     def start(self, conn: Connection, cycle: _Cycle) -> None:
         """Start `cycle` as a task whose first step runs on a later loop pass (always
-        so from `Connection.response_done`, which may run inside a request's task)."""
+        so from `Connection.response_done`, which may run inside a request's task).
+        `Connection.on_headers_complete` does the first branch itself (a call per request)."""
         if self.plain_tasks:  # called directly: a `partial` with keywords builds a dict per call
             task = asyncio.Task(self._run(conn, cycle), loop=self.loop, name="nimblemcp-request")
         else:  # the factory may start it eagerly (`asyncio.eager_task_factory`): done already
@@ -163,7 +164,8 @@ class Engine:
         """`cycle.answer`: written on the loop's next pass, with the other answers of
         this pass. Under load the answers to one batch of requests then leave together,
         and the clients' next requests all make the next poll instead of trailing a
-        whole batch behind it (what the app's one-pass wait before `send` is for)."""
+        whole batch behind it (what the app's one-pass wait before `send` is for).
+        `_Cycle.answer` does the same without calling this (a call per request)."""
         if self.at_once:  # in an eager first step (3.12+): written when it ends (`start_now`)
             self.held = (cycle, body)
             return
@@ -176,7 +178,11 @@ class Engine:
         answers = self.answers
         self.answers = []
         for cycle, body in answers:
-            self._deliver(cycle, body)
+            try:  # `_deliver`, without the call
+                cycle.deliver(body)
+            except Exception:  # not expected; one answer must not stop the rest
+                logger.exception("error writing an answer")
+                cycle.conn.transport.close()
 
     @staticmethod
     def _deliver(cycle: _Cycle, body: bytes) -> None:

@@ -6,6 +6,13 @@ running after one keep-alive interval) turns it into an SSE stream that this cla
 pumps. A client that hangs up cancels the handler (HTTP-10); a client that stops
 reading is cut off once `max_buffer` bytes pile up. An Exchange is also the request's
 `RequestIO` (see `nimblemcp._port`): `emit`, `subject`, `loop`, no back channel.
+
+Most requests never stream and end before their watch starts, so the modern POST path
+(`McpHttpApp.__call__`) makes its Exchange lean: `object.__new__` and the request's own
+fields only (`LEAN`, `armed` False); the stream's state (`_arm`) is set by the first
+`emit` or when the watch starts. Until then no other field may be read: the methods
+below look at `armed` first. `Exchange(...)` sets every field (the legacy leg's
+`ResumableExchange`, tests).
 Must not import the server.
 """
 
@@ -22,16 +29,29 @@ from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 WATCH_DELAY = 0.02  # seconds
 BODY_SWEEP = 1.0  # seconds between checks of the body read deadlines
+# The fields a lean Exchange is made with (`armed` False); the rest come with `_arm`.
+LEAN = ("loop", "scope", "subject", "receive", "send", "keepalive", "owner", "watch_entry", "armed")
 
 
 class Exchange:
     """One request in flight: buffered SSE frames, the writer task, the disconnect watch."""
 
     __slots__ = (
-        "buffered", "closed", "commit_timer", "disconnected", "done", "frames", "keepalive",
+        "armed", "buffered", "closed", "commit_timer", "disconnected", "done", "frames", "keepalive",
         "loop", "owner", "pump", "receive", "scope", "send", "slow", "subject", "waiter",
         "watch_entry", "watcher",
     )
+    # Set by `_arm` (unset on a lean Exchange until then).
+    frames: list[bytes]
+    buffered: int
+    pump: asyncio.Task[None] | None
+    watcher: asyncio.Task[None] | None
+    waiter: asyncio.Future[bool] | None
+    commit_timer: asyncio.TimerHandle | None
+    done: bool
+    closed: bool
+    disconnected: bool
+    slow: bool
     ask = None  # RequestIO: no back channel on this wire
     close_stream = None  # nor a resumable stream
 
@@ -49,18 +69,35 @@ class Exchange:
         self.receive = receive
         self.send = send
         self.keepalive = keepalive
-        self.frames: list[bytes] = []
-        self.pump: asyncio.Task[None] | None = None
-        self.watcher: asyncio.Task[None] | None = None
-        self.waiter: asyncio.Future[bool] | None = None
-        self.commit_timer: asyncio.TimerHandle | None = None
         self.owner = owner  # the task the handler runs on: a disconnect cancels it
+        self.watch_entry: list[Any] | None = None
+        # `_arm`'s fields, set here without the call (a test keeps the two the same)
+        self.armed = True
+        self.frames = []
+        self.pump = None
+        self.watcher = None
+        self.waiter = None
+        self.commit_timer = None
         self.done = False
         self.closed = False
         self.disconnected = False
         self.slow = False
         self.buffered = 0
-        self.watch_entry: list[Any] | None = None
+
+    def _arm(self) -> None:
+        """The state of a stream and of the watch: set at once by `__init__`, on a lean
+        Exchange by the first `emit` or when the watch starts."""
+        self.armed = True
+        self.frames = []
+        self.pump = None
+        self.watcher = None
+        self.waiter = None
+        self.commit_timer = None
+        self.done = False
+        self.closed = False
+        self.disconnected = False
+        self.slow = False
+        self.buffered = 0
 
     @property
     def headers(self) -> dict[str, str] | None:
@@ -76,7 +113,9 @@ class Exchange:
 
     def emit(self, message: dict[str, Any]) -> None:
         """Called by Context on the loop thread for progress/log notifications."""
-        if self.closed or self.disconnected:
+        if not self.armed:  # the first message of a lean Exchange
+            self._arm()
+        elif self.closed or self.disconnected:
             return
         data = frame(encode(message))
         self.buffered += len(data)
@@ -109,7 +148,9 @@ class Exchange:
 
     def start_watch(self) -> None:
         """Runs only for a request still in flight after WATCH_DELAY (see `Watchlist`)."""
-        if self.done:
+        if not self.armed:  # lean: nothing set up yet
+            self._arm()
+        elif self.done:
             return
         self.watcher = self.loop.create_task(self._watch())
         if self.keepalive > 0:
@@ -163,6 +204,8 @@ class Exchange:
         entry = self.watch_entry
         if entry is not None:
             entry[1] = None  # let the Watchlist drop it without holding this request
+        if not self.armed:  # lean: no timer, no watch
+            return
         if self.commit_timer is not None:
             self.commit_timer.cancel()
         if self.watcher is not None:

@@ -306,7 +306,17 @@ class McpHttpApp:
             subject = scope.get(SUBJECT)
             if subject is not None and not isinstance(subject, str):
                 subject = None
-            ex = Exchange(loop, receive, send, self.keepalive, subject, scope, task)
+            # A lean Exchange (see `_http_exchange`): the request's own fields, no
+            # `__init__` frame; its stream's state comes with a first `emit` or the watch.
+            ex = _new(Exchange)
+            ex.loop = loop
+            ex.scope = scope
+            ex.subject = subject
+            ex.receive = receive
+            ex.send = send
+            ex.keepalive = self.keepalive
+            ex.owner = task
+            ex.armed = False
             step = self.core.execute(prepared, ex)
             # `watchlist.add(ex)`, without the call
             due = loop.time() + WATCH_DELAY
@@ -318,6 +328,8 @@ class McpHttpApp:
                 response = await step
             except asyncio.CancelledError:
                 ex.finish()
+                if not ex.armed:  # it never streamed nor was watched: nothing of its own to end
+                    raise
                 if ex.slow and not ex.disconnected:
                     # Cut off for reading too slowly (`Exchange._cut`): the pump is kept
                     # (it may be waiting for the reader's drain) and ends the stream
@@ -336,11 +348,10 @@ class McpHttpApp:
                     return  # HTTP-10: nothing more is sent for a cancelled request
                 raise
             if ex.watch_entry is not None:  # still waiting for its watch: nothing runs to stop
-                ex.done = True
                 entry[1] = None
             else:
                 ex.finish()
-            if ex.pump is None:
+            if not ex.armed or ex.pump is None:
                 body = encode_reply(response)
                 status = 200 if "result" in response else _STATUS.get(response["error"]["code"], 200)
                 if scope.get(ANSWER) is send:  # our engine, nothing wrapping `send`: one step
