@@ -34,8 +34,8 @@ from exec to the end of that graceful stop. `--no-http` leaves the row out.
 from __future__ import annotations
 
 import argparse
-import json
 import http.client
+import json
 import re
 import signal
 import socket
