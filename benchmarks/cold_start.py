@@ -22,13 +22,23 @@ timings are not): each row runs once under valgrind with PYTHONHASHSEED=0, a ser
 answering one `server/discover` from stdin and exiting at its end (so the count also
 holds the shutdown). The "beyond asyncio" column is each row less the
 `import asyncio` row: what the library itself costs.
+
+The `nimblemcp-cli http` row is the HTTP server's start: `nimblemcp run FILE
+--transport http --port P` (nimblemcp's engine; uvloop and httptools when installed),
+timed from Popen to the first answer to a 2026-07-28 `server/discover` POSTed to `/mcp`
+(the driver retries its connection until the port listens; nothing else is sent
+first). The server is then stopped with SIGTERM. Under `--callgrind` the count runs
+from exec to the end of that graceful stop. `--no-http` leaves the row out.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import re
+import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -40,6 +50,7 @@ from _common import (
     MAIN_PY,
     NIMBLE_PY,
     SERVERS,
+    VERSION,
     discover_request,
     ensure_peers,
     env_for,
@@ -103,6 +114,73 @@ def one_spawn(name: str, argv: list[str], src: str | None = None) -> tuple[float
     return elapsed, how
 
 
+def http_argv(port: int) -> list[str]:
+    """`nimblemcp run FILE --transport http` on `port` (the CLI's defaults otherwise)."""
+    return [NIMBLE_PY, "-m", "nimblemcp", "run", str(SERVERS / "nimble_server.py"), "--transport", "http",
+            "--port", str(port)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def discover_over_http(port: int, proc: subprocess.Popen[bytes], patience: float) -> None:
+    """POST one `server/discover` to `/mcp` as soon as the port takes a connection."""
+    body = json.dumps(discover_request(), separators=(",", ":"))
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": VERSION, "Mcp-Method": "server/discover"}
+    deadline = time.perf_counter() + patience
+    while True:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=patience)
+        try:
+            conn.connect()
+        except ConnectionRefusedError:
+            conn.close()
+            if proc.poll() is not None:
+                raise RuntimeError(f"the HTTP server exited with status {proc.returncode} before answering") from None
+            if time.perf_counter() > deadline:
+                raise
+            time.sleep(0.0005)
+            continue
+        try:
+            conn.request("POST", "/mcp", body=body, headers=headers)
+            answer = conn.getresponse()
+            data = answer.read()
+        finally:
+            conn.close()
+        if answer.status != 200 or b'"supportedVersions"' not in data:
+            raise RuntimeError(f"HTTP {answer.status}: {data[:300]!r}")
+        return
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM (a graceful stop), then wait; kill if it hangs."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def one_http_spawn(src: str | None = None) -> tuple[float, str]:
+    port = free_port()
+    env = env_for("nimblemcp")
+    if src is not None:
+        env["PYTHONPATH"] = src
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(http_argv(port), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=str(SERVERS), env=env)
+    try:
+        discover_over_http(port, proc, patience=30.0)
+        elapsed = time.perf_counter() - t0
+    finally:
+        stop(proc)
+    return elapsed, "POST server/discover"
+
+
 def baseline(py: str) -> float:
     t0 = time.perf_counter()
     subprocess.run([py, "-c", "pass"], check=True)
@@ -131,7 +209,29 @@ def instructions(argv: list[str], src: str | None = None, stdin: bytes = b"") ->
     return int(m.group(1))
 
 
-def count_instructions(other: str | None) -> None:
+def http_instructions(src: str | None = None) -> int:
+    """Instructions of `nimblemcp run --transport http` from exec through one answered
+    `server/discover` to the end of its graceful stop (SIGTERM)."""
+    env = {**env_for("nimblemcp"), "PYTHONHASHSEED": "0"}
+    if src is not None:
+        env["PYTHONPATH"] = src
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *http_argv(port)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=env, cwd=str(SERVERS))
+        try:
+            discover_over_http(port, proc, patience=300.0)
+        finally:
+            stop(proc, timeout=300.0)
+        m = re.search(r"^(?:summary|totals): (\d+)", out.read_text(errors="replace"), re.M)
+    if m is None:
+        raise RuntimeError("no callgrind total for the HTTP server")
+    return int(m.group(1))
+
+
+def count_instructions(other: str | None, with_http: bool = True) -> None:
     cmds = {k: v for k, v in stdio_commands().items() if k.startswith("nimblemcp")}
     discover = line(discover_request())
     jobs: dict[str, tuple[list[str], str | None, bytes]] = {
@@ -144,12 +244,16 @@ def count_instructions(other: str | None) -> None:
         if other:
             jobs[f"{name} (other)"] = (argv, other, discover)
     counts = {name: instructions(*job) for name, job in jobs.items()}
+    if with_http:
+        counts["nimblemcp-cli http"] = http_instructions()
+        if other:
+            counts["nimblemcp-cli http (other)"] = http_instructions(other)
     floor_count = counts["python -c 'import asyncio' (floor)"]
     rows = [[n, f"{c / 1e6:.1f}", f"{(c - floor_count) / 1e6:+.1f}"] for n, c in counts.items()]
     out = ("Cold start in instructions (callgrind, millions; servers answer one server/discover, then exit)\n\n"
            + table(["run", "M instructions", "beyond asyncio"], rows))
     if other:
-        for name in cmds:
+        for name in [*cmds, *(["nimblemcp-cli http"] if with_http else [])]:
             mine, theirs = counts[name] - floor_count, counts[f"{name} (other)"] - floor_count
             out += f"\n\n{name}: beyond asyncio this tree / other tree = {mine / 1e6:.1f}M / {theirs / 1e6:.1f}M = {mine / theirs:.3f}"
     say(out)
@@ -166,6 +270,7 @@ def main() -> None:
     ap.add_argument("--against", help="another checkout's src/ directory, timed as 'nimblemcp (other)'")
     ap.add_argument("--nimble-only", action="store_true", help="leave the peers out")
     ap.add_argument("--callgrind", action="store_true", help="count instructions (valgrind) instead of timing")
+    ap.add_argument("--no-http", action="store_true", help="leave out the HTTP server's row (`--transport http`)")
     args = ap.parse_args()
     ensure_peers()
     own_src = str(HERE.parent / "src")
@@ -174,7 +279,7 @@ def main() -> None:
         other = str(Path(args.against).resolve()) if args.against else None
         if other:
             compile_tree(NIMBLE_PY, other)
-        count_instructions(other)
+        count_instructions(other, with_http=not args.no_http)
         return
     cmds = stdio_commands()
     if args.nimble_only:
@@ -189,11 +294,15 @@ def main() -> None:
         jobs["python -c pass (main interpreter)"] = lambda: (baseline(MAIN_PY), "exit")
     for name, argv in cmds.items():
         jobs[name] = (lambda n=name, a=argv: one_spawn(n, a))
+    if not args.no_http:
+        jobs["nimblemcp-cli http"] = one_http_spawn
     if args.against:
         other = str(Path(args.against).resolve())
         compile_tree(NIMBLE_PY, other)
         for name in ("nimblemcp", "nimblemcp-cli"):
             jobs[f"{name} (other)"] = (lambda n=name, a=cmds[name]: one_spawn(n, a, other))
+        if not args.no_http:
+            jobs["nimblemcp-cli http (other)"] = (lambda: one_http_spawn(other))
     names = list(jobs)
     times: dict[str, list[float]] = {n: [] for n in names}
     how: dict[str, str] = {}
@@ -223,6 +332,9 @@ def main() -> None:
     if args.against:
         out += (f"\n\nthis tree / other tree: {median(times['nimblemcp']) / median(times['nimblemcp (other)']):.3f}"
                 f" (server.run()), {median(times['nimblemcp-cli']) / median(times['nimblemcp-cli (other)']):.3f} (CLI)")
+        if not args.no_http:
+            out += (f", {median(times['nimblemcp-cli http']) / median(times['nimblemcp-cli http (other)']):.3f}"
+                    " (CLI, HTTP)")
     fl = median(times["python -c 'import asyncio' (floor)"])
     beyond = {n: (median(times[n]) - fl) * 1e3 for n in names if n.startswith("nimblemcp")}
     out += "\n\nbeyond the asyncio floor (median ms): " + ", ".join(f"{n} {v:.1f}" for n, v in beyond.items())

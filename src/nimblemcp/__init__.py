@@ -131,24 +131,12 @@ def _load(module: str) -> "ModuleType":
     with objects of its own frozen), which `unfreeze` would release: there the young
     collection runs as usual. At most once per name: the root caches what it loaded.
     """
-    import gc
     from importlib import import_module
 
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    from nimblemcp._lazy import collector_paused
+
+    with collector_paused():
         return import_module(module)
-    finally:
-        if collecting:
-            _promote_if_due(gc)
-            gc.enable()
-
-
-def _promote_if_due(gc: "ModuleType") -> None:
-    """Move every tracked object to the oldest generation when a young collection is due."""
-    if gc.get_count()[0] > gc.get_threshold()[0] and not gc.get_freeze_count():
-        gc.freeze()
-        gc.unfreeze()
 
 
 def __dir__() -> list[str]:

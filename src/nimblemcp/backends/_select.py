@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from nimblemcp.backends._store import KeyValueStore
 from nimblemcp.backends.bus import InProcessBus
 from nimblemcp.backends.memory import MemoryStore
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the store Protocol is for annotations only: not built at start-up (issue 18)
     from nimblemcp.backends._redis_events import RedisEventLog
+    from nimblemcp.backends._store import KeyValueStore
     from nimblemcp.backends.bus import NotificationBus
 
 ENV_URL = "NIMBLEMCP_REDIS_URL"

@@ -130,11 +130,13 @@ class _RunDefaults:
     """What the parser gives for `run TARGET` alone, without building it (argparse and
     its parser are ~12M instructions on the spawn path of every stdio server; issue 18):
     `command`, `target`, and every option at its default, which `run.add_arguments`
-    makes None for all of them ("not given"; a test holds it to that)."""
+    makes None for all of them ("not given"; a test holds it to that). `given` holds
+    the options of a plain run line that `_run_options.quick_parse` read instead."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, **given: Any) -> None:
         self.command = "run"
         self.target = target
+        self.__dict__.update(given)
 
     def __getattr__(self, name: str) -> None:
         if name.startswith("__"):
@@ -168,10 +170,16 @@ def _main(argv: list[str]) -> None:
 
         command: Any = importlib.import_module(_OWN_PARSERS[argv[0]])
         raise SystemExit(command.main(argv[1:]))
-    args: Any
+    args: Any = None
     if len(argv) == 2 and argv[0] == "run" and not argv[1].startswith("-"):
         args = _RunDefaults(argv[1])  # `nimblemcp run TARGET`, as `nimblemcp install` writes it
-    else:
+    elif argv and argv[0] == "run":  # `run TARGET --transport http --port 8000`: no argparse either
+        from nimblemcp.cli._run_options import quick_parse
+
+        given = quick_parse(argv[1:])
+        if given is not None:
+            args = _RunDefaults(**given)
+    if args is None:
         from nimblemcp.cli._parsers import parse
 
         args = parse(argv)

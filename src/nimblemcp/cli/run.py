@@ -204,38 +204,17 @@ def _coerce(name: str, value: Any) -> Any:
 
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
-    """The `run` options; every default is None so that 'not given' is visible."""
+    """The `run` options (`cli._run_options.OPTIONS`); every default is None so that
+    'not given' is visible."""
     import argparse
 
+    from nimblemcp.cli._run_options import BOOL, OPTIONS
+
     run.add_argument("target", help="path/to/server.py[:object] or package.module[:object]")
-    run.add_argument("--transport", choices=("stdio", "http"))
-    run.add_argument("--config", help="TOML file of options (top level or [run]); env NIMBLEMCP_CONFIG")
-    run.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
-    run.add_argument("--port", type=int, help="HTTP port (default 8000)")
-    run.add_argument("--path", help="HTTP endpoint path (default /mcp)")
-    run.add_argument("--allowed-hosts", metavar="H1,H2",
-                     help="Host header values accepted besides localhost ('*' = any); behind "
-                          "nginx `proxy_pass http://pool;` add the upstream name (pool)")
-    run.add_argument("--allowed-origins", metavar="O1,O2", help="Origins accepted besides localhost")
-    run.add_argument("--root-path", help="path prefix the proxy strips (ASGI root_path)")
-    run.add_argument("--proxy-headers", action=argparse.BooleanOptionalAction, default=None,
-                     help="trust X-Forwarded-For/Proto from --forwarded-allow-ips (default on)")
-    run.add_argument("--forwarded-allow-ips", metavar="IPS",
-                     help="proxies trusted for X-Forwarded-* (default 127.0.0.1,::1; '*' = any)")
-    run.add_argument("--workers", type=int, help="processes sharing the port (needs state keys and Redis)")
-    run.add_argument("--log-format", choices=("text", "json"))
-    run.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"))
-    run.add_argument("--shutdown-timeout", type=float,
-                     help="seconds in-flight requests get at shutdown (default 10 over HTTP, 2 on stdio)")
-    run.add_argument("--max-body", type=int, help="request body limit in bytes")
-    run.add_argument("--state-keys-file", metavar="FILE",
-                     help="requestState keys, one a line, first seals (nimblemcp keys new)")
-    run.add_argument("--redis-url", help="shared store and bus for several instances")
-    run.add_argument("--legacy-sse", action=argparse.BooleanOptionalAction, default=None,
-                     help="also serve the deprecated 2024-11-05 HTTP+SSE transport (GET /sse, POST /messages/)")
-    run.add_argument("--engine", choices=("nimblemcp", "uvicorn"),
-                     help="HTTP server: nimblemcp's own (default; httptools, one write per "
-                          "response) or uvicorn")
+    for flag, spec in OPTIONS:
+        if spec.get("action") == BOOL:
+            spec = {**spec, "action": argparse.BooleanOptionalAction}
+        run.add_argument(flag, **spec)
 
 
 def main(args: argparse.Namespace) -> None:

@@ -63,35 +63,38 @@ def _build(cls: _T, frozen: bool) -> _T:
             raise TypeError(f"non-default argument {name!r} follows default argument")
         seen_default = seen_default or default is not _NO_DEFAULT
 
-    namespace = {k: v for k, v in cls.__dict__.items() if k not in names and k not in ("__dict__", "__weakref__")}
-    namespace["__slots__"] = names
-    namespace["__match_args__"] = names
-    new: Any = type(cls)(cls.__name__, cls.__bases__, namespace)
-    new.__qualname__ = cls.__qualname__
     fields: dict[str, dataclasses.Field[Any]] = {}
     for name, f in zip(names, specs, strict=True):
         f.name, f.type, f.kw_only = name, own[name], False
         f._field_type = _FIELD_KIND  # type: ignore[attr-defined]
         fields[name] = f
-    new.__dataclass_fields__ = fields
     shown = tuple(f.name for f in specs if f.repr)
     compared = tuple(f.name for f in specs if f.compare)
     hashed = tuple(f.name for f in specs if (f.compare if f.hash is None else f.hash))
-    for method in _methods(new, names, defaults, shown, compared, hashed, frozen):
+    # Everything goes into the namespace before the class is made: one `type()` call,
+    # no `setattr` on the new class afterwards (each one updates the type's slots).
+    namespace = {k: v for k, v in cls.__dict__.items() if k not in names and k not in ("__dict__", "__weakref__")}
+    namespace["__slots__"] = names
+    namespace["__match_args__"] = names
+    namespace["__qualname__"] = cls.__qualname__
+    namespace["__dataclass_fields__"] = fields
+    made: list[Any] = []  # the new class, for `__setattr__`/`__delattr__` (filled below)
+    post_init = getattr(cls, "__post_init__", None)
+    for method in _methods(cls.__qualname__, made, post_init, names, defaults, shown, compared, hashed, frozen):
         method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
-        setattr(new, method.__name__, method)
+        namespace[method.__name__] = method
     if not frozen:  # eq without frozen: unhashable, as dataclass makes it
-        new.__hash__ = None
-    new.__signature__ = _LazySignature(names, defaults, own)
+        namespace["__hash__"] = None
+    namespace["__signature__"] = _LazySignature(names, defaults, own)
+    new: Any = type(cls)(cls.__name__, cls.__bases__, namespace)
+    made.append(new)
     return new  # type: ignore[no-any-return]
 
 
-def _methods(cls: Any, names: tuple[str, ...], defaults: tuple[Any, ...], shown: tuple[str, ...],
-             compared: tuple[str, ...], hashed: tuple[str, ...], frozen: bool) -> list[Any]:
-    qualname = cls.__qualname__
+def _methods(qualname: str, made: list[Any], post_init: Any, names: tuple[str, ...], defaults: tuple[Any, ...],
+             shown: tuple[str, ...], compared: tuple[str, ...], hashed: tuple[str, ...], frozen: bool) -> list[Any]:
     count = len(names)
     index = {name: i for i, name in enumerate(names)}
-    post_init = getattr(cls, "__post_init__", None)
     setter = object.__setattr__
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -134,12 +137,12 @@ def _methods(cls: Any, names: tuple[str, ...], defaults: tuple[Any, ...], shown:
         return hash(_values(self, hashed))
 
     def __setattr__(self: Any, name: str, value: Any) -> None:
-        if type(self) is cls or name in index:
+        if type(self) is made[0] or name in index:
             raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
         setter(self, name, value)
 
     def __delattr__(self: Any, name: str) -> None:
-        if type(self) is cls or name in index:
+        if type(self) is made[0] or name in index:
             raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
         object.__delattr__(self, name)
 

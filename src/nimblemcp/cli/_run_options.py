@@ -1,0 +1,102 @@
+"""`nimblemcp run`'s options as data, and the quick reading of a plain `run` line.
+
+`OPTIONS` is the one list of run's options: `cli.run.add_arguments` gives each to
+argparse as it stands (`BOOL` becomes `argparse.BooleanOptionalAction`). `quick_parse`
+reads a plain `run` line, the target first and then only exact long options
+(`run srv.py --port 8000`, `--port=8000`, `--no-proxy-headers`), without argparse, which with gettext and the
+parser costs ~9M instructions on the start of every `nimblemcp run ... --transport http`
+(issue 18). It gives what argparse gives for such a line; anything else (an abbreviated
+or unknown option, `--`, `-h`, a value that is empty or starts with `-`, a value of the
+wrong type or not among the choices, a second positional) returns None, and argparse
+parses and reports it exactly as before. Imports nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["BOOL", "OPTIONS", "quick_parse"]
+
+BOOL = "bool"  # `action=BOOL`: argparse.BooleanOptionalAction (`--x` / `--no-x`)
+
+# (flag, keyword arguments of `add_argument`); every default is None ("not given").
+OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--transport", {"choices": ("stdio", "http")}),
+    ("--config", {"help": "TOML file of options (top level or [run]); env NIMBLEMCP_CONFIG"}),
+    ("--host", {"help": "HTTP bind address (default 127.0.0.1)"}),
+    ("--port", {"type": int, "help": "HTTP port (default 8000)"}),
+    ("--path", {"help": "HTTP endpoint path (default /mcp)"}),
+    ("--allowed-hosts", {"metavar": "H1,H2",
+                         "help": "Host header values accepted besides localhost ('*' = any); behind "
+                                 "nginx `proxy_pass http://pool;` add the upstream name (pool)"}),
+    ("--allowed-origins", {"metavar": "O1,O2", "help": "Origins accepted besides localhost"}),
+    ("--root-path", {"help": "path prefix the proxy strips (ASGI root_path)"}),
+    ("--proxy-headers", {"action": BOOL, "default": None,
+                         "help": "trust X-Forwarded-For/Proto from --forwarded-allow-ips (default on)"}),
+    ("--forwarded-allow-ips", {"metavar": "IPS",
+                               "help": "proxies trusted for X-Forwarded-* (default 127.0.0.1,::1; '*' = any)"}),
+    ("--workers", {"type": int, "help": "processes sharing the port (needs state keys and Redis)"}),
+    ("--log-format", {"choices": ("text", "json")}),
+    ("--log-level", {"choices": ("critical", "error", "warning", "info", "debug")}),
+    ("--shutdown-timeout", {"type": float,
+                            "help": "seconds in-flight requests get at shutdown (default 10 over HTTP, 2 on stdio)"}),
+    ("--max-body", {"type": int, "help": "request body limit in bytes"}),
+    ("--state-keys-file", {"metavar": "FILE",
+                           "help": "requestState keys, one a line, first seals (nimblemcp keys new)"}),
+    ("--redis-url", {"help": "shared store and bus for several instances"}),
+    ("--legacy-sse", {"action": BOOL, "default": None,
+                      "help": "also serve the deprecated 2024-11-05 HTTP+SSE transport (GET /sse, POST /messages/)"}),
+    ("--engine", {"choices": ("nimblemcp", "uvicorn"),
+                  "help": "HTTP server: nimblemcp's own (default; httptools, one write per "
+                          "response) or uvicorn"}),
+)
+
+
+def quick_parse(words: list[str]) -> dict[str, Any] | None:
+    """What argparse gives for `run`'s arguments `words` (after `run`), as
+    `{"target": ..., dest: value, ...}` for the options given; None when argparse must
+    parse them (see the module docstring). The target comes first: `words[0]`."""
+    flags: dict[str, tuple[str, dict[str, Any]]] = {}
+    for flag, spec in OPTIONS:
+        dest = flag[2:].replace("-", "_")
+        flags[flag] = (dest, spec)
+        if spec.get("action") == BOOL:
+            flags["--no-" + flag[2:]] = (dest, spec)
+    if not words or words[0].startswith("-"):
+        return None  # options before the target: argparse reads them
+    target = words[0]
+    parsed: dict[str, Any] = {}
+    i = 1
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("-"):
+            return None  # a second positional: argparse's error
+        flag, eq, value = word.partition("=")
+        known = flags.get(flag)
+        if known is None:
+            return None  # unknown, abbreviated, `--`, `-h`, ...
+        dest, spec = known
+        if spec.get("action") == BOOL:
+            if eq:
+                return None  # `--flag=x`: argparse's error
+            parsed[dest] = not flag.startswith("--no-")
+            continue
+        if not eq:
+            if i == len(words):
+                return None  # no value: argparse's error
+            value = words[i]
+            i += 1
+        if not value or value.startswith("-"):
+            return None  # argparse decides what these mean
+        convert = spec.get("type")
+        if convert is not None:
+            try:
+                value = convert(value)
+            except (TypeError, ValueError):
+                return None
+        choices = spec.get("choices")
+        if choices is not None and value not in choices:
+            return None
+        parsed[dest] = value
+    return {"target": target, **parsed}
