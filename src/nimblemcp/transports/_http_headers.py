@@ -144,7 +144,19 @@ _NAME_PARAM: Final[dict[str, str]] = {m: spec.name_param for m, spec in METHODS.
 
 # Mcp-Name values (as sent) already decoded (decode_value is pure): a client names the same few
 # tools over and over, so the check costs one dict lookup.
-_NAMES: dict[bytes, str] = {}
+_NAMES: dict[bytes | None, str] = {}  # never None: the key type lets a caller look up an absent header
+
+# The agreeing request, looked up instead of checked. A hot caller may test
+#     VERSION_TEXT.get(version header) == body version
+#     and Mcp-Method header == ROUTES[method][0]
+#     and (ROUTES[method][1] is None or NAME_TEXT.get(Mcp-Name header) == params.get(ROUTES[method][1]))
+# over a header dict in which no routing header repeats: when it holds, `check_standard`
+# passes (each table entry is what it compares with, as sent: nothing stripped, the
+# name decoded by it before); when it does not, `check_standard` gives the verdict
+# and the error, in its own order.
+ROUTES: Final[dict[str, tuple[bytes, str | None]]] = {m: (_ENCODED[m], _NAME_PARAM.get(m)) for m in METHODS}
+VERSION_TEXT: Final[dict[bytes | None, str]] = {v.encode(): v for v in SUPPORTED_VERSIONS}
+NAME_TEXT: Final = _NAMES
 
 
 def _mismatch(label: str, header: str, body: Any) -> HeaderMismatch:
