@@ -144,18 +144,19 @@ _NAME_PARAM: Final[dict[str, str]] = {m: spec.name_param for m, spec in METHODS.
 
 # Mcp-Name values (as sent) already decoded (decode_value is pure): a client names the same few
 # tools over and over, so the check costs one dict lookup.
-_NAMES: dict[bytes | None, str] = {}  # never None: the key type lets a caller look up an absent header
+_NAMES: dict[bytes, str] = {}
 
-# The agreeing request, looked up instead of checked. A hot caller may test
-#     VERSION_TEXT.get(version header) == body version
+# The agreeing request, looked up instead of checked. Over a header dict in which no
+# routing header repeats, when
+#     version header == ENCODED[body version]
 #     and Mcp-Method header == ROUTES[method][0]
-#     and (ROUTES[method][1] is None or NAME_TEXT.get(Mcp-Name header) == params.get(ROUTES[method][1]))
-# over a header dict in which no routing header repeats: when it holds, `check_standard`
-# passes (each table entry is what it compares with, as sent: nothing stripped, the
-# name decoded by it before); when it does not, `check_standard` gives the verdict
-# and the error, in its own order.
+#     and (ROUTES[method][1] is None or NAME_TEXT[Mcp-Name header] == params[ROUTES[method][1]])
+# holds, `check_standard` passes: each entry is what it compares with, as sent (nothing
+# stripped; the name as it decoded it before). Any other request (a look-up misses,
+# a value differs) is `check_standard`'s, which gives the verdict and the error in its
+# own order.
+ENCODED: Final = _ENCODED
 ROUTES: Final[dict[str, tuple[bytes, str | None]]] = {m: (_ENCODED[m], _NAME_PARAM.get(m)) for m in METHODS}
-VERSION_TEXT: Final[dict[bytes | None, str]] = {v.encode(): v for v in SUPPORTED_VERSIONS}
 NAME_TEXT: Final = _NAMES
 
 

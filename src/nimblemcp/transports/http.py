@@ -60,9 +60,9 @@ from nimblemcp.transports._asgi import (
 )
 from nimblemcp.transports._http_exchange import BODY_SWEEP, WATCH_DELAY, Exchange, Watchlist
 from nimblemcp.transports._http_headers import (
+    ENCODED,
     NAME_TEXT,
     ROUTES,
-    VERSION_TEXT,
     ParamRules,
     RequestHeaders,
     check_standard,
@@ -245,8 +245,11 @@ class McpHttpApp:
         if value != b"application/json" and not _is_json(value):
             await respond(send, 415, b"Content-Type must be application/json")
             return
-        value = found.get(b"accept")
-        if ACCEPT_VERDICTS.get(value) is not True and not accepts_json_and_sse(value):
+        try:  # the verdict on this value, when it was given before (`_asgi.ACCEPT_VERDICTS`)
+            acceptable = ACCEPT_VERDICTS[found[b"accept"]]
+        except KeyError:
+            acceptable = accepts_json_and_sse(found.get(b"accept"))
+        if not acceptable:
             await respond(send, 406, b"Accept must list application/json and text/event-stream")
             return
         loop = running_loop()  # once, without a syscall (see `_loop`), and handed on
@@ -311,14 +314,18 @@ class McpHttpApp:
                     raise
                 method = prepared.method
                 params = prepared.params
-                # Headers that agree with the body as sent pass on one look-up each
-                # (`_http_headers.ROUTES`); any other request takes `check_standard`,
-                # which gives the verdict and the error in the ladder's order.
-                expect = ROUTES.get(method)
-                get = found.get
-                if expect is None or (h is not None and h.dup >= 0) \
-                        or VERSION_TEXT.get(version) != prepared.meta.version or get(_METHOD_KEY) != expect[0] \
-                        or (expect[1] is not None and NAME_TEXT.get(get(_NAME_KEY)) != params.get(expect[1])):
+                # Headers that agree with the body as sent pass on a few look-ups
+                # (`_http_headers.ROUTES`); any other request (a look-up misses: KeyError)
+                # takes `check_standard`, which gives the verdict and the error in the
+                # ladder's order. (`prepared.meta` is the record itself: `.version` is its version.)
+                try:
+                    method_header, name_param = ROUTES[method]
+                    agreed = (h is None or h.dup < 0) and version == ENCODED[prepared.version] \
+                        and found[_METHOD_KEY] == method_header \
+                        and (name_param is None or NAME_TEXT[found[_NAME_KEY]] == params[name_param])
+                except KeyError:
+                    agreed = False
+                if not agreed:
                     check_standard(h or RequestHeaders.of(found), method, params, prepared.meta.version)
                 if method == "tools/call":
                     # A tool without `x-mcp-header` rules (most) needs no more than the look-up.
