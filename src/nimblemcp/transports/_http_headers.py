@@ -146,6 +146,19 @@ _NAME_PARAM: Final[dict[str, str]] = {m: spec.name_param for m, spec in METHODS.
 # tools over and over, so the check costs one dict lookup.
 _NAMES: dict[bytes, str] = {}
 
+# The agreeing request, looked up instead of checked. Over a header dict in which no
+# routing header repeats, when
+#     version header == ENCODED[body version]
+#     and Mcp-Method header == ROUTES[method][0]
+#     and (ROUTES[method][1] is None or NAME_TEXT[Mcp-Name header] == params[ROUTES[method][1]])
+# holds, `check_standard` passes: each entry is what it compares with, as sent (nothing
+# stripped; the name as it decoded it before). Any other request (a look-up misses,
+# a value differs) is `check_standard`'s, which gives the verdict and the error in its
+# own order.
+ENCODED: Final = _ENCODED
+ROUTES: Final[dict[str, tuple[bytes, str | None]]] = {m: (_ENCODED[m], _NAME_PARAM.get(m)) for m in METHODS}
+NAME_TEXT: Final = _NAMES
+
 
 def _mismatch(label: str, header: str, body: Any) -> HeaderMismatch:
     return HeaderMismatch(

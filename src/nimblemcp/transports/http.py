@@ -59,10 +59,23 @@ from nimblemcp.transports._asgi import (
     respond_json,
 )
 from nimblemcp.transports._http_exchange import BODY_SWEEP, WATCH_DELAY, Exchange, Watchlist
-from nimblemcp.transports._http_headers import ParamRules, RequestHeaders, check_standard
+from nimblemcp.transports._http_headers import (
+    ENCODED,
+    NAME_TEXT,
+    ROUTES,
+    ParamRules,
+    RequestHeaders,
+    check_standard,
+)
 from nimblemcp.transports._routes import App
 from nimblemcp.transports._sse import frame
-from nimblemcp.types._http import HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID, header_key
+from nimblemcp.types._http import (
+    HEADER_METHOD,
+    HEADER_NAME,
+    HEADER_PROTOCOL_VERSION,
+    HEADER_SESSION_ID,
+    header_key,
+)
 from nimblemcp.types._meta import CLIENT_CAPABILITIES, PROTOCOL_VERSION
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
@@ -88,6 +101,8 @@ _BODY_TIMEOUT = encode(error_response(None, InvalidRequest("Request body not rec
 _LEGACY_HEADER = frozenset(v.encode() for v in LEGACY_VERSIONS)  # MCP-Protocol-Version values
 _MODERN_HEADER = frozenset(v.encode() for v in MODERN_VERSIONS)
 _VERSION_KEY = header_key(HEADER_PROTOCOL_VERSION)
+_METHOD_KEY = header_key(HEADER_METHOD)
+_NAME_KEY = header_key(HEADER_NAME)
 _SESSION_KEY = header_key(HEADER_SESSION_ID)
 
 _current_task: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None]
@@ -125,9 +140,6 @@ def _next_pass() -> Generator[None, None, None]:
     yield
 
 
-_new = object.__new__
-
-
 def _is_json(value: bytes | None) -> bool:
     if value == b"application/json":
         return True
@@ -159,6 +171,7 @@ class McpHttpApp:
         self.keepalive = keepalive
         self.legacy = legacy
         self.freeze_gc = freeze_gc
+        self.header_rules = core.tool_header_rules
         self.param_rules = ParamRules(core.tool_header_rules)
         self.watchlists: dict[asyncio.AbstractEventLoop, Watchlist] = {}
         self._last: Watchlist | None = None  # the one of the loop that served last
@@ -222,19 +235,21 @@ class McpHttpApp:
             else:  # HTTP-01: no GET stream, no DELETE, no sessions
                 await respond(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
             return
+        # `h`, the header view the full checks read, is built only when one runs: a
+        # dict handed in is the whole list, no name repeated (`RequestHeaders.of`).
+        h: RequestHeaders | None = None
         if found is None:
             h = RequestHeaders(scope["headers"])
             found = h.found
-        else:  # `RequestHeaders.of(found)`, without the call
-            h = _new(RequestHeaders)
-            h.found = h.params = found
-            h.dup = -1
         value = found.get(b"content-type")
         if value != b"application/json" and not _is_json(value):
             await respond(send, 415, b"Content-Type must be application/json")
             return
-        value = found.get(b"accept")
-        if ACCEPT_VERDICTS.get(value) is not True and not accepts_json_and_sse(value):
+        try:  # the verdict on this value, when it was given before (`_asgi.ACCEPT_VERDICTS`)
+            acceptable = ACCEPT_VERDICTS[found[b"accept"]]
+        except KeyError:
+            acceptable = accepts_json_and_sse(found.get(b"accept"))
+        if not acceptable:
             await respond(send, 406, b"Accept must list application/json and text/event-stream")
             return
         loop = running_loop()  # once, without a syscall (see `_loop`), and handed on
@@ -274,8 +289,8 @@ class McpHttpApp:
                 await respond_json(send, 400, error_response(request_id_of(msg), exc))
                 return
             # A modern version header, as sent, settles the leg without a look at the body.
-            if self.legacy is not None and found.get(_VERSION_KEY) not in _MODERN_HEADER \
-                    and self._is_legacy(h, msg):
+            version = found.get(_VERSION_KEY)
+            if self.legacy is not None and version not in _MODERN_HEADER and self._is_legacy(found, msg):
                 await self.legacy(scope, receive, send, msg)
                 return
             if kind != "request":
@@ -295,11 +310,28 @@ class McpHttpApp:
                 try:
                     prepared = self.core.prepare(msg)  # -32602 / -32022 / -32601
                 except ProtocolError:
-                    self._headers_before(h, msg)
+                    self._headers_before(h or RequestHeaders.of(found), msg)
                     raise
-                check_standard(h, prepared.method, prepared.params, prepared.meta.version)
-                if prepared.method == "tools/call":
-                    self.param_rules.check(h, prepared.params)
+                method = prepared.method
+                params = prepared.params
+                # Headers that agree with the body as sent pass on a few look-ups
+                # (`_http_headers.ROUTES`); any other request (a look-up misses: KeyError)
+                # takes `check_standard`, which gives the verdict and the error in the
+                # ladder's order. (`prepared.meta` is the record itself: `.version` is its version.)
+                try:
+                    method_header, name_param = ROUTES[method]
+                    agreed = (h is None or h.dup < 0) and version == ENCODED[prepared.version] \
+                        and found[_METHOD_KEY] == method_header \
+                        and (name_param is None or NAME_TEXT[found[_NAME_KEY]] == params[name_param])
+                except KeyError:
+                    agreed = False
+                if not agreed:
+                    check_standard(h or RequestHeaders.of(found), method, params, prepared.meta.version)
+                if method == "tools/call":
+                    # A tool without `x-mcp-header` rules (most) needs no more than the look-up.
+                    name = params.get("name")
+                    if type(name) is not str or self.header_rules(name):
+                        self.param_rules.check(h or RequestHeaders.of(found), params)
             except ProtocolError as exc:
                 await respond_json(send, _STATUS.get(exc.code, 200), error_response(msg["id"], exc))
                 return
@@ -382,8 +414,8 @@ class McpHttpApp:
                 await respond_json(send, 500, error_response(
                     request_id_of(msg), InternalError("Internal error")))
 
-    def _is_legacy(self, h: RequestHeaders, msg: Any) -> bool:
-        get = h.found.get
+    def _is_legacy(self, found: dict[bytes, bytes], msg: Any) -> bool:
+        get = found.get
         version = get(_VERSION_KEY)
         # COMPAT-S04: the version header decides; a modern one wins over a stray
         # `Mcp-Session-Id` and makes `initialize` a removed method (-32601).

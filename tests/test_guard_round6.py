@@ -1,0 +1,148 @@
+"""Round six of the guard and the header checks (issue 18; HTTP-02, HTTP-17/19).
+
+The endpoint passes headers that agree with the body on table look-ups and sends every
+other request to `check_standard`; the guard bounds the header bytes with one marshal
+call where the server gives no head bound. These tests drive the real guarded app and
+require the very answers the full checks give.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+import nimblemcp as m
+from nimblemcp.errors import HeaderMismatch
+from nimblemcp.serving import asgi_app
+from nimblemcp.transports import _http_headers
+from nimblemcp.transports._asgi import HEAD_BYTES
+from nimblemcp.transports._http_headers import RequestHeaders, check_standard
+
+V = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": V,
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def _server() -> m.Server:
+    server = m.Server("round6", "1")
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        return text
+
+    return server
+
+
+APP = asgi_app(_server(), max_header_bytes=600)
+BODY = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                   "params": {"_meta": META, "name": "echo", "arguments": {"text": "hi"}}}).encode()
+
+
+def _headers(**changes: bytes | None) -> list[tuple[bytes, bytes]]:
+    base: dict[str, bytes | None] = {
+        "host": b"127.0.0.1:8000", "content-type": b"application/json",
+        "accept": b"application/json, text/event-stream", "mcp-protocol-version": V.encode(),
+        "mcp-method": b"tools/call", "mcp-name": b"echo", "content-length": str(len(BODY)).encode(),
+    }
+    base.update({k.replace("_", "-"): v for k, v in changes.items()})
+    return [(k.encode(), v) for k, v in base.items() if v is not None]
+
+
+async def _serve(headers: Any, extra: dict[str, Any] | None = None) -> tuple[int, bytes]:
+    sent: list[Any] = []
+    pending = [{"type": "http.request", "body": BODY, "more_body": False}]
+
+    async def receive() -> Any:
+        if pending:
+            return pending.pop()
+        await asyncio.Event().wait()
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "root_path": "", "headers": headers,
+             "query_string": b"", "http_version": "1.1", "scheme": "http", **(extra or {})}
+    await APP(scope, receive, send)
+    return sent[0]["status"], b"".join(x.get("body", b"") for x in sent[1:])
+
+
+def serve(headers: list[tuple[bytes, bytes]], extra: dict[str, Any] | None = None) -> tuple[int, bytes]:
+    return asyncio.run(_serve(headers, extra))
+
+
+def _expected(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """What the full check says of these headers for BODY (None: they pass)."""
+    params = json.loads(BODY)["params"]
+    try:
+        check_standard(RequestHeaders(headers), "tools/call", params, V)
+    except HeaderMismatch as exc:
+        return str(exc)
+    return None
+
+
+CASES = [
+    {}, {"mcp_protocol_version": None}, {"mcp_protocol_version": b" 2026-07-28 "},
+    {"mcp_protocol_version": b"2025-11-25"}, {"mcp_protocol_version": b"1999-01-01"},
+    {"mcp_method": None}, {"mcp_method": b"tools/list"}, {"mcp_method": b"tools/call\t"},
+    {"mcp_name": None}, {"mcp_name": b"other"}, {"mcp_name": b" echo"},
+    {"mcp_name": b"=?base64?ZWNobw==?="}, {"mcp_name": b"=?base64?b3RoZXI=?="}, {"mcp_name": b"ec\x01ho"},
+]
+
+
+@pytest.mark.parametrize("changes", CASES)
+@pytest.mark.parametrize("cold", [True, False])
+def test_every_header_answer_is_the_full_checks(changes: dict[str, bytes | None], cold: bool) -> None:
+    """The look-up path agrees exactly with check_standard, with the decoded-name cache
+    empty or warm, with the headers handed over as a dict (a list) or scanned (a tuple)."""
+    headers = _headers(**changes)
+    if changes.get("mcp_protocol_version") == b"2025-11-25":
+        return  # the legacy leg's (its own tests)
+    if cold:
+        _http_headers.NAME_TEXT.clear()
+    expected = _expected(headers)
+    for given in (headers, tuple(headers)):
+        status, body = serve(given)  # type: ignore[arg-type]
+        if expected is None:
+            assert status == 200 and b'"hi"' in body
+        else:
+            answer = json.loads(body)
+            assert status == 400 and answer["error"]["code"] == -32020
+            assert answer["error"]["message"] == expected
+
+
+def test_a_repeated_routing_header_is_still_a_mismatch() -> None:
+    status, body = serve([*_headers(), (b"mcp-name", b"echo")])
+    assert status == 400 and b"more than once" in body
+
+
+@pytest.mark.parametrize("extra", [{}, {HEAD_BYTES: None}, {HEAD_BYTES: 10_000}, {HEAD_BYTES: 500}])
+def test_the_header_limit_is_exact_without_a_head_bound(extra: dict[str, Any]) -> None:
+    """600 bytes of names and values pass and 601 are a 431, whether the server gave a
+    head bound or not (marshal's bound overshoots: the exact sum decides near the limit)."""
+    base = _headers()
+    used = sum(len(k) + len(v) for k, v in base)
+    fill = 600 - used - len(b"x-pad")
+    if extra.get(HEAD_BYTES) == 500:  # a bound within the limit: no adding up, passes
+        assert serve([*base, (b"x-pad", b"a" * fill)], extra)[0] == 200
+        return
+    assert serve([*base, (b"x-pad", b"a" * fill)], extra)[0] == 200
+    assert serve([*base, (b"x-pad", b"a" * (fill + 1))], extra)[0] == 431
+    many = [*base, *((b"x-%d" % i, b"") for i in range(3))]
+    assert serve(many, extra)[0] == 200  # empty values: counted as their names only
+
+
+class _Sized:
+    """A header value marshal cannot write: counted as over, then added up with len."""
+
+    def __len__(self) -> int:
+        return 3
+
+
+def test_a_value_marshal_cannot_write_is_added_up() -> None:
+    assert serve([*_headers(), (b"x-odd", _Sized())])[0] == 200  # type: ignore[list-item]
