@@ -140,6 +140,9 @@ def _next_pass() -> Generator[None, None, None]:
     yield
 
 
+_new = object.__new__  # a lean Exchange without its `__init__` frame (h2's tail of `__call__`)
+
+
 def _is_json(value: bytes | None) -> bool:
     if value == b"application/json":
         return True
