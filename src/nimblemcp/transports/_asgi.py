@@ -31,9 +31,10 @@ ACCESS: Final = "nimblemcp.access"  # the scope key of the verified AccessToken
 # offers `answer(status, json_body)`: the whole JSON response in one step. Used only
 # when the app's `send` is that object (nothing wraps the response); see `http.py`.
 ANSWER: Final = "nimblemcp.answer"
-# Set by nimblemcp's engine: an upper bound on the request head's bytes (request line
-# and header lines) when it knows one, else None; a guard whose header-size limit is at
-# least this need not add the headers up.
+# Set by nimblemcp's engine: an upper bound on the request head's bytes from its target
+# on (every header line included; the method may have come in an earlier read) when it
+# knows one, else None; a guard whose header-size limit is at least this need not add
+# the headers up.
 HEAD_BYTES: Final = "nimblemcp.head_bytes"
 
 JSON: Final = (b"content-type", b"application/json")

@@ -255,7 +255,11 @@ class _Cycle:
         self.response_started = True
         self.response_complete = True  # the app is done: the rest is the engine's
         self.status = status
-        # `Engine.queue_answer`, without the call
+        # Written on the loop's next pass with the other answers of this pass
+        # (`Engine.flush_answers`): under load the answers to one batch of requests then
+        # leave together, and the clients' next requests all make the next poll instead
+        # of trailing a whole batch behind it (what the app's one-pass wait before
+        # `send` is for).
         engine = self.conn.engine
         if engine.at_once:  # in an eager first step (3.12+): written when it ends (`start_now`)
             engine.held = (self, body)

@@ -160,20 +160,6 @@ class Engine:
             cycle.task = task
             self.tasks.add(task)
 
-    def queue_answer(self, cycle: _Cycle, body: bytes) -> None:
-        """`cycle.answer`: written on the loop's next pass, with the other answers of
-        this pass. Under load the answers to one batch of requests then leave together,
-        and the clients' next requests all make the next poll instead of trailing a
-        whole batch behind it (what the app's one-pass wait before `send` is for).
-        `_Cycle.answer` does the same without calling this (a call per request)."""
-        if self.at_once:  # in an eager first step (3.12+): written when it ends (`start_now`)
-            self.held = (cycle, body)
-            return
-        answers = self.answers
-        if not answers:
-            self.loop.call_soon(self.flush_answers)
-        answers.append((cycle, body))
-
     def flush_answers(self) -> None:
         answers = self.answers
         self.answers = []
