@@ -71,18 +71,7 @@ class Exchange:
         self.keepalive = keepalive
         self.owner = owner  # the task the handler runs on: a disconnect cancels it
         self.watch_entry: list[Any] | None = None
-        # `_arm`'s fields, set here without the call (a test keeps the two the same)
-        self.armed = True
-        self.frames = []
-        self.pump = None
-        self.watcher = None
-        self.waiter = None
-        self.commit_timer = None
-        self.done = False
-        self.closed = False
-        self.disconnected = False
-        self.slow = False
-        self.buffered = 0
+        self._arm()  # armed at once: only the legacy leg makes one this way (not the hot path)
 
     def _arm(self) -> None:
         """The state of a stream and of the watch: set at once by `__init__`, on a lean
