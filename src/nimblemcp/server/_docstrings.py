@@ -16,9 +16,22 @@ def parse_docstring(doc: str | None) -> tuple[str | None, dict[str, str]]:
     """The summary (text before any section) and per-argument descriptions."""
     if not doc:
         return None, {}
-    lines = inspect.cleandoc(doc).splitlines()
+    lines = _lines(doc)
     if ":" not in doc:  # all summary (every section, argument and field line has a colon)
         return ("\n".join(lines).strip() or None), {}
+    return _sections(lines)
+
+
+def _lines(doc: str) -> list[str]:
+    """`doc`'s lines, indentation removed as `inspect.cleandoc` removes it. The text is
+    cut where `str.splitlines` cuts (CR, form feed, U+2028 and the others too) before
+    `cleandoc` sees it: `cleandoc` cuts at LF only and would take those other breaks for
+    indentation, so one text's summary changed with what followed it."""
+    return inspect.cleandoc("\n".join(doc.splitlines())).splitlines()
+
+
+def _sections(lines: list[str]) -> tuple[str | None, dict[str, str]]:
+    """The full parse of cleaned lines: Google and Sphinx sections and argument lines."""
     summary: list[str] = []
     params: dict[str, str] = {}
     section: str | None = None

@@ -1,0 +1,3 @@
+from nimblemcp.server._workers import _workers
+_workers.max_workers = 2
+from nimble_server import *  # noqa
