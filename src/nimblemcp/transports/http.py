@@ -51,6 +51,7 @@ from nimblemcp.transports._asgi import (
     ACCEPT_VERDICTS,
     ANSWER,
     JSON,
+    LOOP,
     SUBJECT,
     Receive,
     Scope,
@@ -262,7 +263,9 @@ class McpHttpApp:
         if not acceptable:
             await respond(send, 406, b"Accept must list application/json and text/event-stream")
             return
-        loop = running_loop()  # once, without a syscall (see `_loop`), and handed on
+        # Once, and handed on: the engine names its loop in the scope; elsewhere it is
+        # looked up without a syscall (see `_loop`).
+        loop: asyncio.AbstractEventLoop = scope.get(LOOP) or running_loop()
         task: asyncio.Task[Any] = _current_task(loop) if _TASKS is None else _TASKS[loop]
         watchlist = self._last
         if watchlist is None or watchlist.loop is not loop:
