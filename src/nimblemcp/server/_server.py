@@ -75,6 +75,16 @@ DEFAULT_CACHE_HINTS: dict[str, tuple[int, str]] = {
 }
 
 
+class _RulesByName(dict[str, "tuple[HeaderRule, ...]"]):
+    """Tool name -> its `x-mcp-header` rules (`Server.tool_header_rules`); () for a
+    name no tool has."""
+
+    __slots__ = ()
+
+    def __missing__(self, name: str) -> tuple[HeaderRule, ...]:
+        return ()
+
+
 class Server:
     """An MCP server. Register with decorators, then `run()` it or mount its ASGI app."""
 
@@ -82,6 +92,12 @@ class Server:
     # methods, so a transport's call costs no extra frame.
     prepare: Callable[..., Prepared]
     execute: Callable[[Prepared, RequestIO], Awaitable[dict[str, Any]]]
+    # The `x-mcp-header` rules of tool `name`, built at registration; () if unknown. The
+    # same tuple object every call (the HTTP check caches its wire form by identity).
+    # Set in __init__ to the `__getitem__` of a name -> rules table kept in step with
+    # `tools` (`_changed`): the HTTP endpoint asks it per `tools/call`, and a C look-up
+    # costs ~0.3k instructions where a method with its own `.get` cost ~1k (issue 18).
+    tool_header_rules: Callable[[str], tuple[HeaderRule, ...]]
 
     def __init__(
         self,
@@ -137,6 +153,8 @@ class Server:
                 raise ValueError("cache hints need ttl >= 0 and scope 'public' or 'private'")
         self.logging_enabled = logging
         self.tools: dict[str, ToolEntry] = {}
+        self._header_rules = _RulesByName()
+        self.tool_header_rules = self._header_rules.__getitem__
         self.resources: dict[str, ResourceEntry] = {}
         self.templates: dict[str, TemplateEntry] = {}
         self.prompts: dict[str, PromptEntry] = {}
@@ -480,6 +498,10 @@ class Server:
         return fn
 
     def _changed(self, kind: str) -> None:
+        if kind == "tools":  # every change of `tools` comes here (add, remove, a mount's sync)
+            rules = self._header_rules
+            rules.clear()
+            rules.update({name: tool.header_rules for name, tool in self.tools.items()})
         self.dispatcher.invalidate()
         for listener in self.change_listeners:
             listener(kind)
@@ -599,12 +621,6 @@ class Server:
         if self.instructions:
             result["instructions"] = self.instructions
         return result
-
-    def tool_header_rules(self, name: str, /) -> tuple[HeaderRule, ...]:
-        """The `x-mcp-header` rules of tool `name`, built at registration; () if unknown.
-        The same tuple object every call: the HTTP check caches its wire form by identity."""
-        tool = self.tools.get(name)
-        return () if tool is None else tool.header_rules
 
     # -- running -----------------------------------------------------------------------
 

@@ -29,11 +29,12 @@ Behaviour, as `nimblemcp run` had it under uvicorn:
   connection closes, so the client reads the answer instead of a reset;
 - X-Forwarded-For/Proto are applied only from trusted peers (`_engine_proxy`).
 
-Two scope keys of its own (`_asgi` names them for the app): `ANSWER`, the very `send`
+Three scope keys of its own (`_asgi` names them for the app): `ANSWER`, the very `send`
 handed to the app, whose `_Cycle.answer` sends a whole JSON response in one step (an app
 may use it only when its `send` is that object: nothing wraps the response); and
 `HEAD_BYTES`, a bound on the request head's bytes when one is known, so a guard need not
-add the headers up.
+add the headers up; and `LOOP`, the event loop the app runs on (a key of the connection's
+scope, copied per request at no cost).
 
 Imports `httptools` and the stdlib only; never the server (the app is any ASGI app).
 """
@@ -54,7 +55,7 @@ import httptools
 if TYPE_CHECKING:
     from nimblemcp.transports._engine_server import Engine
 
-__all__ = ["ANSWER", "HEAD_BYTES", "Connection"]
+__all__ = ["ANSWER", "HEAD_BYTES", "LOOP", "Connection"]
 
 logger = logging.getLogger("nimblemcp.http")
 
@@ -87,6 +88,7 @@ ANSWER = "nimblemcp.answer"
 # most the method and the spaces after it came in an earlier read), None otherwise
 # (pipelined, or a head split across reads).
 HEAD_BYTES = "nimblemcp.head_bytes"
+LOOP = "nimblemcp.loop"  # the engine's event loop (`_asgi.LOOP`)
 _JSON = (b"content-type", b"application/json")
 _JSON_LINE = _KNOWN_TYPES[_JSON]
 _MAX_PATHS = 256  # plain request targets remembered per engine with their decoded path,
@@ -424,7 +426,7 @@ class Connection(asyncio.Protocol):
             "type": "http", "asgi": _ASGI, "http_version": "1.1", "server": self.server,
             "client": self.client, "scheme": self.scheme, "method": "GET", "root_path": engine.root_path,
             "path": "/", "raw_path": b"/", "query_string": b"", "headers": [], "state": {},
-            HEAD_BYTES: None, ANSWER: None,
+            HEAD_BYTES: None, ANSWER: None, LOOP: engine.loop,
         }
         self.deadline = engine.now + engine.head_timeout
 

@@ -144,6 +144,9 @@ class SecurityMiddleware:
         self.cors_max_age = str(config.cors_max_age).encode()
         self._origins: dict[bytes, bool] = {}
         self._hosts: dict[bytes, bool] = {}
+        # The raw values of those verdicts that allow (the hot path's `in` test).
+        self.passed_hosts: set[bytes] = set()
+        self.passed_origins: set[bytes] = set()
         self._length_digits = len(str(config.max_body)) if config.max_body is not None else 0
         # The app takes the header dict built here (nimblemcp's endpoint does).
         self.hands_headers = getattr(app, "takes_found_headers", False) is True
@@ -159,6 +162,8 @@ class SecurityMiddleware:
             verdict = self._judge_origin(raw.decode("latin-1"))
             if len(self._origins) < _CACHE_LIMIT:
                 self._origins[raw] = verdict
+                if verdict:
+                    self.passed_origins.add(raw)
         return verdict
 
     def _judge_origin(self, origin: str) -> bool:
@@ -183,6 +188,8 @@ class SecurityMiddleware:
             verdict = self.any_host or value in self.allowed_hosts or _host_name(value) in self.allowed_hosts
             if len(self._hosts) < _CACHE_LIMIT:
                 self._hosts[raw] = verdict
+                if verdict:
+                    self.passed_hosts.add(raw)
         return verdict
 
     # -- the middleware ------------------------------------------------------------------
@@ -223,9 +230,17 @@ class SecurityMiddleware:
                     over = True
                 if over and sum(map(len, found)) + sum(map(len, found.values())) > self.max_header_bytes:
                     return _reject(send, 431, _TOO_MANY_HEADERS)
-            origin = found.get(b"origin")
-            host = found.get(b"host")
-            length = found.get(b"content-length")
+            # No `.get` calls: a subscript for a header a POST has (Host, Content-Length),
+            # an `in` test for Origin (most clients send none). Both are one look-up, and
+            # no method call (~0.3k each on 3.11); an `in` test before a subscript would
+            # cost a second hash and compare of the name (fresh bytes) instead.
+            origin = found[b"origin"] if b"origin" in found else None  # noqa: SIM401
+            try:
+                host = found[b"host"]
+                length = found[b"content-length"]
+            except KeyError:
+                host = found.get(b"host")
+                length = found.get(b"content-length")
         else:
             found = origin = host = length = listen = None
             size = 0
@@ -246,10 +261,12 @@ class SecurityMiddleware:
                     length = value
             if len(raw_headers) > self.max_headers or size > self.max_header_bytes:
                 return _reject(send, 431, _TOO_MANY_HEADERS)
-        if host is not None and self._hosts.get(host) is not True and not self.host_ok(host):
+        # A value allowed before is in `passed_hosts` / `passed_origins`: one `in` test (a verdict cache miss, or
+        # a value refused before, asks `host_ok` / `origin_ok`).
+        if host is not None and host not in self.passed_hosts and not self.host_ok(host):
             return _reject(send, 403, _FORBIDDEN_HOST)  # DNS rebinding (HTTP-02)
         if origin is not None:
-            if self._origins.get(origin) is not True and not self.origin_ok(origin):
+            if origin not in self.passed_origins and not self.origin_ok(origin):
                 return _reject(send, 403, _FORBIDDEN_ORIGIN)  # present and invalid (HTTP-02)
             if self.cors:
                 if scope["method"] == "OPTIONS":
@@ -278,7 +295,12 @@ class SecurityMiddleware:
         if drain is not None:
             kind = scope["method"]
             if kind == "POST":
-                if (found.get(_MCP_METHOD) if found is not None else listen) == _LISTEN:
+                if found is not None:
+                    try:
+                        listen = found[_MCP_METHOD]
+                    except KeyError:
+                        listen = None
+                if listen == _LISTEN:
                     return self._listen(scope, receive, send, found, None)
             elif kind == "GET":
                 scope[DRAIN] = drain
