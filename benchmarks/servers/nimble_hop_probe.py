@@ -8,8 +8,9 @@ call waited from its submission to a worker thread until the worker began it
 (`start`), and until its result was back on the loop, the awaiting request's future
 resolved (`end`). `HOP_SWITCH_INTERVAL=0.0005` sets `sys.setswitchinterval` first.
 `HOP_BATCH_WAIT=0` turns off the workers' SCHED_BATCH wait (round six) for an A/B.
-It wraps the submit function where the server calls it, `server/_dispatch.py` (the lean
-lane that serves this `echo`) and `server/_invoke.py` (the general lane): internal
+It wraps the submit functions where the server calls them, `server/_dispatch.py` (the
+lean lane that serves this `echo`: `_call`, values by position, and `_submit`) and
+`server/_invoke.py` (the general lane): internal
 names, a probe for benchmarks/README.md, not an API. On exit it also prints the
 server's context switches per timed call, loop thread and worker threads apart.
 """
@@ -44,7 +45,21 @@ def _timed_submit(loop, fn, kwargs):
     return future
 
 
+def _timed_call(loop, fn, args):  # the lean lane's positional hand-off (round seven)
+    submitted = _clock()
+
+    def call(*values):
+        starts.append(_clock() - submitted)
+        return fn(*values)
+
+    future = _call(loop, call, args)
+    future.add_done_callback(lambda _: ends.append(_clock() - submitted))
+    return future
+
+
+_call = _dispatch._call
 _invoke._submit = _dispatch._submit = _timed_submit
+_dispatch._call = _timed_call
 if os.environ.get("HOP_BATCH_WAIT") == "0":
     _workers._workers.batch_wait = False
 

@@ -63,6 +63,7 @@ __all__ = ["Ask", "Dispatcher", "Emit", "Handler", "Prepared"]
 
 INVALID_STATE = "Invalid or expired requestState"
 _submit = _workers.submit  # (loop, fn, kwargs) -> future of a sync tool's result
+_call = _workers.call  # (loop, fn, values) -> the same, the values passed by position
 _NO_ARGUMENTS: dict[str, Any] = {}  # a call without `arguments` (read only: `bind` copies)
 # Which lean lane of `Dispatcher.run` a route may take (small ints: compared by identity).
 # `_PLAIN`: a built-in answer that needs neither a Context nor an await (discover, lists).
@@ -322,6 +323,8 @@ class Dispatcher:
                                 value = entry.fn(*positional(arguments))
                                 if entry.lane == LANE_ASYNC:
                                     value = await value
+                            elif entry.thread_values is not None:  # a worker thread, values in order
+                                value = await _call(io.loop or running_loop(), entry.fn, entry.thread_values(arguments))
                             else:
                                 kwargs = entry.bind(arguments)
                                 lane = entry.lane

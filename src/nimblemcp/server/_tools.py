@@ -28,7 +28,7 @@ import orjson
 from nimblemcp.content import block_from_model, is_content_block, text
 from nimblemcp.errors import InvalidToolHeaders, ToolError
 from nimblemcp.server._hints import is_simple, simple_validator
-from nimblemcp.server._invoke import LANE_ASYNC, LANE_INLINE, NO_LANE, Invocable
+from nimblemcp.server._invoke import LANE_ASYNC, LANE_INLINE, LANE_THREAD, NO_LANE, Invocable
 from nimblemcp.server._schema import (
     ArgumentError,
     ArgumentSpec,
@@ -195,6 +195,7 @@ class ToolEntry(Invocable):
         "scalar",
         "schema_validator",
         "task",
+        "thread_values",
     )
 
     def __init__(
@@ -242,9 +243,13 @@ class ToolEntry(Invocable):
         if task is not None:
             self.lane = NO_LANE
         # The lean lane calls an async or inline function with positional values when
-        # its parameters allow it (`ArgumentSpec.values`); a worker thread takes kwargs.
+        # its parameters allow it (`ArgumentSpec.values`).
         self.positional: Callable[[dict[str, Any]], list[Any]] | None = (
             self.arguments.values if self.lane in (LANE_ASYNC, LANE_INLINE) and self.fn is fn else None)
+        # The same for a tool run in a worker thread: the dispatcher's job calls it
+        # with values in order (no keyword dict built, none parsed; issue 18).
+        self.thread_values: Callable[[dict[str, Any]], list[Any]] | None = (
+            self.arguments.values if self.lane == LANE_THREAD and self.fn is fn else None)
         # A plain `int`, `float` or `bool` return: a value of exactly that type is its
         # own structured form and always fits the schema (`to_result` skips both steps).
         self.scalar: type | None = None
