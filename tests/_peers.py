@@ -165,3 +165,24 @@ def ts_sdk_v1_modules() -> Path:
     """`node_modules` holding the v1 TypeScript SDK `@modelcontextprotocol/sdk` (the line
     most hosts still ship; its `SSEClientTransport` speaks the 2024-11-05 transport)."""
     return _npm_package(NPM_SDK_V1, "@modelcontextprotocol/sdk", TS_SDK_V1_VERSION)
+
+
+def install_all() -> None:
+    """Every peer above, installed now if missing. `.ci/run` starts this in the background
+    before anything else, so the installs (mostly waiting on the network) overlap the
+    lint and build phases instead of holding up pytest workers in fixture setup; a test
+    that gets there first takes the same lock and waits, or installs it itself."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def npm_peers() -> None:  # one after another: they share npm's cache
+        ts_client_modules()
+        _npm_package(NPM_EVERYTHING, "@modelcontextprotocol/server-everything", EVERYTHING_VERSION)
+        ts_sdk_v1_modules()
+
+    with ThreadPoolExecutor(3) as pool:
+        for job in [pool.submit(f) for f in (mcp_python, fastmcp_python, npm_peers)]:
+            job.result()
+
+
+if __name__ == "__main__":  # python tests/_peers.py: install every peer (see install_all)
+    install_all()

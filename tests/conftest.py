@@ -4,6 +4,7 @@ a real redis-server."""
 
 import json
 import logging
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,15 @@ PEER_MODULES = frozenset({
     "test_interop_server_legacy", "test_interop_server_official", "test_interop_sse_2024",
     "test_readme_peers",
 })
+
+
+# A shell without job control starts background commands (`cmd &`) with SIGINT ignored,
+# and an ignored signal stays ignored in every process started below: then the tests'
+# Ctrl-C (SIGINT to `nimblemcp listen`, say) would meet a child that cannot hear it. The
+# tests stand for a user at a terminal, so the suite starts its processes with the
+# default disposition whoever launched it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
