@@ -1,3 +1,0 @@
-from nimblemcp.server._workers import _workers
-_workers.max_workers = 3
-from nimble_server import *  # noqa
