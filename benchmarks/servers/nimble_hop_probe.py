@@ -8,7 +8,7 @@ call waited from its submission to a worker thread until the worker began it
 (`start`), and until its result was back on the loop, the awaiting request's future
 resolved (`end`). `HOP_SWITCH_INTERVAL=0.0005` sets `sys.setswitchinterval` first.
 `HOP_BATCH_WAIT=0` turns off the workers' SCHED_BATCH wait (round six) for an A/B.
-It wraps the submit functions where the server calls them, `server/_dispatch.py` (the
+It wraps the hand-off (`Workers.call`) where the server calls it, `server/_dispatch.py` (the
 lean lane that serves this `echo`: `_call`, values by position, and `_submit`) and
 `server/_invoke.py` (the general lane): internal
 names, a probe for benchmarks/README.md, not an API. On exit it also prints the
@@ -29,37 +29,25 @@ if os.environ.get("HOP_SWITCH_INTERVAL"):
 server = Server("bench-nimble", "1.0.0")
 starts: list[float] = []
 ends: list[float] = []
-_submit = _invoke._submit
 _clock = time.perf_counter
 
 
-def _timed_submit(loop, fn, kwargs):
+_call = _workers._workers.call
+
+
+def _timed_call(loop, fn, args, kwargs=None):  # both lanes' hand-off (`Workers.call`)
     submitted = _clock()
 
-    def call(**kw):
+    def call(*values, **kw):
         starts.append(_clock() - submitted)
-        return fn(**kw)
+        return fn(*values, **kw)
 
-    future = _submit(loop, call, kwargs)
+    future = _call(loop, call, args, kwargs)
     future.add_done_callback(lambda _: ends.append(_clock() - submitted))
     return future
 
 
-def _timed_call(loop, fn, args):  # the lean lane's positional hand-off (round seven)
-    submitted = _clock()
-
-    def call(*values):
-        starts.append(_clock() - submitted)
-        return fn(*values)
-
-    future = _call(loop, call, args)
-    future.add_done_callback(lambda _: ends.append(_clock() - submitted))
-    return future
-
-
-_call = _dispatch._call
-_invoke._submit = _dispatch._submit = _timed_submit
-_dispatch._call = _timed_call
+_invoke._submit = _dispatch._submit = _dispatch._call = _timed_call
 if os.environ.get("HOP_BATCH_WAIT") == "0":
     _workers._workers.batch_wait = False
 

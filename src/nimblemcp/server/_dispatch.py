@@ -62,8 +62,9 @@ logger = logging.getLogger("nimblemcp.server")
 __all__ = ["Ask", "Dispatcher", "Emit", "Handler", "Prepared"]
 
 INVALID_STATE = "Invalid or expired requestState"
-_submit = _workers.submit  # (loop, fn, kwargs) -> future of a sync tool's result
-_call = _workers.call  # (loop, fn, values) -> the same, the values passed by position
+# A sync tool's worker hop, one function (`Workers.call`) under two names: `_submit`
+# for keyword jobs, (loop, fn, (), kwargs); `_call` for values by position, (loop, fn, values).
+_submit = _call = _workers.call
 _NO_ARGUMENTS: dict[str, Any] = {}  # a call without `arguments` (read only: `bind` copies)
 # Which lean lane of `Dispatcher.run` a route may take (small ints: compared by identity).
 # `_PLAIN`: a built-in answer that needs neither a Context nor an await (discover, lists).
@@ -318,7 +319,7 @@ class Dispatcher:
                                 elif entry.inline:
                                     value = entry.fn(**kwargs)
                                 else:
-                                    value = await _submit(ctx._loop, entry.fn, kwargs)
+                                    value = await _submit(ctx._loop, entry.fn, (), kwargs)
                             elif positional is not None:  # async or inline, values in order
                                 value = entry.fn(*positional(arguments))
                                 if entry.lane == LANE_ASYNC:
@@ -333,7 +334,7 @@ class Dispatcher:
                                 elif lane == LANE_INLINE:
                                     value = entry.fn(**kwargs)
                                 else:  # LANE_THREAD
-                                    value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
+                                    value = await _submit(io.loop or running_loop(), entry.fn, (), kwargs)
                         except (ProtocolError, asyncio.CancelledError):
                             raise
                         except Exception as exc:
@@ -359,7 +360,7 @@ class Dispatcher:
                         elif lane == LANE_INLINE:
                             value = entry.fn(**kwargs)
                         else:  # LANE_THREAD
-                            value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
+                            value = await _submit(io.loop or running_loop(), entry.fn, (), kwargs)
                         result = entry.finish(value)  # a fresh dict without `_meta`
                         result["_meta"] = self._server_meta
                         return {"jsonrpc": "2.0", "id": rid, "result": result}
@@ -393,7 +394,7 @@ class Dispatcher:
                             elif lane == LANE_INLINE:
                                 value = entry.fn(**kwargs)
                             else:  # LANE_THREAD
-                                value = await _submit(io.loop or running_loop(), entry.fn, kwargs)
+                                value = await _submit(io.loop or running_loop(), entry.fn, (), kwargs)
                             contents = to_contents(entry.uri if values is None else uri, value, entry.mime_type)
                         else:  # it takes a Context (or is a subclass): its own `read`, as the handler's
                             ctx = Context(server, req, io, io.loop)

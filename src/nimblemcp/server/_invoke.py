@@ -34,7 +34,7 @@ from nimblemcp.server._depends import inject
 from nimblemcp.server._mrtr import warn_dropped
 from nimblemcp.server._workers import _workers
 
-_submit = _workers.submit  # (loop, fn, kwargs) -> future: no wrapper frame per call
+_submit = _workers.call  # (loop, fn, (), kwargs) -> future: no wrapper frame per call
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
@@ -132,7 +132,7 @@ class Invocable:
             elif self.inline:
                 value = self.fn(**kwargs)
             else:
-                value = await _submit(ctx._loop, self.fn, kwargs)  # the request's own loop
+                value = await _submit(ctx._loop, self.fn, (), kwargs)  # the request's own loop
         except (ProtocolError, asyncio.CancelledError):
             raise
         except Exception as exc:

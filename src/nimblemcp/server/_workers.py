@@ -28,7 +28,7 @@ start; under load it sleeps about once per several jobs, and the switch is paid 
 never per job. A thread under any policy but SCHED_OTHER, another OS, or a refusal by
 the system leaves the policy alone; `Workers(batch_wait=False)` turns it off.
 
-`call` hands the values by position (the dispatcher's lean lane for a plain sync
+`call` hands the values by position, or the keywords when given (the dispatcher's lean lane for a plain sync
 tool; issue 18, round seven): no keyword dict built on the loop, none parsed in the
 worker. A job carries either values or keywords and the worker makes one call form of
 the two (`*args` and `**kwargs` in one call cost ~0.8k instructions more).
@@ -134,35 +134,25 @@ class Workers:
 
     def run(self, fn: Callable[..., Any], /, **kwargs: Any) -> asyncio.Future[Any]:
         """Run `fn(**kwargs)` in a worker; await the returned future for its result."""
-        return self.submit(running_loop(), fn, kwargs)
+        return self.call(running_loop(), fn, (), kwargs)
 
     def submit(
         self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], kwargs: dict[str, Any]
     ) -> asyncio.Future[Any]:
         """`run` for a caller that already holds the running loop (no second look-up)."""
-        last = self.last
-        inbox = last[1] if last[0] is loop else self._inbox(loop)
-        future: asyncio.Future[Any] = loop.create_future()
-        self.jobs.put((inbox, future, copy_context(), fn, (), kwargs))
-        idle = self.idle
-        if idle:  # tested first: an empty pop raises, which costs more than the test
-            try:
-                idle.pop()  # reserve an idle worker for this job
-                return future
-            except IndexError:  # a retiring worker took the last token meanwhile
-                pass
-        return self._reserve(future)
+        return self.call(loop, fn, (), kwargs)
 
     def call(
-        self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: Sequence[Any]
+        self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: Sequence[Any],
+        kwargs: dict[str, Any] | None = None,
     ) -> asyncio.Future[Any]:
-        """`submit` with positional arguments: `fn(*args)` runs in a worker (no dict built
-        for keyword arguments, none parsed in the worker; issue 18). A job carries
-        either its values (keywords None) or its keywords, never both."""
+        """`fn(*args)` in a worker, or `fn(**kwargs)` when keywords are given (a job makes
+        one call form, see the module docstring); await the returned future for its
+        result. The request path calls this directly: no wrapper frame per job."""
         last = self.last
         inbox = last[1] if last[0] is loop else self._inbox(loop)
         future: asyncio.Future[Any] = loop.create_future()
-        self.jobs.put((inbox, future, copy_context(), fn, args, None))
+        self.jobs.put((inbox, future, copy_context(), fn, args, kwargs))
         idle = self.idle
         if idle:  # tested first: an empty pop raises, which costs more than the test
             try:
@@ -315,15 +305,8 @@ def run_sync(fn: Callable[..., Any], /, **kwargs: Any) -> asyncio.Future[Any]:
     return _workers.run(fn, **kwargs)
 
 
-def call_sync_on(
-    loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: Sequence[Any]
-) -> asyncio.Future[Any]:
-    """`run_sync_on` with positional arguments (`Workers.call`)."""
-    return _workers.call(loop, fn, args)
-
-
 def run_sync_on(
     loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], kwargs: dict[str, Any]
 ) -> asyncio.Future[Any]:
     """`run_sync` when the caller already holds the running loop."""
-    return _workers.submit(loop, fn, kwargs)
+    return _workers.call(loop, fn, (), kwargs)
