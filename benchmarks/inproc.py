@@ -124,10 +124,33 @@ class _Sent(list):  # type: ignore[type-arg]
         self.append(message)
 
 
+class _Answers(list):  # type: ignore[type-arg]
+    """`--serve-as engine`: the `send` nimblemcp's engine hands an app, whose owner also
+    offers `answer(status, body)` (the scope's `nimblemcp.answer` key); both keep what
+    they get, as `_Sent` does. Framing and writing the answer are the server's work,
+    not counted here, as uvicorn's work on two ASGI messages is not in ASGI mode."""
+
+    def answer(self, status: int, body: bytes) -> None:
+        self.append({"type": "http.response.start", "status": status})
+        self.append({"type": "http.response.body", "body": body})
+
+    async def send(self, message: Any) -> None:
+        self.append(message)
+
+
+# The scope keys nimblemcp's engine sets (`transports._asgi`), spelled out: a tree from
+# before the engine ignores them.
+ANSWER, HEAD_BYTES, LOOP = "nimblemcp.answer", "nimblemcp.head_bytes", "nimblemcp.loop"
+SERVE_AS = "asgi"  # or "engine": set by --serve-as
+
+
 async def canned(scope: Any, receive: Any, send: Any) -> None:
     """The harness alone: read the body, answer a fixed result."""
     message = await receive()
     del message
+    if scope.get(ANSWER) is send:
+        send.__self__.answer(200, b'{"jsonrpc":"2.0","id":1,"result":{"content":[]}}')
+        return
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", b"55")]})
     await send({"type": "http.response.body", "body": b'{"jsonrpc":"2.0","id":1,"result":{"content":[]}}'})
@@ -174,7 +197,13 @@ async def drive(app: Any, case: str, n: int, check: bool = True) -> list[Any]:
     body = request_body(case)
     headers = headers_for(case, body)
     never = _Never()
-    sent: _Sent = _Sent()
+    sent: Any = _Sent()
+    engine = SERVE_AS == "engine"
+    loop = asyncio.get_running_loop()
+    # The engine serves the guard's `handle` where it has one (`serving.serve_engine`).
+    served = getattr(app, "handle", app) if engine else app
+    # The engine's bound on the head: the request line and every header line.
+    head_bytes = len(b"POST /mcp HTTP/1.1\r\n") + sum(len(k) + len(v) + 4 for k, v in headers) + 2
     for _ in range(n):
         scope = {
             "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
@@ -190,8 +219,15 @@ async def drive(app: Any, case: str, n: int, check: bool = True) -> list[Any]:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await never.wait()
 
-        sent = _Sent()
-        await app(scope, receive, sent.append_async)
+        if engine:
+            sent = _Answers()
+            send = scope[ANSWER] = sent.send  # the very object handed as `send`
+            scope[HEAD_BYTES] = head_bytes
+            scope[LOOP] = loop
+            await served(scope, receive, send)
+        else:
+            sent = _Sent()
+            await app(scope, receive, sent.append_async)
     if check and app is not canned:
         status = sent[0]["status"]
         out = b"".join(m.get("body", b"") for m in sent[1:])
@@ -413,10 +449,11 @@ def compare(other: Path, cases: list[str], n: int, rounds: int, loop_kind: str) 
     for r in range(rounds):
         order = list(sides) if r % 2 == 0 else list(reversed(sides))
         for side in order:
-            got = child(sides[side], ["--cases", ",".join(cases), "--requests", str(n), "--loop", loop_kind])
+            got = child(sides[side], ["--cases", ",".join(cases), "--requests", str(n), "--loop", loop_kind,
+                                          "--serve-as", SERVE_AS])
             for case, us in got.items():
                 results[side].setdefault(case, []).append(us)
-    print(f"this = {SRC}\nother = {other}\n{rounds} interleaved rounds, {n} requests per case, loop {loop_kind}")
+    print(f"this = {SRC}\nother = {other}\n{rounds} interleaved rounds, {n} requests per case, loop {loop_kind}, serve-as {SERVE_AS}")
     print(f"{'case':10} {'this µs':>9} {'other µs':>9} {'this/other':>10}")
     for case in ["harness", *cases]:
         a = statistics.median(results["this"][case])
@@ -434,7 +471,7 @@ def callgrind(src: Path, case: str, sizes: tuple[int, int], loop_kind: str, stag
             subprocess.run(
                 ["valgrind", "--tool=callgrind", f"--callgrind-out-file={outfile}",
                  sys.executable, __file__, "--json", "--once", "--cases", case, "--requests", str(size),
-                 "--loop", loop_kind, *(["--stage", stage] if stage else [])],
+                 "--loop", loop_kind, "--serve-as", SERVE_AS, *(["--stage", stage] if stage else [])],
                 env=env, check=True, capture_output=True)
             text = outfile.read_text(errors="replace")
             m = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
@@ -456,11 +493,17 @@ def main() -> None:
     ap.add_argument("--compare", type=Path, metavar="SRC")
     ap.add_argument("--trees", type=Path, nargs="*", metavar="SRC",
                     help="--callgrind: the src/ trees to count (default: this one)")
+    ap.add_argument("--serve-as", choices=["asgi", "engine"], default="asgi",
+                    help="the server interface: plain ASGI, as uvicorn or any ASGI server hands it "
+                         "(default), or nimblemcp's engine's (its scope keys: the loop, a bound on "
+                         "the head, the one-step answer), as `nimblemcp run` serves")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--stage", help=argparse.SUPPRESS)
     args = ap.parse_args()
     cases = [c for c in args.cases.split(",") if c]
+    global SERVE_AS
+    SERVE_AS = args.serve_as
     if args.once:  # one batch, nothing else (what callgrind counts)
         loop = new_loop(args.loop)
         asyncio.set_event_loop(loop)
@@ -487,7 +530,7 @@ def main() -> None:
                         print(f"{src}  {case:10} {per:12,.0f}  {STAGE_NAMES[stage]}", flush=True)
                     continue
                 per = callgrind(src.resolve(), case, (500, 2500), args.loop)
-                print(f"{src}  {case:10} {per:12,.0f} instructions per request", flush=True)
+                print(f"{src}  {case:10} {per:12,.0f} instructions per request (serve-as {SERVE_AS})", flush=True)
         return
     if args.profile:
         for case in cases:
@@ -504,7 +547,7 @@ def main() -> None:
         print(json.dumps(got))
         return
     gc.collect()
-    print(f"CPU µs per request ({args.requests} requests per case, best of 3 batches, loop {args.loop})")
+    print(f"CPU µs per request ({args.requests} requests per case, best of 3 batches, loop {args.loop}, serve-as {SERVE_AS})")
     for case, us in got.items():
         print(f"  {case:10} {us:8.2f}")
 
