@@ -20,11 +20,12 @@ import asyncio
 import contextlib
 import os
 import signal
+import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -38,6 +39,8 @@ from nimblemcp.backends import KeyValueStore, MemoryStore
 from nimblemcp.backends.bus import Event
 from nimblemcp.backends.redis import RedisBus, RedisStore
 from nimblemcp.server._sealing import new_key
+
+T = TypeVar("T")
 
 # -- compare_and_set, on every store ----------------------------------------------------
 
@@ -194,6 +197,84 @@ async def test_redis_lease_is_renewed_while_the_job_runs(redis_server: RedisServ
         for s in (a, b):
             s.bus.close()  # type: ignore[attr-defined]
             await s.store.close()
+
+
+class Elsewhere:
+    """Another instance's event loop, on a thread of its own: it can answer while the
+    test's loop (instance A's) is kept busy."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """`coro` run there; this thread (and its loop) blocks until it is done."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(HANG_GUARD)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(HANG_GUARD)
+        self.loop.close()
+
+
+async def test_redis_a_cancel_sent_elsewhere_at_once_reaches_the_job(redis_server: RedisServer) -> None:
+    """TASK-08 across instances, the race of issue 18's flake: B answers a tasks/cancel
+    the moment A has answered the task, while A's loop is busy (as on a loaded machine);
+    B's bus message has left before A runs again. Redis pub/sub keeps nothing for a
+    subscriber that comes later, so A must hear cancellations before it answers the
+    task. The heartbeat (120 s) is far beyond the wait: only the bus can stop the job."""
+    prefix = f"t-{uuid.uuid4().hex}:"
+    options = TaskOptions(heartbeat=120.0, lease=360.0)
+    ended: list[str] = []
+
+    async def job() -> str:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            ended.append("cancelled")
+            raise
+        return "never"
+
+    def instance(name: str) -> Server:
+        server = Server(name, backends=Backends.from_url(redis_server.url, prefix=prefix), task_options=options)
+        server.add_tool(job, task="required")
+        return server
+
+    async def make_b() -> Server:
+        return instance("b")  # its store's connections belong to that loop
+
+    a, other = instance("a"), Elsewhere()
+    b = other.run(make_b())
+    try:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "job", "arguments": {}, "_meta": META}}
+        created = await a.handle(call)
+        assert created is not None and created["result"]["resultType"] == "task"
+        task_id = created["result"]["taskId"]
+        runners = list(a.tasks.running.values())
+        cancel = {"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"taskId": task_id, "_meta": META}}
+
+        async def cancel_on_b() -> dict[str, Any] | None:
+            reply = await b.handle(cancel)
+            assert await b.bus.flush()  # type: ignore[attr-defined]  # the message went out
+            return reply
+
+        reply = other.run(cancel_on_b())  # A's loop does not run meanwhile
+        assert reply is not None and reply["result"]["resultType"] == "complete"
+        done, _ = await asyncio.wait(runners, timeout=HANG_GUARD)
+        assert ended == ["cancelled"] and len(done) == len(runners), "the cancel never reached the job on A"
+        after = await a.handle({**cancel, "method": "tasks/get"})
+        assert after is not None and after["result"]["status"] == "cancelled"
+    finally:
+        async def close_b() -> None:
+            b.bus.close()  # type: ignore[attr-defined]
+            await b.store.close()
+
+        other.run(close_b())
+        other.close()
+        a.bus.close()  # type: ignore[attr-defined]
+        await a.store.close()
 
 
 # -- two real instances -------------------------------------------------------------------

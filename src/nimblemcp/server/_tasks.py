@@ -105,6 +105,7 @@ class TaskManager:
         self.wakeups: dict[str, asyncio.Event] = {}
         self.subjects: dict[str, str | None] = {}  # running task -> its caller's subject
         self._keeper: asyncio.Task[None] | None = None
+        self._hearing: asyncio.Future[None] | None = None  # done once the keeper hears cancels
         self._deadline: float | None = None  # a graceful stop: running tasks end by then
         self._rushed: asyncio.Future[None] | None = None  # `settle` waits: `drain` moved the deadline
 
@@ -205,9 +206,16 @@ class TaskManager:
         runner = asyncio.get_running_loop().create_task(self._run(task_id, ctx.subject, run))
         self.running[task_id] = runner
         runner.add_done_callback(lambda _t: self._forget(task_id))
-        keeper = self._keeper
-        if self.shared and (keeper is None or keeper.done() or keeper.get_loop() is not runner.get_loop()):
-            self._keeper = runner.get_loop().create_task(self._keep())
+        if self.shared:
+            keeper, hearing = self._keeper, self._hearing
+            if keeper is None or hearing is None or keeper.done() or keeper.get_loop() is not runner.get_loop():
+                hearing = self._hearing = runner.get_loop().create_future()
+                self._keeper = runner.get_loop().create_task(self._keep(hearing))
+            # Answer only once this instance hears cancellations: the client learns the
+            # task id from this answer, and a `tasks/cancel` sent to another instance
+            # right away is published on the bus, which keeps nothing for a subscriber
+            # that comes later (TASK-08). At once, but for the first task of a keeper.
+            await asyncio.shield(hearing)
         return {"resultType": "task", **self.public(record)}
 
     async def _run(self, task_id: str, subject: str | None, run: Callable[..., Awaitable[dict[str, Any]]]) -> None:
@@ -288,10 +296,11 @@ class TaskManager:
 
     # -- across instances: the lease and cancellations --------------------------------------------
 
-    async def _keep(self) -> None:
+    async def _keep(self, hearing_ready: asyncio.Future[None]) -> None:
         """While this instance runs tasks: renew their leases every heartbeat, and stop
-        a job whose task was cancelled (or failed) elsewhere."""
-        hearing = asyncio.get_running_loop().create_task(self._hear_cancels())
+        a job whose task was cancelled (or failed) elsewhere. `hearing_ready` is done
+        once the bus delivers cancellations here (or it could not: the heartbeat remains)."""
+        hearing = asyncio.get_running_loop().create_task(self._hear_cancels(hearing_ready))
         try:
             while self.running:
                 await asyncio.sleep(self.heartbeat)
@@ -312,21 +321,28 @@ class TaskManager:
             if status in TERMINAL:
                 self._stop(task_id)
 
-    async def _hear_cancels(self) -> None:
+    async def _hear_cancels(self, ready: asyncio.Future[None]) -> None:
         from nimblemcp.backends.bus import Match
         from nimblemcp.errors import SlowListener
 
-        while True:
-            try:
-                async with self.server.bus.subscribe(4096, match=Match(kinds=(CANCEL,))) as events:
-                    async for event in events:
-                        if event.kind == CANCEL and event.uri is not None:
-                            self._stop(event.uri)
-            except SlowListener:
-                pass  # missed some: the heartbeat reads every record anyway
-            except Exception as exc:
-                logger.warning("tasks: listening for cancellations failed (%s)", exc)
-            await asyncio.sleep(self.heartbeat)  # the bus closed (shutting down) or overflowed
+        try:
+            while True:
+                try:
+                    # Entered: subscribed (a shared bus confirmed its channel, or gave up
+                    # waiting: `ready_timeout`), so a cancel published from now on is heard.
+                    async with self.server.bus.subscribe(4096, match=Match(kinds=(CANCEL,))) as events:
+                        _settle(ready)
+                        async for event in events:
+                            if event.kind == CANCEL and event.uri is not None:
+                                self._stop(event.uri)
+                except SlowListener:
+                    pass  # missed some: the heartbeat reads every record anyway
+                except Exception as exc:
+                    logger.warning("tasks: listening for cancellations failed (%s)", exc)
+                _settle(ready)  # no bus to wait for: tasks are answered, the heartbeat remains
+                await asyncio.sleep(self.heartbeat)  # the bus closed (shutting down) or overflowed
+        finally:
+            _settle(ready)  # never leave `create` waiting
 
     def _stop(self, task_id: str) -> None:
         """Cancel the local job of `task_id` (once), as a local tasks/cancel would."""
@@ -474,6 +490,11 @@ class TaskManager:
             elif self.shared:
                 self.server.bus.publish(_cancel_event(task_id))  # to the instance running it
         return {"resultType": "complete"}
+
+
+def _settle(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
 
 
 def _unchanged(_record: dict[str, Any]) -> bool:
