@@ -124,18 +124,15 @@ class _Sent(list):  # type: ignore[type-arg]
         self.append(message)
 
 
-class _Answers(list):  # type: ignore[type-arg]
-    """`--serve-as engine`: the `send` nimblemcp's engine hands an app, whose owner also
-    offers `answer(status, body)` (the scope's `nimblemcp.answer` key); both keep what
-    they get, as `_Sent` does. Framing and writing the answer are the server's work,
-    not counted here, as uvicorn's work on two ASGI messages is not in ASGI mode."""
+class _Answers(_Sent):
+    """`--serve-as engine`: the owner of the `send` nimblemcp's engine hands an app also
+    offers `answer(status, body)` (the scope's `nimblemcp.answer` key); it keeps what it
+    gets, as `send` does. Framing and writing the answer are the server's work, not
+    counted here, as uvicorn's work on two ASGI messages is not in ASGI mode."""
 
     def answer(self, status: int, body: bytes) -> None:
         self.append({"type": "http.response.start", "status": status})
         self.append({"type": "http.response.body", "body": body})
-
-    async def send(self, message: Any) -> None:
-        self.append(message)
 
 
 # The scope keys nimblemcp's engine sets (`transports._asgi`), spelled out: a tree from
@@ -200,7 +197,7 @@ async def drive(app: Any, case: str, n: int, check: bool = True) -> list[Any]:
     sent: Any = _Sent()
     engine = SERVE_AS == "engine"
     loop = asyncio.get_running_loop()
-    # The engine serves the guard's `handle` where it has one (`serving.serve_engine`).
+    # The engine serves the guard's `handle` where it has one (`serving._run_engine`).
     served = getattr(app, "handle", app) if engine else app
     # The engine's bound on the head: the request line and every header line.
     head_bytes = len(b"POST /mcp HTTP/1.1\r\n") + sum(len(k) + len(v) + 4 for k, v in headers) + 2
@@ -221,7 +218,7 @@ async def drive(app: Any, case: str, n: int, check: bool = True) -> list[Any]:
 
         if engine:
             sent = _Answers()
-            send = scope[ANSWER] = sent.send  # the very object handed as `send`
+            send = scope[ANSWER] = sent.append_async  # the very object handed as `send`
             scope[HEAD_BYTES] = head_bytes
             scope[LOOP] = loop
             await served(scope, receive, send)

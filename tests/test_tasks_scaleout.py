@@ -23,7 +23,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -155,14 +155,8 @@ async def test_redis_lease_racing_readers_on_two_instances_fail_it_once(redis_se
             await s.store.close()
 
 
-async def test_redis_lease_is_renewed_while_the_job_runs(redis_server: RedisServer) -> None:
-    """Two servers in one process: a task running on A stays working as seen from B
-    for many lease periods; tasks/cancel on B stops the job on A through the bus."""
-    prefix = f"t-{uuid.uuid4().hex}:"
-    options = TaskOptions(heartbeat=0.1, lease=0.5)
-    a = Server("a", backends=Backends.from_url(redis_server.url, prefix=prefix), task_options=options)
-    b = Server("b", backends=Backends.from_url(redis_server.url, prefix=prefix), task_options=options)
-    ended: list[str] = []
+def endless_job(ended: list[str]) -> Callable[[], Awaitable[str]]:
+    """A task tool named `job` that runs until cancelled, noting "cancelled" in `ended`."""
 
     async def job() -> str:
         try:
@@ -171,6 +165,19 @@ async def test_redis_lease_is_renewed_while_the_job_runs(redis_server: RedisServ
             ended.append("cancelled")
             raise
         return "never"
+
+    return job
+
+
+async def test_redis_lease_is_renewed_while_the_job_runs(redis_server: RedisServer) -> None:
+    """Two servers in one process: a task running on A stays working as seen from B
+    for many lease periods; tasks/cancel on B stops the job on A through the bus."""
+    prefix = f"t-{uuid.uuid4().hex}:"
+    options = TaskOptions(heartbeat=0.1, lease=0.5)
+    a = Server("a", backends=Backends.from_url(redis_server.url, prefix=prefix), task_options=options)
+    b = Server("b", backends=Backends.from_url(redis_server.url, prefix=prefix), task_options=options)
+    ended: list[str] = []
+    job = endless_job(ended)
 
     for s in (a, b):  # the same code on every instance
         s.add_tool(job, task="required")
@@ -227,14 +234,7 @@ async def test_redis_a_cancel_sent_elsewhere_at_once_reaches_the_job(redis_serve
     prefix = f"t-{uuid.uuid4().hex}:"
     options = TaskOptions(heartbeat=120.0, lease=360.0)
     ended: list[str] = []
-
-    async def job() -> str:
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            ended.append("cancelled")
-            raise
-        return "never"
+    job = endless_job(ended)
 
     def instance(name: str) -> Server:
         server = Server(name, backends=Backends.from_url(redis_server.url, prefix=prefix), task_options=options)
