@@ -48,6 +48,12 @@ async def test_a_full_pool_serves_queued_jobs_in_order_and_keeps_its_accounting(
     assert await asyncio.wait_for(pool.run(lambda: "free"), 2) == "free"
     gate.set()
     await asyncio.gather(*again)
+    # The books balance once every worker is back: one idle token per thread, no job
+    # owed (the queued jobs above took the pool's lock-free full-pool branch).
+    async with asyncio.timeout(5):
+        while len(pool.idle) != pool.threads:
+            await asyncio.sleep(0.01)
+    assert pool.threads == 2 and pool.owed == [] and pool.jobs.empty()
 
 
 async def test_idle_threads_retire_and_the_pool_restarts() -> None:
