@@ -1,6 +1,6 @@
 """Subprocess stdio client transport: spawn a server, newline-delimited JSON-RPC.
 
-One reader task demultiplexes the child's stdout: responses by `id`, progress by
+The child's stdout is demultiplexed as it arrives: responses by `id`, progress by
 `progressToken`, other request-scoped notifications to the single in-flight request
 (or to `on_notification` when it is ambiguous); server-to-client requests go to
 `on_request` (legacy sessions, LEGC-03) and its answer is written back. The child's stderr is forwarded to
@@ -8,6 +8,15 @@ logging, never treated as an error signal (STDIO-02); its last lines and the exi
 go into the TransportError of a child that died. Abandoning a stream sends
 `notifications/cancelled` (STDIO-05). Shutdown closes stdin, waits, then SIGTERM,
 then SIGKILL (STDIO-06). Must not import `nimblemcp.client` or `nimblemcp.server`.
+
+Lines are cut and routed in the loop's read callback for stdout (issue 18, session 12):
+on POSIX stdout is a pipe of our own, read by the loop directly, with no StreamReader,
+no reader task and none of the `call_soon` by which asyncio's subprocess transport hands
+on each read, so a response costs two loop passes less; a request waits on a small
+inbox, not an `asyncio.Queue`; and the pipe is read 64 KiB at a time, not asyncio's 256
+KiB, which glibc serves with mmap, mremap and munmap on every read. Together: 242k -> 180k
+instructions per `tools/call` in the client process (callgrind), three system calls
+fewer per call.
 """
 
 from __future__ import annotations
@@ -18,8 +27,9 @@ import logging
 import os
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
+from nimblemcp._loop import running_loop
 from nimblemcp.errors import TransportError
 from nimblemcp.jsonrpc import decode, encode, notification
 from nimblemcp.types._meta import SUBSCRIPTION_ID
@@ -44,6 +54,164 @@ __all__ = ["StdioTransport"]
 logger = logging.getLogger("nimblemcp.stdio_client")
 MAX_LINE = MAX_MESSAGE_BYTES
 STDERR_TAIL = 20  # lines of a dead child's stderr kept for the TransportError
+_READ_SIZE = 64 * 1024  # bytes per read of the child's stdout: below glibc's mmap threshold
+
+
+class _Lines:
+    """The child's stdout cut into lines as it arrives; each complete line goes to
+    `route` at once. A line longer than `limit` bytes (or that many bytes without a
+    newline) calls `oversized` once, and everything after it is dropped unread, so the
+    child never blocks on a full pipe. `ended` is set when the pipe closes."""
+
+    __slots__ = ("dropping", "ended", "limit", "oversized", "parts", "route", "size")
+
+    def __init__(self, route: Callable[[bytes], None], limit: int, oversized: Callable[[], None],
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.route = route
+        self.limit = limit
+        self.oversized = oversized
+        self.ended: asyncio.Future[None] = loop.create_future()
+        self.parts: list[bytes] = []  # the start of a line begun in earlier reads
+        self.size = 0
+        self.dropping = False
+
+    def feed(self, data: bytes) -> None:
+        if self.dropping:
+            return
+        start = 0
+        end = data.find(b"\n")
+        if end >= 0 and self.parts:  # a line begun in earlier reads ends here
+            self.parts.append(data[:end + 1])
+            line = b"".join(self.parts)
+            self.parts = []
+            self.size = 0
+            if not self._take(line):
+                return
+            start = end + 1
+            end = data.find(b"\n", start)
+        while end >= 0:
+            # A whole read that is one line is passed on as it is (no copy).
+            if not self._take(data[start:end + 1] if start or end + 1 < len(data) else data):
+                return
+            start = end + 1
+            end = data.find(b"\n", start)
+        if start < len(data):
+            rest = data[start:] if start else data
+            self.parts.append(rest)
+            self.size += len(rest)
+            if self.size > self.limit:
+                self._overflow()
+
+    def _take(self, line: bytes) -> bool:
+        """Route one line; False once the stream is over its limit (nothing more is read)."""
+        if len(line) - 1 > self.limit:
+            self._overflow()
+            return False
+        if line.strip():
+            try:
+                self.route(line)
+            except Exception:  # an `on_notification` that raised: the stream goes on
+                logger.exception("error routing a message from the server")
+        return True
+
+    def _overflow(self) -> None:
+        self.dropping = True
+        self.parts = []
+        self.size = 0
+        self.oversized()
+
+    def end(self) -> None:
+        """The pipe closed: a last line without its newline is routed, as readline gave it."""
+        if self.parts and not self.dropping:
+            line = b"".join(self.parts)
+            self.parts = []
+            self._take(line)
+        if not self.ended.done():
+            self.ended.set_result(None)
+
+
+class _Inbox:
+    """One request's incoming messages, for its one reader: `asyncio.Queue`'s
+    `put_nowait` and `get`, without the Event, the two deques of waiters and, on 3.11, the
+    loop look-up (a getpid system call) that a Queue costs per request."""
+
+    __slots__ = ("items", "loop", "waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.items: deque[dict[str, Any] | None] = deque()
+        self.waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: dict[str, Any] | None) -> None:
+        self.items.append(item)
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def get(self) -> dict[str, Any] | None:
+        while not self.items:
+            waiter = self.waiter = self.loop.create_future()
+            try:
+                await waiter
+            finally:
+                self.waiter = None
+        return self.items.popleft()
+
+
+class _StdoutPipe(asyncio.Protocol):
+    """The child's stdout as a pipe of our own: each read goes to `_Lines` in the loop's
+    own read callback."""
+
+    def __init__(self, lines: _Lines) -> None:
+        self.lines = lines
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        _read_in_small_pieces(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.lines.feed(data)
+
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes, and `connection_lost` ends the lines
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lines.end()
+
+
+def _read_in_small_pieces(pipe: asyncio.BaseTransport | None) -> None:
+    """Cap a Unix pipe transport's read size (an attribute of its class) at `_READ_SIZE`:
+    its 256 KiB would be an mmap, an mremap and a munmap per read. Other transports
+    (Windows) keep their own buffers."""
+    if pipe is not None and getattr(pipe, "max_size", 0) > _READ_SIZE:
+        pipe.max_size = _READ_SIZE  # type: ignore[attr-defined]
+
+
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's own protocol for a child with pipes (stdin's writer, stderr's reader,
+    the exit), except for stdout, whose bytes go to `_Lines` as they arrive."""
+
+    def __init__(self, lines: _Lines, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.lines = lines
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        # None when stdout is our own pipe. (uvloop's process transport is no
+        # `asyncio.SubprocessTransport` subclass, hence no isinstance test.)
+        _read_in_small_pieces(cast("asyncio.SubprocessTransport", transport).get_pipe_transport(1))
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        if fd == 1:
+            self.lines.feed(data)  # type: ignore[arg-type]  # pipes give bytes
+        else:
+            super().pipe_data_received(fd, data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self.lines.end()
+        super().pipe_connection_lost(fd, exc)
 
 
 class StdioTransport:
@@ -51,6 +219,9 @@ class StdioTransport:
 
     carries_param_headers = False
     wire = "stdio"
+    # Read the child's stdout through a pipe of our own (see `open`); False takes the
+    # subprocess transport's pipe, as on Windows, where a plain pipe cannot be polled.
+    _own_stdout_pipe = os.name == "posix"
 
     def __init__(
         self,
@@ -80,30 +251,48 @@ class StdioTransport:
         self.quiet_ids: set[Any] = set()
         self.peer = "stdio:" + " ".join(map(_quote, [command, *self.args]))
         self.process: asyncio.subprocess.Process | None = None
-        self._pending: dict[tuple[type, Any], asyncio.Queue[dict[str, Any] | None]] = {}
+        self._pending: dict[tuple[type, Any], _Inbox] = {}
         self._tokens: dict[tuple[type, Any], tuple[type, Any]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._write_lock = asyncio.Lock()
         self._lost: str | None = None
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self._stderr_task: asyncio.Task[None] | None = None
+        self._stdout: asyncio.BaseTransport | None = None  # our own stdout pipe (POSIX)
 
     async def open(self) -> None:
         if self.process is not None:
             return
         env = {**os.environ, **self.env} if self.inherit_env else dict(self.env)
+        loop = asyncio.get_running_loop()
+        lines = _Lines(self._route, self.max_message_bytes, self._oversized, loop)
+        # What `asyncio.create_subprocess_exec` does, with stdout handed to `lines`: on
+        # POSIX through a pipe of our own, read by the loop directly (asyncio's subprocess
+        # transport delivers each read one loop pass later, with `call_soon`); elsewhere
+        # through the subprocess transport's own pipe.
+        own = self._own_stdout_pipe
+        read_fd, write_fd = os.pipe() if own else (-1, -1)
         try:
-            self.process = await asyncio.create_subprocess_exec(
-                self.command, *self.args,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env, cwd=self.cwd, limit=self.max_message_bytes,
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _Protocol(lines, self.max_message_bytes, loop), self.command, *self.args,
+                stdin=asyncio.subprocess.PIPE, stdout=write_fd if own else asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, cwd=self.cwd,
             )
         except OSError as exc:
+            if own:
+                os.close(read_fd)
             raise TransportError(f"cannot start {self.peer}: {exc}") from exc
+        finally:
+            if own:
+                os.close(write_fd)  # the child has its copy: EOF comes when it closes it
+        if own:
+            self._stdout, _ = await loop.connect_read_pipe(
+                lambda: _StdoutPipe(lines), open(read_fd, "rb", buffering=0))  # noqa: SIM115 - the transport closes it
+        self.process = asyncio.subprocess.Process(transport, protocol, loop)
         self._lost = None
         self._stderr_tail.clear()
         self._stderr_task = asyncio.create_task(self._read_stderr())
-        self._tasks = [asyncio.create_task(self._read_stdout()), self._stderr_task]
+        self._tasks = [asyncio.create_task(self._watch_stdout(lines)), self._stderr_task]
 
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -113,32 +302,21 @@ class StdioTransport:
             self._stderr_tail.append(text)
             logger.info("[%s] %s", name, text)
 
-    async def _read_stdout(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        reason = "the server closed its stdout"
-        oversized = False
-        try:
-            while line := await self.process.stdout.readline():
-                if line.strip():
-                    self._route(line)
-        except (ValueError, asyncio.LimitOverrunError):
-            oversized = True
-            reason = (f"the server sent a line larger than {self.max_message_bytes} bytes "
-                      "(the client's max_message_bytes); the connection is closed")
-        self._lost = reason if oversized else await self._why_lost(reason)
+    async def _watch_stdout(self, lines: _Lines) -> None:
+        """When stdout closes: say why (the exit status and stderr tail of a child that
+        died) and end every pending request with it."""
+        await lines.ended
+        if self._lost is None:  # not already over the cap (`_oversized`)
+            self._lost = await self._why_lost("the server closed its stdout")
         for queue in self._pending.values():
             queue.put_nowait(None)
-        if oversized:
-            await self._discard_rest()
 
-    async def _discard_rest(self) -> None:
-        """After an oversized line: read stdout to its end unparsed, so the server never
-        blocks on a full pipe and the pipe closes when the process ends."""
-        assert self.process is not None and self.process.stdout is not None
-        stdout = self.process.stdout  # `close()` forgets the process while this runs
-        with contextlib.suppress(Exception):
-            while await stdout.read(65536):
-                pass
+    def _oversized(self) -> None:
+        """A line over `max_message_bytes`: the connection is over, the rest is dropped."""
+        self._lost = (f"the server sent a line larger than {self.max_message_bytes} bytes "
+                      "(the client's max_message_bytes); the connection is closed")
+        for queue in self._pending.values():
+            queue.put_nowait(None)
 
     async def _why_lost(self, reason: str) -> str:
         """`reason`, plus the exit status and stderr tail of a child that died."""
@@ -243,7 +421,7 @@ class StdioTransport:
         meta = (request.get("params") or {}).get("_meta") or {}
         token = meta.get("progressToken")
         token_key = (type(token), token)
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        queue = _Inbox(running_loop())
         self._pending[key] = queue
         if token is not None:
             self._tokens[token_key] = key
@@ -297,3 +475,6 @@ class StdioTransport:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, self.shutdown_timeout)
         self._tasks = []
+        stdout, self._stdout = self._stdout, None
+        if stdout is not None:  # still open: a grandchild holds the pipe's other end
+            stdout.close()
