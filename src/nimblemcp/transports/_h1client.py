@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 import httptools
 
 from nimblemcp.errors import StreamBroken
+from nimblemcp.transports._read_size import small_reads
 from nimblemcp.transports._url_split import split_url
 
 __all__ = ["H1Closed", "H1ConnectError", "H1Error", "H1Pool", "H1ProtocolError", "H1Response", "Headers"]
@@ -155,6 +156,7 @@ class _Conn(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        small_reads(transport)  # not 256 KiB a read: an mmap per response (issue 18)
 
     def data_received(self, data: bytes) -> None:
         self.seen_bytes = True

@@ -18,10 +18,11 @@ import stat
 import threading
 from collections.abc import Callable
 
+from ._read_size import READ_SIZE, small_reads
+
 __all__ = ["LineSplitter", "ReadGate", "pollable", "read_lines", "start_reading"]
 
 OnLine = Callable[[bytes | None], None]
-_READ_SIZE = 64 * 1024  # bytes per pipe read: below glibc's mmap threshold (see read_lines)
 
 
 def pollable(fd: int) -> bool:
@@ -143,11 +144,7 @@ async def start_reading(fd: int, on_line: OnLine, max_line: int, gate: ReadGate 
         except (ValueError, OSError):
             pass
         else:
-            if isinstance(getattr(transport, "max_size", None), int):
-                # asyncio reads a pipe 256 KiB at a time, above glibc's mmap threshold:
-                # every message cost an mmap, an mremap and a munmap. Smaller reads come
-                # from the heap (a bigger message simply takes several reads).
-                transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
+            small_reads(transport)  # not 256 KiB a read: an mmap per message
             reader.append(transport)
             if gate is not None:
                 gate.transport = transport  # type: ignore[assignment]
@@ -157,7 +154,7 @@ async def start_reading(fd: int, on_line: OnLine, max_line: int, gate: ReadGate 
 
     def pump() -> None:
         with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
-            while chunk := f.read(_READ_SIZE):
+            while chunk := f.read(READ_SIZE):
                 loop.call_soon_threadsafe(splitter.data_received, chunk)
         loop.call_soon_threadsafe(splitter.eof_received)
 

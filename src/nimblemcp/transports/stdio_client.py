@@ -35,6 +35,7 @@ from nimblemcp.jsonrpc import decode, encode, notification
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 from ._limits import MAX_MESSAGE_BYTES
+from ._read_size import small_reads
 
 # What `shlex.quote` leaves as it is (its `[^\w@%+=:,./-]` with `re.ASCII`).
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
@@ -54,7 +55,6 @@ __all__ = ["StdioTransport"]
 logger = logging.getLogger("nimblemcp.stdio_client")
 MAX_LINE = MAX_MESSAGE_BYTES
 STDERR_TAIL = 20  # lines of a dead child's stderr kept for the TransportError
-_READ_SIZE = 64 * 1024  # bytes per read of the child's stdout: below glibc's mmap threshold
 
 
 class _Lines:
@@ -168,7 +168,7 @@ class _StdoutPipe(asyncio.Protocol):
         self.lines = lines
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        _read_in_small_pieces(transport)
+        small_reads(transport)
 
     def data_received(self, data: bytes) -> None:
         self.lines.feed(data)
@@ -178,14 +178,6 @@ class _StdoutPipe(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lines.end()
-
-
-def _read_in_small_pieces(pipe: asyncio.BaseTransport | None) -> None:
-    """Cap a Unix pipe transport's read size (an attribute of its class) at `_READ_SIZE`:
-    its 256 KiB would be an mmap, an mremap and a munmap per read. Other transports
-    (Windows) keep their own buffers."""
-    if pipe is not None and getattr(pipe, "max_size", 0) > _READ_SIZE:
-        pipe.max_size = _READ_SIZE  # type: ignore[attr-defined]
 
 
 class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -200,7 +192,7 @@ class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
         super().connection_made(transport)
         # None when stdout is our own pipe. (uvloop's process transport is no
         # `asyncio.SubprocessTransport` subclass, hence no isinstance test.)
-        _read_in_small_pieces(cast("asyncio.SubprocessTransport", transport).get_pipe_transport(1))
+        small_reads(cast("asyncio.SubprocessTransport", transport).get_pipe_transport(1))
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         if fd == 1:

@@ -1,0 +1,77 @@
+"""asyncio's Unix transports read 256 KiB at a time, an mmap/mremap/munmap per message
+read (issue 18): our readers cap it at 64 KiB. Checked on real transports: the HTTP
+client's connection, the stdio client's own stdout pipe, and messages larger than one
+read still arrive whole."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from pathlib import Path
+
+from nimblemcp.client import Client
+from nimblemcp.transports._h1client import _Conn
+from nimblemcp.transports._read_size import READ_SIZE, small_reads
+from nimblemcp.transports.stdio_client import StdioTransport
+
+
+def max_size(transport: object) -> int:
+    """The read size of one of asyncio's Unix transports (not in the typed interface)."""
+    size = transport.max_size  # type: ignore[attr-defined]
+    assert isinstance(size, int)
+    return size
+
+
+async def test_a_socket_transport_is_capped_and_others_are_left_alone() -> None:
+    loop = asyncio.get_running_loop()
+    ours, theirs = socket.socketpair()
+    try:
+        transport, _ = await loop.create_connection(asyncio.Protocol, sock=ours)
+        assert max_size(transport) > READ_SIZE  # asyncio's own default
+        small_reads(transport)
+        assert max_size(transport) == READ_SIZE
+        transport.max_size = 1024  # type: ignore[attr-defined]
+        small_reads(transport)  # never raised
+        assert max_size(transport) == 1024
+        small_reads(None)  # and no attribute at all is fine
+        transport.close()
+    finally:
+        theirs.close()
+
+
+async def test_the_http_clients_connection_reads_in_small_pieces_and_whole_bodies_arrive() -> None:
+    loop = asyncio.get_running_loop()
+    ours, theirs = socket.socketpair()
+    try:
+        _, conn = await loop.create_connection(lambda: _Conn(loop), sock=ours)
+        assert max_size(conn.transport) == READ_SIZE
+        conn.close()
+    finally:
+        theirs.close()
+
+
+SERVER = '''
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    rid = message.get("id")
+    if message.get("method") == "server/discover":
+        out = {"resultType": "complete", "supportedVersions": ["2026-07-28"],
+               "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "0"}}
+    else:
+        out = {"resultType": "complete", "content": [{"type": "text", "text": "z" * 300000}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": out}) + "\\n")
+    sys.stdout.flush()
+'''
+
+
+async def test_the_stdio_clients_pipe_reads_in_small_pieces_and_a_big_line_arrives_whole(tmp_path: Path) -> None:
+    path = tmp_path / "server.py"
+    path.write_text(SERVER)
+    async with Client([sys.executable, str(path)]) as client:
+        result = await client.call_tool("big", {})
+        assert result["content"][0]["text"] == "z" * 300000  # over four reads
+        transport = client.transport
+        assert isinstance(transport, StdioTransport) and transport._stdout is not None
+        assert max_size(transport._stdout) == READ_SIZE
