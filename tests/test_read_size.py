@@ -75,3 +75,44 @@ async def test_the_stdio_clients_pipe_reads_in_small_pieces_and_a_big_line_arriv
         transport = client.transport
         assert isinstance(transport, StdioTransport) and transport._stdout is not None
         assert max_size(transport._stdout) == READ_SIZE
+
+
+async def test_the_engines_connections_read_in_small_pieces_and_a_big_body_arrives_whole() -> None:
+    from nimblemcp.transports._engine import Connection
+    from nimblemcp.transports._engine_server import Engine, EngineConfig
+
+    got: list[bytes] = []
+
+    async def app(scope: dict[str, object], receive: object, send: object) -> None:
+        body = b""
+        while True:
+            message = await receive()  # type: ignore[operator]
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        got.append(body)
+        await send({"type": "http.response.start", "status": 200,  # type: ignore[operator]
+                    "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})  # type: ignore[operator]
+
+    loop = asyncio.get_running_loop()
+    engine = Engine(app, EngineConfig(port=0), loop)
+    engine.use_plain_tasks()
+    server = await loop.create_server(lambda: Connection(engine), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        body = b"b" * 300000
+        writer.write(b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 200")
+        assert await asyncio.wait_for(reader.readexactly(2), 10) == b"ok"
+        assert got == [body]
+        (conn,) = engine.connections
+        assert max_size(conn.transport) == READ_SIZE
+        writer.close()
+    finally:
+        for conn in list(engine.connections):
+            conn.transport.close()
+        server.close()
+        await server.wait_closed()

@@ -52,6 +52,8 @@ from urllib.parse import unquote
 
 import httptools
 
+from nimblemcp.transports._read_size import small_reads
+
 if TYPE_CHECKING:
     from nimblemcp.transports._engine_server import Engine
 
@@ -407,6 +409,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        small_reads(transport)  # on asyncio's own loop: no mmap per request read (uvloop: no-op)
         self.context = contextvars.copy_context()  # what each request's task starts from
         engine = self.engine
         engine.connections.add(self)
