@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from nimblemcp.client import Client, Limits, TransportError
-from nimblemcp.transports.stdio_client import StdioTransport, _Lines
+from nimblemcp.transports.stdio_client import StdioTransport, _Lines, _StdoutPipe
 
 
 def cutter(limit: int = 100) -> tuple[_Lines, list[bytes], list[str]]:
@@ -148,3 +149,40 @@ def test_both_pipe_set_ups_under_uvloop(tmp_path: Path, monkeypatch: pytest.Monk
     import uvloop  # a dev dependency (the [http] extra)
     monkeypatch.setattr(StdioTransport, "_own_stdout_pipe", own_pipe)
     uvloop.run(call_cap_and_close(tmp_path, own_pipe))
+
+
+async def test_a_pipe_that_cannot_be_read_is_a_clear_error_and_the_child_is_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    loop = asyncio.get_running_loop()
+    script = tmp_path / "server.py"
+    script.write_text("import time\ntime.sleep(60)\n")
+    spawned: list[int] = []
+    spawn = loop.subprocess_exec
+
+    async def spawn_and_note(*args: Any, **kwargs: Any) -> Any:
+        transport, protocol = await spawn(*args, **kwargs)
+        spawned.append(transport.get_pid())
+        return transport, protocol
+
+    connect = loop.connect_read_pipe
+
+    async def refuse_ours(factory: Any, pipe: Any) -> Any:
+        if isinstance(factory(), _StdoutPipe):  # asyncio's own pipes (stderr) still connect
+            raise OSError("no polling here")
+        return await connect(factory, pipe)
+
+    monkeypatch.setattr(loop, "subprocess_exec", spawn_and_note)
+    monkeypatch.setattr(loop, "connect_read_pipe", refuse_ours)
+    transport = StdioTransport(sys.executable, [str(script)])
+    with pytest.raises(TransportError, match=r"cannot read from .*no polling here"):
+        await transport.open()
+    assert transport.process is None and len(spawned) == 1
+    async with asyncio.timeout(10):
+        while True:  # killed, and reaped by asyncio's child watcher
+            try:
+                os.kill(spawned[0], 0)
+            except ProcessLookupError:
+                break
+            await asyncio.sleep(0.02)

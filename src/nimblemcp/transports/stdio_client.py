@@ -278,8 +278,14 @@ class StdioTransport:
             if own:
                 os.close(write_fd)  # the child has its copy: EOF comes when it closes it
         if own:
-            self._stdout, _ = await loop.connect_read_pipe(
-                lambda: _StdoutPipe(lines), open(read_fd, "rb", buffering=0))  # noqa: SIM115 - the transport closes it
+            pipe = open(read_fd, "rb", buffering=0)  # noqa: SIM115 - the transport closes it
+            try:
+                self._stdout, _ = await loop.connect_read_pipe(lambda: _StdoutPipe(lines), pipe)
+            except OSError as exc:  # not expected: a child we cannot hear is stopped at once
+                pipe.close()
+                transport.kill()
+                transport.close()
+                raise TransportError(f"cannot read from {self.peer}: {exc}") from exc
         self.process = asyncio.subprocess.Process(transport, protocol, loop)
         self._lost = None
         self._stderr_tail.clear()
