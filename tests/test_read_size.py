@@ -10,6 +10,8 @@ import socket
 import sys
 from pathlib import Path
 
+from test_stdio_client_lines import SERVER  # echo, and `big`: a 300 kB line
+
 from nimblemcp.client import Client
 from nimblemcp.transports._h1client import _Conn
 from nimblemcp.transports._read_size import READ_SIZE, small_reads
@@ -51,27 +53,12 @@ async def test_the_http_clients_connection_reads_in_small_pieces_and_whole_bodie
         theirs.close()
 
 
-SERVER = '''
-import json, sys
-for line in sys.stdin:
-    message = json.loads(line)
-    rid = message.get("id")
-    if message.get("method") == "server/discover":
-        out = {"resultType": "complete", "supportedVersions": ["2026-07-28"],
-               "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "0"}}
-    else:
-        out = {"resultType": "complete", "content": [{"type": "text", "text": "z" * 300000}]}
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": rid, "result": out}) + "\\n")
-    sys.stdout.flush()
-'''
-
-
 async def test_the_stdio_clients_pipe_reads_in_small_pieces_and_a_big_line_arrives_whole(tmp_path: Path) -> None:
     path = tmp_path / "server.py"
     path.write_text(SERVER)
     async with Client([sys.executable, str(path)]) as client:
         result = await client.call_tool("big", {})
-        assert result["content"][0]["text"] == "z" * 300000  # over four reads
+        assert result["content"][0]["text"] == "x" * 300000  # over four reads
         transport = client.transport
         assert isinstance(transport, StdioTransport) and transport._stdout is not None
         assert max_size(transport._stdout) == READ_SIZE
