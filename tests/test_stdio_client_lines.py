@@ -1,7 +1,9 @@
-"""The stdio client's line cutter (issue 18, session 12; STDIO-01, STDIO-07): stdout is
-cut into lines in the loop's read callback, so the cutting itself is tested here on
-reads of every shape, then end to end through both pipe set-ups (our own pipe on POSIX,
-the subprocess transport's pipe elsewhere)."""
+"""The stdio client's stdout (issue 18, session 12; STDIO-01, STDIO-07): cut into lines
+by the stdio server's `LineSplitter` (tested on reads of every shape in test_stdio_lines)
+in the loop's read callback. Here: what the client does with the lines (a line over the
+cap ends the connection at once, blank lines and a failing router), then end to end
+through both pipe set-ups (our own pipe on POSIX, the subprocess transport's pipe
+elsewhere)."""
 
 from __future__ import annotations
 
@@ -13,68 +15,43 @@ from typing import Any
 import pytest
 
 from nimblemcp.client import Client, Limits, TransportError
-from nimblemcp.transports.stdio_client import StdioTransport, _Lines, _StdoutPipe
+from nimblemcp.transports._stdio_lines import LineSplitter
+from nimblemcp.transports.stdio_client import StdioTransport, _Inbox
 
 
-def cutter(limit: int = 100) -> tuple[_Lines, list[bytes], list[str]]:
-    got: list[bytes] = []
-    events: list[str] = []
+def wired(limit: int = 100) -> tuple[StdioTransport, LineSplitter, list[bytes], _Inbox]:
+    """A transport whose stdout splitter is fed by hand, one request pending."""
+    transport = StdioTransport("unused")
+    routed: list[bytes] = []
+    transport._route = routed.append  # type: ignore[method-assign,assignment]
     loop = asyncio.new_event_loop()
-    lines = _Lines(got.append, limit, lambda: events.append("oversized"), loop)
+    splitter = transport._lines = LineSplitter(transport._line, loop.create_future(), limit)
+    inbox = transport._pending[(int, 1)] = _Inbox(loop)
     loop.close()
-    return lines, got, events
+    return transport, splitter, routed, inbox
 
 
-def test_lines_split_anywhere_come_out_whole_and_in_order() -> None:
-    stream = b'{"a":1}\n{"b":2}\n\n{"c":3}\n'
-    for cut in range(len(stream) + 1):
-        lines, got, events = cutter()
-        lines.feed(stream[:cut])
-        lines.feed(stream[cut:])
-        assert got == [b'{"a":1}\n', b'{"b":2}\n', b'{"c":3}\n'], cut  # the blank line is skipped
-        assert events == []
+def test_a_line_over_the_cap_ends_the_stream_at_once_and_nothing_after_it_is_routed() -> None:
+    transport, splitter, routed, inbox = wired(limit=100)
+    splitter.data_received(b'{"a":1}\n' + b"x" * 150)  # no newline yet: already over
+    assert routed == [b'{"a":1}\n']
+    assert transport._lost is not None and "max_message_bytes" in transport._lost
+    assert list(inbox.items) == [None]  # the pending request ends with that reason
+    splitter.data_received(b'tail\n{"b":2}\n')
+    splitter.data_received(b'{"c":3}\n')
+    splitter.eof_received()
+    assert routed == [b'{"a":1}\n'] and list(inbox.items) == [None]
 
 
-def test_byte_by_byte_and_a_last_line_without_its_newline() -> None:
-    lines, got, _ = cutter()
-    for byte in b'{"a":1}\n{"tail":true}':
-        lines.feed(bytes([byte]))
-    assert got == [b'{"a":1}\n']
-    lines.end()
-    assert got == [b'{"a":1}\n', b'{"tail":true}']
-    assert lines.ended.done()
+def test_a_line_over_the_cap_inside_one_read_stops_the_rest_of_that_read() -> None:
+    transport, splitter, routed, _ = wired(limit=10)
+    splitter.data_received(b'{"a":1}\n' + b"y" * 20 + b'\n{"b":2}\n')
+    assert routed == [b'{"a":1}\n'] and transport._lost is not None
 
 
-def test_a_read_that_is_one_line_is_passed_on_uncopied() -> None:
-    lines, got, _ = cutter()
-    data = b'{"whole":1}\n'
-    lines.feed(data)
-    assert got[0] is data
-
-
-@pytest.mark.parametrize("pieces", [1, 3, 50])
-def test_a_line_over_the_limit_ends_the_stream_once_and_the_rest_is_dropped(pieces: int) -> None:
-    lines, got, events = cutter(limit=100)
-    big = b'{"x":"' + b"y" * 200 + b'"}\n'
-    step = -(-len(big) // pieces)
-    lines.feed(b'{"before":1}\n')
-    for i in range(0, len(big), step):
-        lines.feed(big[i:i + step])
-    lines.feed(b'{"after":1}\n')
-    lines.end()
-    assert got == [b'{"before":1}\n']
-    assert events == ["oversized"]
-
-
-def test_a_line_of_exactly_the_limit_passes() -> None:
-    lines, got, events = cutter(limit=10)
-    lines.feed(b"0123456789\n")
-    lines.feed(b"01234")
-    lines.feed(b"56789\n")
-    assert got == [b"0123456789\n", b"0123456789\n"] and events == []
-
-
-def test_a_router_that_raises_does_not_stop_the_stream(caplog: pytest.LogCaptureFixture) -> None:
+def test_blank_lines_are_not_routed_and_a_router_that_raises_does_not_stop_the_stream(
+        caplog: pytest.LogCaptureFixture) -> None:
+    transport, splitter, _, _ = wired()
     seen: list[bytes] = []
 
     def route(line: bytes) -> None:
@@ -82,11 +59,9 @@ def test_a_router_that_raises_does_not_stop_the_stream(caplog: pytest.LogCapture
         if line.startswith(b"bad"):
             raise RuntimeError("a callback failed")
 
-    loop = asyncio.new_event_loop()
-    lines = _Lines(route, 100, lambda: None, loop)
-    loop.close()
-    lines.feed(b"bad\ngood\n")
-    assert seen == [b"bad\n", b"good\n"]
+    transport._route = route  # type: ignore[method-assign]
+    splitter.data_received(b"bad\n\n  \ngood\n")
+    assert seen == [b"bad\n", b"good\n"] and transport._lost is None
     assert any("error routing" in r.getMessage() for r in caplog.records)
 
 
@@ -169,7 +144,7 @@ async def test_a_pipe_that_cannot_be_read_is_a_clear_error_and_the_child_is_stop
     connect = loop.connect_read_pipe
 
     async def refuse_ours(factory: Any, pipe: Any) -> Any:
-        if isinstance(factory(), _StdoutPipe):  # asyncio's own pipes (stderr) still connect
+        if isinstance(factory(), LineSplitter):  # asyncio's own pipes (stderr) still connect
             raise OSError("no polling here")
         return await connect(factory, pipe)
 

@@ -1,6 +1,7 @@
 """The stdio server's line splitter (transports/_stdio_lines.py): lines reach the
 handler in the read callback, however the bytes are cut; oversized lines are skipped
-whole and reported once; a file (not a pipe) is read by a thread."""
+whole and reported once, as soon as they are over; stopping holds back even the rest of
+the read at hand; a file (not a pipe) is read by a thread."""
 
 from __future__ import annotations
 
@@ -50,6 +51,40 @@ def test_last_line_without_newline_is_delivered_at_eof() -> None:
 ])
 def test_oversized_line_is_skipped_whole_and_reported_once(chunks: list[bytes]) -> None:
     assert split(chunks) == [None, b"ok\n"]
+
+
+@pytest.mark.parametrize("chunks", [
+    [b"ok\n0123456789ABC"],          # over within one read, no newline yet
+    [b"ok\n0123456789", b"ABC"],     # over across reads
+])
+def test_an_oversized_line_is_reported_before_its_newline_arrives(chunks: list[bytes]) -> None:
+    got: list[bytes | None] = []
+    loop = asyncio.new_event_loop()
+    splitter = LineSplitter(got.append, loop.create_future(), 10)
+    loop.close()
+    for chunk in chunks:
+        splitter.data_received(chunk)
+    assert got == [b"ok\n", None]  # a reader that gives up on it need not wait for the rest
+    splitter.data_received(b"DEF\nnext\n")
+    assert got == [b"ok\n", None, b"next\n"]  # skipped to its newline, reported once
+
+
+def test_stopping_inside_on_line_stops_the_rest_of_that_read() -> None:
+    got: list[bytes | None] = []
+    loop = asyncio.new_event_loop()
+    splitter = LineSplitter(got.append, loop.create_future(), 10)
+    loop.close()
+
+    def on_line(line: bytes | None) -> None:
+        got.append(line)
+        if line == b"stop\n":
+            splitter.stopped = True
+
+    splitter.on_line = on_line
+    splitter.data_received(b"a\nstop\nb\nc")
+    splitter.data_received(b"d\n")
+    splitter.eof_received()
+    assert got == [b"a\n", b"stop\n"]
 
 
 def test_oversized_line_at_eof_is_reported() -> None:

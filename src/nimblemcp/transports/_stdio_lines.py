@@ -3,7 +3,8 @@
 Each complete line goes to `on_line` from the read callback itself, so a request is
 dispatched in the loop pass that read it (an async reader would wake a second
 coroutine one pass later). A line longer than `max_line` is skipped whole and
-reported as `None`. Pipes and sockets are read by the event loop; anything else
+reported as `None` (as soon as it is known to be over). The stdio client cuts its
+server's stdout with the same splitter. Pipes and sockets are read by the event loop; anything else
 (a regular file, /dev/null) by a daemon thread that hands the bytes over.
 `start_reading` also returns `stop()`: no more lines after it (the pipe is closed
 for reading; a reader thread's later chunks are dropped). Given a `ReadGate`, reading
@@ -55,14 +56,18 @@ class ReadGate:
 
 
 class LineSplitter(asyncio.Protocol):
-    """Cuts the byte stream into lines; `closed` resolves at end of input."""
+    """Cuts the byte stream into lines; `closed` resolves at end of input.
+
+    A line over `max_line` is reported (`None`) as soon as it is known to be over, then
+    skipped to its newline. Once `stopped` is set, even by `on_line` itself, no further
+    line of the read at hand or of later reads is handed over."""
 
     def __init__(self, on_line: OnLine, closed: asyncio.Future[None], max_line: int) -> None:
         self.on_line = on_line
         self.closed = closed
         self.max_line = max_line
         self.partial = bytearray()
-        self.skipping = False  # inside a line that is over the limit
+        self.skipping = False  # inside a line that is over the limit (reported already)
         self.stopped = False
 
     def data_received(self, data: bytes) -> None:
@@ -74,11 +79,11 @@ class LineSplitter(asyncio.Protocol):
                 if not self.skipping:
                     self.partial += data
                     if len(self.partial) > self.max_line:
-                        self.skipping = True
-                        self.partial.clear()
+                        self._skip()
                 return
-            if self.skipping or len(self.partial) + end > self.max_line:
+            if self.skipping:
                 self.skipping = False
+            elif len(self.partial) + end > self.max_line:
                 self.partial.clear()
                 self.on_line(None)
             else:
@@ -88,20 +93,25 @@ class LineSplitter(asyncio.Protocol):
                 self.on_line(line)
             start, end = end + 1, data.find(b"\n", end + 1)
         while end >= 0:
+            if self.stopped:
+                return
             self.on_line(None if end - start > self.max_line else data[start:end + 1])
             start, end = end + 1, data.find(b"\n", end + 1)
         rest = len(data) - start
+        if self.stopped:
+            return
         if rest > self.max_line:
-            self.skipping = True  # dropped as it comes; reported at its newline or EOF
+            self._skip()  # the rest is dropped as it comes, up to its newline
         elif rest:
             self.partial += data[start:]
 
+    def _skip(self) -> None:
+        self.skipping = True
+        self.partial.clear()
+        self.on_line(None)
+
     def eof_received(self) -> bool:
-        if self.stopped:
-            pass
-        elif self.skipping:
-            self.on_line(None)
-        elif self.partial.strip():
+        if not self.stopped and not self.skipping and self.partial.strip():
             self.on_line(bytes(self.partial))  # a last message without its newline
         self.partial.clear()
         self.skipping = False

@@ -9,14 +9,13 @@ go into the TransportError of a child that died. Abandoning a stream sends
 `notifications/cancelled` (STDIO-05). Shutdown closes stdin, waits, then SIGTERM,
 then SIGKILL (STDIO-06). Must not import `nimblemcp.client` or `nimblemcp.server`.
 
-Lines are cut and routed in the loop's read callback for stdout (issue 18, session 12):
-on POSIX stdout is a pipe of our own, read by the loop directly, with no StreamReader,
-no reader task and none of the `call_soon` by which asyncio's subprocess transport hands
-on each read, so a response costs two loop passes less; a request waits on a small
-inbox, not an `asyncio.Queue`; and the pipe is read 64 KiB at a time, not asyncio's 256
-KiB, which glibc serves with mmap, mremap and munmap on every read. Together: 242k -> 180k
-instructions per `tools/call` in the client process (callgrind), three system calls
-fewer per call.
+Lines are cut (by the stdio server's `LineSplitter`) and routed in the loop's read
+callback for stdout (issue 18, session 12). On POSIX stdout is a pipe of our own, read
+by the loop directly: no StreamReader, no reader task and none of the `call_soon` by
+which asyncio's subprocess transport hands on each read, so a response costs two loop
+passes less. A request waits on a small inbox, not an `asyncio.Queue`, and the pipe is
+read 64 KiB at a time (`small_reads`). Together: 242k -> 180k instructions per
+`tools/call` in the client process (callgrind), three system calls fewer per call.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 from ._limits import MAX_MESSAGE_BYTES
 from ._read_size import small_reads
+from ._stdio_lines import LineSplitter
 
 # What `shlex.quote` leaves as it is (its `[^\w@%+=:,./-]` with `re.ASCII`).
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
@@ -55,79 +55,6 @@ __all__ = ["StdioTransport"]
 logger = logging.getLogger("nimblemcp.stdio_client")
 MAX_LINE = MAX_MESSAGE_BYTES
 STDERR_TAIL = 20  # lines of a dead child's stderr kept for the TransportError
-
-
-class _Lines:
-    """The child's stdout cut into lines as it arrives; each complete line goes to
-    `route` at once. A line longer than `limit` bytes (or that many bytes without a
-    newline) calls `oversized` once, and everything after it is dropped unread, so the
-    child never blocks on a full pipe. `ended` is set when the pipe closes."""
-
-    __slots__ = ("dropping", "ended", "limit", "oversized", "parts", "route", "size")
-
-    def __init__(self, route: Callable[[bytes], None], limit: int, oversized: Callable[[], None],
-                 loop: asyncio.AbstractEventLoop) -> None:
-        self.route = route
-        self.limit = limit
-        self.oversized = oversized
-        self.ended: asyncio.Future[None] = loop.create_future()
-        self.parts: list[bytes] = []  # the start of a line begun in earlier reads
-        self.size = 0
-        self.dropping = False
-
-    def feed(self, data: bytes) -> None:
-        if self.dropping:
-            return
-        start = 0
-        end = data.find(b"\n")
-        if end >= 0 and self.parts:  # a line begun in earlier reads ends here
-            self.parts.append(data[:end + 1])
-            line = b"".join(self.parts)
-            self.parts = []
-            self.size = 0
-            if not self._take(line):
-                return
-            start = end + 1
-            end = data.find(b"\n", start)
-        while end >= 0:
-            # A whole read that is one line is passed on as it is (no copy).
-            if not self._take(data[start:end + 1] if start or end + 1 < len(data) else data):
-                return
-            start = end + 1
-            end = data.find(b"\n", start)
-        if start < len(data):
-            rest = data[start:] if start else data
-            self.parts.append(rest)
-            self.size += len(rest)
-            if self.size > self.limit:
-                self._overflow()
-
-    def _take(self, line: bytes) -> bool:
-        """Route one line; False once the stream is over its limit (nothing more is read)."""
-        if len(line) - 1 > self.limit:
-            self._overflow()
-            return False
-        if line.strip():
-            try:
-                self.route(line)
-            except Exception:  # an `on_notification` that raised: the stream goes on
-                logger.exception("error routing a message from the server")
-        return True
-
-    def _overflow(self) -> None:
-        self.dropping = True
-        self.parts = []
-        self.size = 0
-        self.oversized()
-
-    def end(self) -> None:
-        """The pipe closed: a last line without its newline is routed, as readline gave it."""
-        if self.parts and not self.dropping:
-            line = b"".join(self.parts)
-            self.parts = []
-            self._take(line)
-        if not self.ended.done():
-            self.ended.set_result(None)
 
 
 class _Inbox:
@@ -160,31 +87,12 @@ class _Inbox:
         return self.items.popleft()
 
 
-class _StdoutPipe(asyncio.Protocol):
-    """The child's stdout as a pipe of our own: each read goes to `_Lines` in the loop's
-    own read callback."""
-
-    def __init__(self, lines: _Lines) -> None:
-        self.lines = lines
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        small_reads(transport)
-
-    def data_received(self, data: bytes) -> None:
-        self.lines.feed(data)
-
-    def eof_received(self) -> bool | None:
-        return None  # the transport closes, and `connection_lost` ends the lines
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lines.end()
-
-
 class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
     """asyncio's own protocol for a child with pipes (stdin's writer, stderr's reader,
-    the exit), except for stdout, whose bytes go to `_Lines` as they arrive."""
+    the exit), except for stdout, whose bytes go to the line splitter as they arrive
+    (where stdout is the subprocess transport's pipe, not our own; see `open`)."""
 
-    def __init__(self, lines: _Lines, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, lines: LineSplitter, limit: int, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=limit, loop=loop)
         self.lines = lines
 
@@ -196,13 +104,13 @@ class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         if fd == 1:
-            self.lines.feed(data)  # type: ignore[arg-type]  # pipes give bytes
+            self.lines.data_received(data)  # type: ignore[arg-type]  # pipes give bytes
         else:
             super().pipe_data_received(fd, data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:
-            self.lines.end()
+            self.lines.eof_received()
         super().pipe_connection_lost(fd, exc)
 
 
@@ -251,13 +159,15 @@ class StdioTransport:
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self._stderr_task: asyncio.Task[None] | None = None
         self._stdout: asyncio.BaseTransport | None = None  # our own stdout pipe (POSIX)
+        self._lines: LineSplitter | None = None  # cuts stdout into lines (made by `open`)
 
     async def open(self) -> None:
         if self.process is not None:
             return
         env = {**os.environ, **self.env} if self.inherit_env else dict(self.env)
         loop = asyncio.get_running_loop()
-        lines = _Lines(self._route, self.max_message_bytes, self._oversized, loop)
+        ended: asyncio.Future[None] = loop.create_future()
+        lines = self._lines = LineSplitter(self._line, ended, self.max_message_bytes)
         # What `asyncio.create_subprocess_exec` does, with stdout handed to `lines`: on
         # POSIX through a pipe of our own, read by the loop directly (asyncio's subprocess
         # transport delivers each read one loop pass later, with `call_soon`); elsewhere
@@ -280,17 +190,18 @@ class StdioTransport:
         if own:
             pipe = open(read_fd, "rb", buffering=0)  # noqa: SIM115 - the transport closes it
             try:
-                self._stdout, _ = await loop.connect_read_pipe(lambda: _StdoutPipe(lines), pipe)
+                self._stdout, _ = await loop.connect_read_pipe(lambda: lines, pipe)
             except OSError as exc:  # not expected: a child we cannot hear is stopped at once
                 pipe.close()
                 transport.kill()
                 transport.close()
                 raise TransportError(f"cannot read from {self.peer}: {exc}") from exc
+            small_reads(self._stdout)
         self.process = asyncio.subprocess.Process(transport, protocol, loop)
         self._lost = None
         self._stderr_tail.clear()
         self._stderr_task = asyncio.create_task(self._read_stderr())
-        self._tasks = [asyncio.create_task(self._watch_stdout(lines)), self._stderr_task]
+        self._tasks = [asyncio.create_task(self._watch_stdout(ended)), self._stderr_task]
 
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -300,21 +211,30 @@ class StdioTransport:
             self._stderr_tail.append(text)
             logger.info("[%s] %s", name, text)
 
-    async def _watch_stdout(self, lines: _Lines) -> None:
+    async def _watch_stdout(self, ended: asyncio.Future[None]) -> None:
         """When stdout closes: say why (the exit status and stderr tail of a child that
         died) and end every pending request with it."""
-        await lines.ended
-        if self._lost is None:  # not already over the cap (`_oversized`)
+        await ended
+        if self._lost is None:  # not already over the cap (`_line`)
             self._lost = await self._why_lost("the server closed its stdout")
         for queue in self._pending.values():
             queue.put_nowait(None)
 
-    def _oversized(self) -> None:
-        """A line over `max_message_bytes`: the connection is over, the rest is dropped."""
-        self._lost = (f"the server sent a line larger than {self.max_message_bytes} bytes "
-                      "(the client's max_message_bytes); the connection is closed")
-        for queue in self._pending.values():
-            queue.put_nowait(None)
+    def _line(self, line: bytes | None) -> None:
+        """One line of the child's stdout, from the splitter; None: a line over
+        `max_message_bytes`, which ends the connection (nothing after it is read)."""
+        if line is None:
+            assert self._lines is not None  # the splitter calling us
+            self._lines.stopped = True
+            self._lost = (f"the server sent a line larger than {self.max_message_bytes} bytes "
+                          "(the client's max_message_bytes); the connection is closed")
+            for queue in self._pending.values():
+                queue.put_nowait(None)
+        elif line.strip():
+            try:
+                self._route(line)
+            except Exception:  # an `on_notification` that raised: the stream goes on
+                logger.exception("error routing a message from the server")
 
     async def _why_lost(self, reason: str) -> str:
         """`reason`, plus the exit status and stderr tail of a child that died."""
