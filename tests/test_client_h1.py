@@ -1,4 +1,4 @@
-"""The HTTP client's own HTTP/1.1 wire (transports/_h1client.py, issue 18), against real
+"""The HTTP client's own HTTP/1.1 wire (transports/h1/client.py, issue 18), against real
 sockets on loopback: a scripted raw HTTP server (so the tests control framing and when
 a connection closes), a real nimblemcp server under uvicorn, TLS with a certificate
 made here, and a forward proxy that routes the request to the origin (HTTP_PROXY makes
@@ -25,7 +25,7 @@ from nimblemcp import Server
 from nimblemcp.client import Client
 from nimblemcp.errors import StreamBroken
 from nimblemcp.transports import _tls
-from nimblemcp.transports._h1client import H1Closed, H1Pool, H1ProtocolError
+from nimblemcp.transports.h1.client import H1Closed, H1Pool, H1ProtocolError
 from nimblemcp.transports.http import asgi_app
 from nimblemcp.transports.http_client import HttpTransport
 

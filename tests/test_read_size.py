@@ -13,8 +13,8 @@ from pathlib import Path
 from test_stdio_client_lines import SERVER  # echo, and `big`: a 300 kB line
 
 from nimblemcp.client import Client
-from nimblemcp.transports._h1client import _Conn
 from nimblemcp.transports._read_size import READ_SIZE, small_reads
+from nimblemcp.transports.h1.client import _Conn
 from nimblemcp.transports.stdio_client import StdioTransport
 
 

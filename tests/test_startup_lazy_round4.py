@@ -304,7 +304,7 @@ def test_an_http_transport_for_a_plain_url_loads_no_url_parser() -> None:
     out = _fresh("""
         import json, sys
         from nimblemcp.transports.http_client import HttpTransport
-        from nimblemcp.transports._h1client import _route
+        from nimblemcp.transports.h1.client import _route
         transport = HttpTransport("http://127.0.0.1:8000/mcp?x=1")
         route = _route("http://Localhost:8000/mcp?x=1")
         plain = [m for m in ("urllib.parse", "ipaddress") if m in sys.modules]

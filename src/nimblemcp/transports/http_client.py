@@ -27,7 +27,7 @@ decides whether to wait); a 401 with no `auth` is `AuthorizationRequired` quotin
 the challenge. Bodies and SSE events are read with a cap (`max_message_bytes`): over
 it the response is closed unread and the request fails with `MessageTooLarge`; the
 transport stays usable.
-The wire: `_h1client` (a small HTTP/1.1 client on httptools, kept-alive connections,
+The wire: `h1.client` (a small HTTP/1.1 client on httptools, kept-alive connections,
 one write per request) for plain and TLS URLs when nothing needs httpx; httpx when a
 proxy is configured in the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`), an
 `httpx.AsyncClient` is handed in (`http=`: explicit proxies, custom TLS, mounts), `auth`
@@ -105,7 +105,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from ._h1client import H1Pool
+    from .h1.client import H1Pool
     from .sse_client import SseTransport
 else:  # the same slotted records, built without dataclass's `exec` (start-up cost; issue 18)
     from nimblemcp.types._records import dataclass
@@ -180,7 +180,7 @@ class HttpTransport:
         self._http = http
         self._owns_http = http is None
         self._h1: H1Pool | None = None
-        #: The wire in use after `open()`: "h1" (`_h1client`) or "httpx".
+        #: The wire in use after `open()`: "h1" (`h1.client`) or "httpx".
         self.backend: str | None = None
         self._userinfo = "@" in parts.netloc
         self._connect_timeout = connect_timeout
@@ -212,7 +212,7 @@ class HttpTransport:
             self._owns_http = True
             self.backend = "httpx"
             return
-        from ._h1client import H1Pool
+        from .h1.client import H1Pool
 
         context = None
         if self.url[:8].lower() == "https://":
@@ -585,7 +585,7 @@ _PROXY_VARS = frozenset({"http_proxy", "https_proxy", "all_proxy"})
 
 def _broken_errors() -> tuple[type[Exception], ...]:
     """Errors after which nothing final arrived: connect, read, framing (either wire)."""
-    h1 = sys.modules.get("nimblemcp.transports._h1client")  # not imported: none of its errors
+    h1 = sys.modules.get("nimblemcp.transports.h1.client")  # not imported: none of its errors
     httpx = sys.modules.get("httpx")
     return ((h1.H1Error,) if h1 is not None else ()) + ((httpx.TransportError,) if httpx is not None else ())
 
