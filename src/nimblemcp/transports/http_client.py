@@ -45,6 +45,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import ssl
 import sys
 from collections.abc import (
     AsyncGenerator,
@@ -54,7 +55,7 @@ from collections.abc import (
     Coroutine,
     Mapping,
 )
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from nimblemcp.errors import (
     AuthorizationRequired,
@@ -105,6 +106,7 @@ if TYPE_CHECKING:
 
     import httpx
 
+    from ._tls import Cert, Verify
     from .h1.client import H1Pool
     from .sse_client import SseTransport
 else:  # the same slotted records, built without dataclass's `exec` (start-up cost; issue 18)
@@ -156,8 +158,27 @@ class HttpTransport:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         max_redirects: int = MAX_REDIRECTS,
         sse_fallback: bool = True,
+        verify: Verify = True,
+        cert: Cert | None = None,
+        wire: Literal["auto", "h1", "httpx"] = "auto",
     ) -> None:
+        if verify is not True or cert is not None:
+            if http is not None:
+                raise TypeError("verify= and cert= apply to the client the transport builds: "
+                                "configure TLS on the httpx.AsyncClient you pass as http=")
+            from ._tls import check
+
+            check(verify, cert)
         self.url = url
+        #: TLS for https URLs, on either wire (see `transports._tls`).
+        self._verify = verify
+        self._cert = cert
+        if wire not in ("auto", "h1", "httpx"):
+            raise ValueError(f"wire must be 'auto', 'h1' or 'httpx', not {wire!r}")
+        #: "auto": `h1` unless the connection needs what only httpx does; or forced.
+        self.wire_choice = wire
+        if wire == "h1" and (auth is not None or "@" in url.partition("#")[0].partition("?")[0]):
+            raise ValueError("wire='h1' carries neither auth= nor user info in the URL: use httpx")
         self.max_message_bytes = max_message_bytes
         self.max_redirects = max_redirects
         #: Fall back to the 2024-11-05 HTTP+SSE transport (`sse_client`) when the first
@@ -200,31 +221,35 @@ class HttpTransport:
             if self.backend is None:
                 self.backend = "httpx"
             return
+        tls = self._tls_context()
         if self._wants_httpx():
             import httpx
 
-            from ._tls import verify_for
-
             # Read timeouts are per request and enforced by the Client, not here.
             self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(None, connect=self._connect_timeout), verify=verify_for(self.url)
+                timeout=httpx.Timeout(None, connect=self._connect_timeout),
+                verify=tls if tls is not None else False,
             )
             self._owns_http = True
             self.backend = "httpx"
             return
         from .h1.client import H1Pool
 
-        context = None
-        if self.url[:8].lower() == "https://":
-            from ._tls import verify_for
-
-            verify = verify_for(self.url)
-            context = verify if not isinstance(verify, bool) else None
-        self._h1 = H1Pool(ssl_context=context, connect_timeout=self._connect_timeout)
+        self._h1 = H1Pool(ssl_context=tls, connect_timeout=self._connect_timeout)
         self.backend = "h1"
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        """The TLS context both wires use (`verify=`, `cert=`); None for plain HTTP."""
+        if self.url[:8].lower() != "https://":
+            return None
+        from ._tls import tls_context
+
+        return tls_context(self.url, self._verify, self._cert)
 
     def _wants_httpx(self) -> bool:
         """Whether this connection needs what only httpx does (see the module docstring)."""
+        if self.wire_choice != "auto":
+            return self.wire_choice == "httpx"
         if self.auth is not None or self._userinfo:
             return True
         if any(key.lower() in _PROXY_VARS and value for key, value in os.environ.items()):
@@ -327,8 +352,10 @@ class HttpTransport:
         self._settled = True  # one try
         from nimblemcp.transports.sse_client import SseTransport
 
+        tls = self._tls_context() if self._http is None else None
         sse = SseTransport(self.url, headers=self.extra_headers, http=self._http,
-                           auth=self.auth, connect_timeout=self._connect_timeout)
+                           auth=self.auth, connect_timeout=self._connect_timeout,
+                           verify=tls if tls is not None else True)
         try:
             await sse.open()
         except (TimeoutError, TransportError):
