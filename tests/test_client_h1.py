@@ -25,6 +25,7 @@ from nimblemcp import Server
 from nimblemcp.client import Client
 from nimblemcp.errors import StreamBroken
 from nimblemcp.transports import _tls
+from nimblemcp.transports._wire import route
 from nimblemcp.transports.h1.client import H1Closed, H1Pool, H1ProtocolError
 from nimblemcp.transports.http import asgi_app
 from nimblemcp.transports.http_client import HttpTransport
@@ -176,14 +177,14 @@ async def test_a_stale_connection_found_only_when_writing_is_retried_once_on_a_f
     async with raw_server(peer) as port:
         url = f"http://127.0.0.1:{port}/mcp"
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover"}).encode()
-        async with pool.stream("POST", url, {"content-type": "application/json"}, body) as response:
+        async with pool.stream("POST", route(url), {"content-type": "application/json"}, body) as response:
             assert response.status_code == 200
             await response.aread()
         # Pretend the close has not been noticed yet: the idle connection looks open.
-        conn = pool._idle[("http", "127.0.0.1", port)][0]
+        conn = pool._origins[("http", "127.0.0.1", port)].idle[0]
         await asyncio.sleep(0.05)
         conn.closed = False
-        async with pool.stream("POST", url, {"content-type": "application/json"}, body) as response:
+        async with pool.stream("POST", route(url), {"content-type": "application/json"}, body) as response:
             assert json.loads(await response.aread())["result"] == DISCOVERED
     await pool.aclose()
     assert len(peer.requests) == 2
@@ -268,7 +269,7 @@ async def test_garbage_instead_of_http_is_a_broken_stream() -> None:
     async with raw_server(peer) as port:
         pool = H1Pool()
         with pytest.raises(H1ProtocolError):
-            async with pool.stream("POST", f"http://127.0.0.1:{port}/mcp", {}, b"{}"):
+            async with pool.stream("POST", route(f"http://127.0.0.1:{port}/mcp"), {}, b"{}"):
                 pass
         await pool.aclose()
         with pytest.raises(StreamBroken):
@@ -278,11 +279,11 @@ async def test_garbage_instead_of_http_is_a_broken_stream() -> None:
 async def test_header_values_with_line_breaks_are_refused() -> None:
     pool = H1Pool()
     with pytest.raises(H1ProtocolError, match="CR, LF"):
-        async with pool.stream("POST", "http://127.0.0.1:9/mcp", {"x-evil": "a\r\nHost: other"}, b"{}"):
+        async with pool.stream("POST", route("http://127.0.0.1:9/mcp"), {"x-evil": "a\r\nHost: other"}, b"{}"):
             pass
     await pool.aclose()
     with pytest.raises(H1Closed):
-        async with pool.stream("GET", "http://127.0.0.1:9/mcp", {}):
+        async with pool.stream("GET", route("http://127.0.0.1:9/mcp"), {}):
             pass
 
 
