@@ -66,7 +66,7 @@ class Client:
     `retry_policy=RetryPolicy(...)`, `task_policy=TaskPolicy(...)`,
     `cache_policy=CachePolicy(...)`; a group replaces its flat keywords. `limits=Limits(...)`
     bounds what the transports built from a URL or command line accept (message size,
-    redirects)."""
+    redirects, connections at once)."""
 
     def __init__(
         self,
@@ -125,7 +125,8 @@ class Client:
         self.limits = limits if limits is not None else _DEFAULT_LIMITS
         found = self.callbacks
         transport = transport_for(target, auth, max_message_bytes=self.limits.max_message_bytes,
-                                  max_redirects=self.limits.max_redirects, verify=verify, cert=cert)
+                                  max_redirects=self.limits.max_redirects,
+                                  max_connections=self.limits.max_connections, verify=verify, cert=cert)
         self._pipe = pipe = Pipeline(
             transport,
             modern=MODERN,

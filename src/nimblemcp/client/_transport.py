@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from nimblemcp.transports._limits import MAX_MESSAGE_BYTES, MAX_REDIRECTS
+from nimblemcp.transports._limits import MAX_CONNECTIONS, MAX_MESSAGE_BYTES, MAX_REDIRECTS
 
 __all__ = [
     "LegacySessions",
@@ -127,7 +127,8 @@ class LegacySessions(Protocol):
 
 def transport_for(
     target: Any, auth: Any = None, *, max_message_bytes: int = MAX_MESSAGE_BYTES,
-    max_redirects: int = MAX_REDIRECTS, verify: Any = True, cert: Any = None,
+    max_redirects: int = MAX_REDIRECTS, max_connections: int = MAX_CONNECTIONS, verify: Any = True,
+    cert: Any = None,
 ) -> Transport:
     """A URL, a command list, a Transport or an in-process Server, as a Transport. The
     limits apply to the transports built here; `auth`, `verify` and `cert` to HTTP."""
@@ -138,7 +139,8 @@ def transport_for(
             from nimblemcp.transports.http_client import HttpTransport
 
         return HttpTransport(target, auth=auth, max_message_bytes=max_message_bytes,
-                             max_redirects=max_redirects, verify=verify, cert=cert)
+                             max_redirects=max_redirects, max_connections=max_connections,
+                             verify=verify, cert=cert)
     if auth is not None or verify is not True or cert is not None:  # another transport takes its own
         raise TypeError("auth=, verify= and cert= need an http(s):// URL target")
     if isinstance(target, list | tuple) and target and all(isinstance(a, str) for a in target):
