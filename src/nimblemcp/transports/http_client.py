@@ -468,7 +468,7 @@ class HttpTransport:
                 return
             body = await read_capped(response.aiter_bytes(), self.max_message_bytes,
                                      response.headers.get("content-length"))
-            answer = _decode(body) if ctype == JSON_TYPE and body else None
+            answer = _decode(body, response) if ctype == JSON_TYPE and body else None
             error = answer.get("error") if isinstance(answer, dict) else None
             error = error if isinstance(error, dict) else None
             if status == 404 and HEADER_SESSION_ID in headers:
@@ -544,7 +544,7 @@ class HttpTransport:
                 state.retry_ms = event.retry
             if event.event != "message" or not event.data.strip():
                 continue
-            message = _decode(event.data)
+            message = _decode(event.data, response)
             if "method" in message and "id" in message and self.on_request is not None:
                 self._serve(message)
                 continue
@@ -626,11 +626,13 @@ def _decoders(builtin: Mapping[str, Callable[[], Decoder]]) -> Mapping[str, Call
     return builtin if brotli_decoder is None else {**builtin, "br": brotli_decoder}
 
 
-def _decode(data: str | bytes) -> dict[str, Any]:
+def _decode(data: str | bytes, response: WireResponse | None = None) -> dict[str, Any]:
     try:
         message = decode(data)
     except Exception as exc:
-        raise TransportError(f"the server sent invalid JSON: {data[:200]!r}") from exc
+        coding = response.headers.get("content-encoding") if response is not None else None
+        why = f" (Content-Encoding: {coding})" if coding else ""
+        raise TransportError(f"the server sent invalid JSON{why}: {data[:200]!r}") from exc
     if not isinstance(message, dict):
         raise TransportError("the server sent a JSON value that is not a message")
     return message

@@ -21,8 +21,8 @@ What a request can count on:
 - `Accept-Encoding` names the codings of `decoders` (gzip and deflate from zlib; the
   caller may add others, e.g. br), and bodies in them are decoded as they stream, in
   pieces of at most 64 KiB (a small body that inflates hugely is never inflated whole).
-  A body that cannot be decoded, or a coding it does not know, is `H1DecodingError`
-  naming the `Content-Encoding`.
+  A body that cannot be decoded (corrupt, or cut short) is `H1DecodingError` naming the
+  `Content-Encoding`; a coding it has no decoder for passes as it is, as with httpx.
 - Content-Length, chunked and read-until-close bodies; a server's `Connection: close`
   honoured; bytes arriving when no answer is due end the connection; TLS with the given
   `SSLContext` (hostname checked); a connect timeout; back-pressure (the socket stops
@@ -142,21 +142,6 @@ class _Inflate:
         return rest
 
 
-class _Unknown:
-    """A coding with no decoder: an error as soon as there is something to decode."""
-
-    __slots__ = ("_coding",)
-
-    def __init__(self, coding: str) -> None:
-        self._coding = coding
-
-    def decode(self, data: bytes) -> Iterator[bytes]:
-        raise ValueError(f"no decoder for {self._coding!r}")
-
-    def flush(self) -> bytes:
-        return b""
-
-
 class _Chain:
     """Several codings, undone in the reverse of the order they were applied."""
 
@@ -192,13 +177,13 @@ DECODERS: Mapping[str, Callable[[], Decoder]] = {
 
 
 def _decoder_for(coding: str, table: Mapping[str, Callable[[], Decoder]]) -> Decoder | None:
-    """The decoder for a `Content-Encoding` value (None for identity)."""
-    names = [name.strip().lower() for name in coding.split(",")]
+    """The decoder for a `Content-Encoding` value: None when there is nothing to undo.
+    A coding without a decoder is skipped, as httpx skips it (its bytes pass as they are)."""
     chain: list[Decoder] = []
-    for name in reversed(names):
-        if name and name != "identity":
-            make = table.get(name)
-            chain.append(make() if make is not None else _Unknown(name))
+    for name in reversed(coding.split(",")):
+        make = table.get(name.strip().lower())
+        if make is not None:
+            chain.append(make())
     if not chain:
         return None
     return chain[0] if len(chain) == 1 else _Chain(chain)
