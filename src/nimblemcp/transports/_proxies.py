@@ -22,11 +22,13 @@ import sys
 __all__ = ["proxy_for"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: Whether `getproxies()` reads only the environment here (not macOS's or Windows' settings).
+_ENVIRONMENT_ONLY = sys.platform not in ("darwin", "win32")
 
 
 def proxy_for(url: str) -> str | None:
     """The proxy URL httpx (with `trust_env`) would use for `url`, or None."""
-    if sys.platform not in ("darwin", "win32") and not any(k[-6:].lower() == "_proxy" for k in os.environ):
+    if _ENVIRONMENT_ONLY and not any(key[-6:].lower() == "_proxy" for key in os.environ):
         return None  # getproxies() would find nothing
     from urllib.parse import urlsplit
     from urllib.request import getproxies
