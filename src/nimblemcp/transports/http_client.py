@@ -1,4 +1,4 @@
-"""Streamable HTTP client transport on httpx (HTTP-03..08, HTTP-12..15).
+"""Streamable HTTP client transport (HTTP-03..08, HTTP-12..15).
 
 One POST per request; the answer is `application/json` (one response) or
 `text/event-stream` (notifications, then the response). Routing headers
@@ -27,12 +27,20 @@ decides whether to wait); a 401 with no `auth` is `AuthorizationRequired` quotin
 the challenge. Bodies and SSE events are read with a cap (`max_message_bytes`): over
 it the response is closed unread and the request fails with `MessageTooLarge`; the
 transport stays usable.
-The wire: `h1.client` (a small HTTP/1.1 client on httptools, kept-alive connections,
-one write per request) for plain and TLS URLs when nothing needs httpx; httpx when a
-proxy is configured in the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`), an
-`httpx.AsyncClient` is handed in (`http=`: explicit proxies, custom TLS, mounts), `auth`
-is set (the `httpx.Auth` flows: OAuth, DPoP), the URL carries user info, or httptools is
-missing. `backend` says which was chosen after `open()`. httpx is imported only then.
+The bytes go over a wire (`_wire.Wire`: one small interface, each wire mapping its own
+errors into the tree; neither re-sends a request that may have left, so what is
+re-sent is the Client's idempotence policy). `h1.client` (nimblemcp's HTTP/1.1 client
+on httptools: kept-alive connections, one write per request) carries plain and TLS URLs
+when nothing needs httpx; httpx carries them when the endpoint is proxied (as httpx
+decides from `urllib.request.getproxies()` and NO_PROXY, `_proxies`), an
+`httpx.AsyncClient` is handed in (`http=`: explicit proxies, mounts), `auth` is set
+(the `httpx.Auth` flows: OAuth, DPoP), the URL carries user info, or httptools is
+missing; `wire="h1"` or `"httpx"` forces one. `backend` says which was chosen after
+`open()`; httpx is imported only then. Both take the same TLS context (`verify=`,
+`cert=`: `_tls`), at most `max_connections` connections at once (more requests wait
+for one), send `Accept-Encoding: gzip, deflate` (and br with brotli installed) and
+decode the answer. A URL with characters a request line cannot carry (an IDNA host,
+non-ASCII in the path) is kept in httpx's normal form (`url`).
 It has the Client's optional transport capabilities `RemotePeer`, `StrayNotifications`,
 `PeerRequests` and `LegacySessions` (`nimblemcp.client._transport`), by shape.
 Must not import `nimblemcp.client` or `nimblemcp.server`.
@@ -139,7 +147,12 @@ def mcp_name(method: str, params: Mapping[str, Any]) -> str | None:
 
 
 class HttpTransport:
-    """POSTs each request to one MCP endpoint URL."""
+    """POSTs each request to one MCP endpoint URL.
+
+    `verify` (True, a CA bundle path, an `ssl.SSLContext` or False) and `cert` (a PEM
+    path, `(certfile, keyfile)` or `(certfile, keyfile, password)`) set TLS for the wire
+    it builds (not for a client given as `http=`); `max_connections` caps connections to
+    the server (more requests wait for one); `wire` is "auto", "h1" or "httpx"."""
 
     carries_param_headers = True
     wire = "http"
