@@ -172,19 +172,19 @@ async def test_a_connection_the_server_closed_between_calls_is_replaced() -> Non
 
 
 async def test_a_stale_connection_found_only_when_writing_is_retried_once_on_a_fresh_one() -> None:
-    pool = H1Pool()
+    pool = H1Pool(route=route)
     peer = RawServer(close_after=True)
     async with raw_server(peer) as port:
         url = f"http://127.0.0.1:{port}/mcp"
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover"}).encode()
-        async with pool.stream("POST", route(url), {"content-type": "application/json"}, body) as response:
+        async with pool.stream("POST", url, {"content-type": "application/json"}, body) as response:
             assert response.status_code == 200
             await response.aread()
         # Pretend the close has not been noticed yet: the idle connection looks open.
         conn = pool._origins[("http", "127.0.0.1", port)].idle[0]
         await asyncio.sleep(0.05)
         conn.closed = False
-        async with pool.stream("POST", route(url), {"content-type": "application/json"}, body) as response:
+        async with pool.stream("POST", url, {"content-type": "application/json"}, body) as response:
             assert json.loads(await response.aread())["result"] == DISCOVERED
     await pool.aclose()
     assert len(peer.requests) == 2
@@ -267,9 +267,9 @@ async def test_the_connection_dropping_mid_answer_is_a_broken_stream() -> None:
 async def test_garbage_instead_of_http_is_a_broken_stream() -> None:
     peer = RawServer(answer=lambda request: b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
     async with raw_server(peer) as port:
-        pool = H1Pool()
+        pool = H1Pool(route=route)
         with pytest.raises(H1ProtocolError):
-            async with pool.stream("POST", route(f"http://127.0.0.1:{port}/mcp"), {}, b"{}"):
+            async with pool.stream("POST", f"http://127.0.0.1:{port}/mcp", {}, b"{}"):
                 pass
         await pool.aclose()
         with pytest.raises(StreamBroken):
@@ -277,13 +277,13 @@ async def test_garbage_instead_of_http_is_a_broken_stream() -> None:
 
 
 async def test_header_values_with_line_breaks_are_refused() -> None:
-    pool = H1Pool()
+    pool = H1Pool(route=route)
     with pytest.raises(H1ProtocolError, match="CR, LF"):
-        async with pool.stream("POST", route("http://127.0.0.1:9/mcp"), {"x-evil": "a\r\nHost: other"}, b"{}"):
+        async with pool.stream("POST", "http://127.0.0.1:9/mcp", {"x-evil": "a\r\nHost: other"}, b"{}"):
             pass
     await pool.aclose()
     with pytest.raises(H1Closed):
-        async with pool.stream("GET", route("http://127.0.0.1:9/mcp"), {}):
+        async with pool.stream("GET", "http://127.0.0.1:9/mcp", {}):
             pass
 
 

@@ -136,16 +136,16 @@ async def test_the_h1_wire_inflates_in_bounded_pieces_and_passes_empty_bodies() 
     zeros = gzip.compress(b"\0" * (8 * 1024 * 1024))
     peer = FakeMcp(answer=raw(lambda seen: gzip_answer(zeros) if seen.message["id"] == 1
                               else b"HTTP/1.1 202 Accepted\r\ncontent-encoding: gzip\r\ncontent-length: 0\r\n\r\n"))
-    pool = H1Pool()
+    pool = H1Pool(route=route)
     async with fake_mcp(peer) as url:
         sizes = []
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover"}).encode()
-        async with pool.stream("POST", route(url), {}, body) as response:
+        async with pool.stream("POST", url, {}, body) as response:
             async for piece in response.aiter_bytes():
                 sizes.append(len(piece))
         assert sum(sizes) == 8 * 1024 * 1024 and max(sizes) <= 64 * 1024
         body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "server/discover"}).encode()
-        async with pool.stream("POST", route(url), {}, body) as response:
+        async with pool.stream("POST", url, {}, body) as response:
             assert response.status_code == 202 and await response.aread() == b""
     await pool.aclose()
 

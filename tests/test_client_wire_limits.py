@@ -94,11 +94,11 @@ async def test_at_the_cap_calls_wait_in_line_and_one_that_gives_up_frees_its_pla
 
 async def test_the_pools_queue_serves_in_order_and_keeps_its_count() -> None:
     peer = FakeMcp(answer=slow(0.02))
-    pool = H1Pool(max_connections=3)
+    pool = H1Pool(route=route, max_connections=3)
     async with fake_mcp(peer) as url:
         async def exchange(i: int) -> bytes:
             body = json.dumps({"jsonrpc": "2.0", "id": i, "method": "server/discover"}).encode()
-            async with pool.stream("POST", route(url), {"content-type": "application/json"}, body) as response:
+            async with pool.stream("POST", url, {"content-type": "application/json"}, body) as response:
                 return await response.aread()
 
         answers = await asyncio.gather(*(exchange(i) for i in range(30)))
@@ -171,10 +171,10 @@ async def test_repeated_fields_are_joined_in_order() -> None:
     fields = b"".join(b"x-many: v%d\r\n" % i for i in range(4000))
     body = b'{"ok": true}'
     peer = FakeMcp(answer=raw(b"HTTP/1.1 200 OK\r\n" + fields + b"content-length: %d\r\n\r\n" % len(body) + body))
-    pool = H1Pool()
+    pool = H1Pool(route=route)
     async with fake_mcp(peer) as url:
         message = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover"}).encode()
-        async with pool.stream("POST", route(url), {}, message) as response:
+        async with pool.stream("POST", url, {}, message) as response:
             assert response.headers["X-Many"] == ", ".join(f"v{i}" for i in range(4000))
             assert await response.aread() == body
     await pool.aclose()

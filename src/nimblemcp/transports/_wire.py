@@ -14,9 +14,11 @@ transport's and the Client's decisions (`RetryPolicy`, idempotent methods, tools
 - `TransportError`: anything else below HTTP, among them a body that cannot be decoded
   (the message names its `Content-Encoding`).
 
-`H1Wire` is nimblemcp's own HTTP/1.1 client (`h1.client`), the default; `HttpxWire` an
-`httpx.AsyncClient` (proxies, `httpx.Auth` flows, a client handed in). Neither httpx nor
-httptools is imported here: each wire is built from an object of its library.
+nimblemcp's own HTTP/1.1 client, `h1.client.H1Pool` built with `route` below, is the
+default wire (its errors are in the tree already: `H1Error` is a `StreamBroken`,
+`H1DecodingError` a `TransportError`); `HttpxWire` puts an `httpx.AsyncClient` behind the
+same interface (proxies, `httpx.Auth` flows, a client handed in). Neither httpx nor
+httptools is imported here.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from ._url_split import split_url
 if TYPE_CHECKING:
     import httpx
 
-    from .h1.client import H1Pool, Route
+    from .h1.client import Route
 
-__all__ = ["H1Wire", "HttpxWire", "Wire", "WireResponse", "route"]
+__all__ = ["HttpxWire", "Wire", "WireResponse", "route"]
 
 
 class HeaderLookup(Protocol):
@@ -70,8 +72,8 @@ class Wire(Protocol):
 
 @functools.lru_cache(maxsize=64)
 def route(url: str) -> Route:
-    """Where `url`'s requests go and their request line after the method (an ASCII URL:
-    the transport made it so)."""
+    """Where `url`'s requests go and their request line after the method: the h1 wire's
+    router (the URL is ASCII: the transport made it so)."""
     parts = split_url(url)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https") or not parts.hostname:
@@ -82,23 +84,6 @@ def route(url: str) -> Route:
     if not (target + netloc).isascii() or not (target + netloc).isprintable() or " " in target:
         raise ClientError(f"cannot send {url!r}: the URL is not in its ASCII form")
     return (scheme, parts.hostname, port), f" {target} HTTP/1.1\r\nHost: {netloc}\r\n"
-
-
-class H1Wire:
-    """nimblemcp's HTTP/1.1 pool (`h1.client.H1Pool`) as a wire; its errors are already
-    in the tree (`H1Error` is a `StreamBroken`, `H1DecodingError` a `TransportError`)."""
-
-    __slots__ = ("pool",)
-
-    def __init__(self, pool: H1Pool) -> None:
-        self.pool = pool
-
-    def stream(self, method: str, url: str, headers: Mapping[str, str],
-               content: bytes | None = None) -> AbstractAsyncContextManager[WireResponse]:
-        return self.pool.stream(method, route(url), headers, content)
-
-    async def aclose(self) -> None:
-        await self.pool.aclose()
 
 
 class HttpxWire:

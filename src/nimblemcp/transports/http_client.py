@@ -236,7 +236,7 @@ class HttpTransport:
     async def open(self) -> None:
         if self._wire is not None:
             return
-        from ._wire import H1Wire, HttpxWire
+        from ._wire import HttpxWire, route
 
         if self._http is not None:  # handed in: used as it is
             self._wire, self.backend = HttpxWire(self._http, self.auth, owned=False), "httpx"
@@ -255,9 +255,9 @@ class HttpTransport:
             return
         from .h1.client import DECODERS, H1Pool
 
-        pool = H1Pool(ssl_context=tls, connect_timeout=self._connect_timeout,
-                      max_connections=self.max_connections, decoders=_decoders(DECODERS))
-        self._wire, self.backend = H1Wire(pool), "h1"
+        self._wire = H1Pool(route=route, ssl_context=tls, connect_timeout=self._connect_timeout,
+                            max_connections=self.max_connections, decoders=_decoders(DECODERS))
+        self.backend = "h1"
 
     def _tls_context(self) -> ssl.SSLContext | None:
         """The TLS context both wires use (`verify=`, `cert=`); None for plain HTTP."""

@@ -1,10 +1,10 @@
 """A small HTTP/1.1 client: kept-alive connections per origin, one write per request,
 responses parsed by `httptools` and streamed (JSON bodies and SSE alike).
 
-It is told where to connect and what to send (a `Route`: the origin, and the request
-line's target and `Host`, made from a URL by the caller); it knows nothing of URLs,
-proxies or MCP. `transports._wire.H1Wire` puts it behind the client transport's wire
-interface. Measured on loopback it costs a third of what httpx does per exchange.
+It parses no URL: the caller gives it a `route` function that turns a URL into a
+`Route` (the origin, and the request line's target and `Host`), and it knows nothing
+of proxies or MCP. It is the client transport's default wire (`transports._wire.Wire`,
+by shape). Measured on loopback it costs a third of what httpx does per exchange.
 
 What a request can count on:
 - It is written once. Another connection is tried only when the request provably never
@@ -44,6 +44,7 @@ import asyncio
 import contextlib
 import select
 import ssl
+import time
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -244,7 +245,12 @@ class H1Response:
             self._error = error
         self._wake()
 
-    async def _raw(self) -> AsyncIterator[bytes]:
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body as it arrives (chunked framing removed, content coding undone)."""
+        if self._decoder is not None:
+            async for piece in self._decoded(self._decoder):
+                yield piece
+            return
         chunks = self._chunks
         while True:
             while chunks:
@@ -263,12 +269,9 @@ class H1Response:
             finally:
                 self._waiter = None
 
-    def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """The body as it arrives (chunked framing removed, content coding undone)."""
-        return self._raw() if self._decoder is None else self._decoded(self._decoder)
-
     async def _decoded(self, decoder: Decoder) -> AsyncIterator[bytes]:
-        async for chunk in self._raw():
+        self._decoder = None  # the raw chunks, from aiter_bytes
+        async for chunk in self.aiter_bytes():
             try:
                 for piece in decoder.decode(chunk):
                     if piece:
@@ -311,7 +314,6 @@ class _Conn(asyncio.Protocol):
         self._head: asyncio.Future[H1Response] | None = None
         self._fields: list[tuple[bytes, bytes]] = []
         self._head_bytes = 0  # bytes read while no final head was complete
-        self._field_bytes = 0
         self._error: H1Error | None = None
         self._until_close = False
         self.keep_alive = False
@@ -378,12 +380,13 @@ class _Conn(asyncio.Protocol):
             raise self._error
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._field_bytes += len(name) + len(value) + 4
         self._fields.append((name, value))
 
     def on_headers_complete(self) -> None:
         fields, self._fields = self._fields, []
-        if self._field_bytes > MAX_HEAD_BYTES:  # a whole head over the bound in one read
+        # A whole head over the bound within one read (the read may hold body bytes too:
+        # the fields themselves are counted only then).
+        if self._head_bytes > MAX_HEAD_BYTES and sum(len(n) + len(v) + 4 for n, v in fields) > MAX_HEAD_BYTES:
             self._error = _head_too_large()
             raise self._error
         headers = Headers()
@@ -406,9 +409,9 @@ class _Conn(asyncio.Protocol):
         status = self.parser.get_status_code()
         if status < 200:  # 1xx: informational, the real head follows
             return
-        self._until_close = ("content-length" not in headers and status not in (204, 304)
-                             and "chunked" not in (headers.get("transfer-encoding") or "").lower())
-        coding = headers.get("content-encoding")
+        self._until_close = (not dict.__contains__(headers, "content-length") and status not in (204, 304)
+                             and "chunked" not in dict.get(headers, "transfer-encoding", "").lower())
+        coding = dict.get(headers, "content-encoding")
         decoder = _decoder_for(coding, self.decoders) if coding is not None else None
         self.response = response = H1Response(self, status, headers, decoder)
         head = self._head
@@ -434,14 +437,10 @@ class _Conn(asyncio.Protocol):
         if self.response is not None:
             self.response._finish(error)
 
-    def reusable(self, since: float) -> bool:
-        """Idle, open, not expired (idle since `since` or later) and with nothing waiting
-        to be read (a close or stray bytes the loop has not handled yet)."""
-        if self.closed or self.transport is None or self.transport.is_closing() or self.idle_since < since:
-            return False
-        if self._poller is not None:
-            return not self._poller.poll(0)
-        return self._fd < 0 or not select.select([self._fd], [], [], 0)[0]
+    def readable(self) -> bool:
+        """Bytes (or an end) wait on the socket that the loop has not handled yet (where
+        there is no `poll`; the pool polls `_poller` itself)."""
+        return self._fd >= 0 and bool(select.select([self._fd], [], [], 0)[0])
 
     def start(self, data: bytes) -> asyncio.Future[H1Response]:
         """Send one request (already framed); the future gets the response's head.
@@ -455,7 +454,7 @@ class _Conn(asyncio.Protocol):
         self.response = None
         self.keep_alive = False
         self._until_close = False
-        self._head_bytes = self._field_bytes = 0
+        self._head_bytes = 0
         self._error = None
         self._head = head = self.loop.create_future()
         transport.write(data)
@@ -497,15 +496,16 @@ class _Origin:
 
 
 class H1Pool:
-    """Connections to the origins of the routes it is asked for, reused while idle.
+    """Connections to the origins of the URLs it is asked for, reused while idle.
     Safe for many concurrent exchanges on one event loop (each gets its own
     connection); `aclose()` ends every connection, open responses included."""
 
-    def __init__(self, *, ssl_context: ssl.SSLContext | None = None, connect_timeout: float | None = 10.0,
-                 max_connections: int = 100, max_idle: int = 20, keepalive_expiry: float = 5.0,
-                 decoders: Mapping[str, Callable[[], Decoder]] = DECODERS) -> None:
+    def __init__(self, *, route: Callable[[str], Route], ssl_context: ssl.SSLContext | None = None,
+                 connect_timeout: float | None = 10.0, max_connections: int = 100, max_idle: int = 20,
+                 keepalive_expiry: float = 5.0, decoders: Mapping[str, Callable[[], Decoder]] = DECODERS) -> None:
         if max_connections < 1 or max_idle < 0:
             raise ValueError("need max_connections >= 1 and max_idle >= 0")
+        self.route = route
         self.ssl_context = ssl_context
         self.connect_timeout = connect_timeout
         self.max_connections = max_connections
@@ -574,10 +574,14 @@ class H1Pool:
         """An idle connection (True), or a new one (False), waiting in line at the cap."""
         idle = origin.idle
         if idle:
-            since = asyncio.get_running_loop().time() - self.keepalive_expiry
+            since = time.monotonic() - self.keepalive_expiry
             while idle:
                 conn = idle.pop()  # the most recently used: the least likely timed out
-                if conn.reusable(since):
+                # Open, not expired, and nothing waiting (a close or stray bytes the loop
+                # has not handled yet); `start` checks the transport itself.
+                poller = conn._poller
+                if not conn.closed and conn.idle_since >= since and not (
+                        poller.poll(0) if poller is not None else conn.readable()):
                     return conn, True
                 self._discard(origin, conn)
         if origin.count < self.max_connections:
@@ -613,7 +617,7 @@ class H1Pool:
         if conn is None:
             origin.count -= 1
         elif len(origin.idle) < self.max_idle and not self._closed:
-            conn.idle_since = conn.loop.time()
+            conn.idle_since = time.monotonic()
             origin.idle.append(conn)
         else:
             self._discard(origin, conn)
@@ -636,20 +640,24 @@ class H1Pool:
             conn.response = None
             conn.idle = True
             conn.resume()
-            self._hand_on(origin, conn)
+            if not origin.waiters and len(origin.idle) < self.max_idle:
+                conn.idle_since = time.monotonic()
+                origin.idle.append(conn)
+            else:
+                self._hand_on(origin, conn)
             return
         self._discard(origin, conn)
 
     # -- exchanges ---------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def stream(self, method: str, route: Route, headers: Mapping[str, str] | Iterable[tuple[str, str]],
+    async def stream(self, method: str, url: str, headers: Mapping[str, str] | Iterable[tuple[str, str]],
                      content: bytes | None = None) -> AsyncIterator[H1Response]:
         """One exchange: the response once its head arrived; its body streams from
         `aiter_bytes()` until the block exits (an unfinished body closes the connection)."""
         if self._closed:
             raise H1Closed("the HTTP client is closed")
-        key, line = route
+        key, line = self.route(url)
         data = self._frame(method, line, headers.items() if isinstance(headers, Mapping) else headers, content)
         origin = self._origins.get(key)
         if origin is None:
