@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 import pytest
-from _fake_mcp import FakeMcp, fake_mcp
+from _fake_mcp import FakeMcp, Seen, answer_body, fake_mcp, json_answer, raw
 
 from nimblemcp.client import Client
 from nimblemcp.errors import ClientError
@@ -73,3 +73,17 @@ async def test_the_cli_reports_non_ascii_urls_without_a_traceback() -> None:
     assert code == 1 and "invalid URL" in err and "Traceback" not in err, err
     code, err = await run_cli("tools", "http://127.0.0.1:1/pfad/ä", "--timeout", "10")
     assert code == 1 and "Traceback" not in err and "UnicodeEncodeError" not in err, err
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_redirect_to_a_path_with_a_space_is_followed_in_its_normal_form(wire: str) -> None:
+    def answer(seen: Seen) -> bytes:
+        if seen.line.startswith("POST /mcp "):
+            return b"HTTP/1.1 307 Temporary Redirect\r\nlocation: /moved here?x=<1>\r\ncontent-length: 0\r\n\r\n"
+        return json_answer(answer_body(seen.message))
+
+    peer = FakeMcp(answer=raw(answer))
+    async with fake_mcp(peer) as url, Client(HttpTransport(url, wire=wire), mode="modern") as client:  # type: ignore[arg-type]
+        result = await client.call_tool("side_effect", {})
+        assert result["content"][0]["text"] == "side_effect"
+    assert "POST /moved%20here?x=%3C1%3E HTTP/1.1" in {seen.line for seen in peer.seen}

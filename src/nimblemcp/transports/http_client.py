@@ -459,6 +459,7 @@ class HttpTransport:
                     raise RedirectNotFollowed(
                         status, f"more than {self.max_redirects} redirects (max_redirects); "
                                 f"the last one from {url} to {target}", location=target)
+            target = _wire_form(target)  # a Location may carry what a request line cannot
             if status == 308 and url == self.url:
                 logger.info("%s moved permanently to %s", self.url, target)
                 self.url = target

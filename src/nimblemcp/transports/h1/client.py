@@ -671,6 +671,9 @@ class H1Pool:
                 if reused:
                     continue  # provably not sent: the next connection carries it
                 raise H1ConnectError(f"{exc}; nothing was sent") from None
+            except BaseException:
+                self._discard(origin, conn)
+                raise
             break
         try:
             response = await head
