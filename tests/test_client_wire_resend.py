@@ -13,15 +13,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import struct
 
 import pytest
-from _fake_mcp import FakeMcp, Seen, close, close_mid_head, fake_mcp, half_close, ok, reset, slow
+from _fake_mcp import (
+    FakeMcp,
+    Seen,
+    answer_body,
+    close,
+    close_mid_head,
+    fake_mcp,
+    half_close,
+    json_answer,
+    ok,
+    raw,
+    reset,
+    slow,
+)
 
 from nimblemcp.client import Client
 from nimblemcp.errors import StreamBroken, TransportError
-from nimblemcp.transports.h1.client import DECODERS, _Conn, _Unsent
+from nimblemcp.transports._wire import route
+from nimblemcp.transports.h1.client import DECODERS, H1Pool, _Conn, _Unsent
 from nimblemcp.transports.http_client import HttpTransport
 
 WIRES = ("h1", "httpx")
@@ -129,3 +144,36 @@ async def test_a_write_that_fails_at_once_is_known_unsent() -> None:
     with pytest.raises(_Unsent):
         conn.start(b"POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
     conn.close()
+
+
+async def test_a_second_answer_to_one_request_is_never_taken_for_the_next() -> None:
+    """Bytes after a complete answer (a server out of step) end that connection: the
+    next request goes out on another and gets its own answer. (httpx 0.28 keeps such
+    bytes and hands them over as the next request's answer: here, the forged result.)"""
+    wire = "h1"
+    def twice(seen: Seen) -> bytes:
+        forged = {"jsonrpc": "2.0", "id": seen.message["id"] + 1,
+                  "result": {"resultType": "complete", "content": [{"type": "text", "text": "forged"}]}}
+        return json_answer(answer_body(seen.message)) + json_answer(json.dumps(forged).encode())
+
+    peer = FakeMcp(script={"side_effect": [raw(twice)]})
+    async with fake_mcp(peer) as url, client_for(url, wire) as client:
+        await client.list_tools()
+        for _ in range(3):
+            result = await client.call_tool("side_effect", {})
+            assert result["content"][0]["text"] == "side_effect"
+            await asyncio.sleep(0.05)
+    assert peer.runs["side_effect"] == 3
+
+
+async def test_an_idle_connection_past_its_keep_alive_expiry_is_not_reused() -> None:
+    peer = FakeMcp()
+    pool = H1Pool(route=route, keepalive_expiry=0.2)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover"}).encode()
+    async with fake_mcp(peer) as url:
+        for pause in (0, 0, 0.4, 0):
+            await asyncio.sleep(pause)
+            async with pool.stream("POST", url, {}, body) as response:
+                await response.aread()
+    await pool.aclose()
+    assert peer.connections == 2  # one for the first two and the last; a fresh one after the pause
