@@ -146,15 +146,18 @@ async def test_a_write_that_fails_at_once_is_known_unsent() -> None:
     conn.close()
 
 
-async def test_a_second_answer_to_one_request_is_never_taken_for_the_next() -> None:
+@pytest.mark.parametrize("extra", ["a whole answer", "the start of one"])
+async def test_a_second_answer_to_one_request_is_never_taken_for_the_next(extra: str) -> None:
     """Bytes after a complete answer (a server out of step) end that connection: the
     next request goes out on another and gets its own answer. (httpx 0.28 keeps such
     bytes and hands them over as the next request's answer: here, the forged result.)"""
     wire = "h1"
+
     def twice(seen: Seen) -> bytes:
         forged = {"jsonrpc": "2.0", "id": seen.message["id"] + 1,
                   "result": {"resultType": "complete", "content": [{"type": "text", "text": "forged"}]}}
-        return json_answer(answer_body(seen.message)) + json_answer(json.dumps(forged).encode())
+        more = json_answer(json.dumps(forged).encode()) if extra == "a whole answer" else b"HTTP/1.1 2"
+        return json_answer(answer_body(seen.message)) + more
 
     peer = FakeMcp(script={"side_effect": [raw(twice)]})
     async with fake_mcp(peer) as url, client_for(url, wire) as client:
