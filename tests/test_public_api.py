@@ -343,12 +343,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.h1.client": [
         "DECODERS",
         "Decoder",
-        "H1Closed",
-        "H1ConnectError",
-        "H1DecodingError",
-        "H1Error",
         "H1Pool",
-        "H1ProtocolError",
         "H1Response",
         "Headers",
         "MAX_HEAD_BYTES",

@@ -54,10 +54,9 @@ import httptools
 
 from nimblemcp.errors import StreamBroken, TransportError
 
-__all__ = [
-    "DECODERS", "MAX_HEAD_BYTES", "Decoder", "H1Closed", "H1ConnectError", "H1DecodingError", "H1Error",
-    "H1Pool", "H1ProtocolError", "H1Response", "Headers", "Origin", "Route",
-]
+# The H1 errors are importable but not exported: what a caller catches is the tree's
+# `StreamBroken` and `TransportError` (public modules export only `nimblemcp.errors` classes).
+__all__ = ["DECODERS", "MAX_HEAD_BYTES", "Decoder", "H1Pool", "H1Response", "Headers", "Origin", "Route"]
 
 #: The largest response head (status line and fields) read; httpx refuses at the same size.
 MAX_HEAD_BYTES = 100 * 1024
