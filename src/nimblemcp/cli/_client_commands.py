@@ -13,7 +13,8 @@ the way goes to stderr as JSON lines). While a request runs, the tool's progress
 (a bar on a terminal, lines otherwise) and the server's log messages (`--log-level`)
 show on stderr. `call` asks elicitation questions in the terminal and refuses sampling
 unless `--sample-reply` is given; `call --tasks` lets the tool run as a task and
-prints its status changes on stderr. Loaded only for these commands, so `nimblemcp
+prints its status changes on stderr. `--cafile PEM` trusts a CA bundle for an
+https:// server (as `SSL_CERT_FILE` does). Loaded only for these commands, so `nimblemcp
 run` never imports the client; must not import the server.
 
 A server spawned over stdio gets a longer era probe than the library's (COMPAT-C06:
