@@ -1,4 +1,4 @@
-"""The HTTP client's own HTTP/1.1 wire (transports/_h1client.py, issue 18), against real
+"""The HTTP client's own HTTP/1.1 wire (transports/h1/client.py, issue 18), against real
 sockets on loopback: a scripted raw HTTP server (so the tests control framing and when
 a connection closes), a real nimblemcp server under uvicorn, TLS with a certificate
 made here, and a forward proxy that routes the request to the origin (HTTP_PROXY makes
@@ -25,7 +25,8 @@ from nimblemcp import Server
 from nimblemcp.client import Client
 from nimblemcp.errors import StreamBroken
 from nimblemcp.transports import _tls
-from nimblemcp.transports._h1client import H1Closed, H1Pool, H1ProtocolError
+from nimblemcp.transports._wire import route
+from nimblemcp.transports.h1.client import H1Closed, H1Pool, H1ProtocolError
 from nimblemcp.transports.http import asgi_app
 from nimblemcp.transports.http_client import HttpTransport
 
@@ -171,7 +172,7 @@ async def test_a_connection_the_server_closed_between_calls_is_replaced() -> Non
 
 
 async def test_a_stale_connection_found_only_when_writing_is_retried_once_on_a_fresh_one() -> None:
-    pool = H1Pool()
+    pool = H1Pool(route=route)
     peer = RawServer(close_after=True)
     async with raw_server(peer) as port:
         url = f"http://127.0.0.1:{port}/mcp"
@@ -180,7 +181,7 @@ async def test_a_stale_connection_found_only_when_writing_is_retried_once_on_a_f
             assert response.status_code == 200
             await response.aread()
         # Pretend the close has not been noticed yet: the idle connection looks open.
-        conn = pool._idle[("http", "127.0.0.1", port)][0]
+        conn = pool._origins[("http", "127.0.0.1", port)].idle[0]
         await asyncio.sleep(0.05)
         conn.closed = False
         async with pool.stream("POST", url, {"content-type": "application/json"}, body) as response:
@@ -266,7 +267,7 @@ async def test_the_connection_dropping_mid_answer_is_a_broken_stream() -> None:
 async def test_garbage_instead_of_http_is_a_broken_stream() -> None:
     peer = RawServer(answer=lambda request: b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
     async with raw_server(peer) as port:
-        pool = H1Pool()
+        pool = H1Pool(route=route)
         with pytest.raises(H1ProtocolError):
             async with pool.stream("POST", f"http://127.0.0.1:{port}/mcp", {}, b"{}"):
                 pass
@@ -276,7 +277,7 @@ async def test_garbage_instead_of_http_is_a_broken_stream() -> None:
 
 
 async def test_header_values_with_line_breaks_are_refused() -> None:
-    pool = H1Pool()
+    pool = H1Pool(route=route)
     with pytest.raises(H1ProtocolError, match="CR, LF"):
         async with pool.stream("POST", "http://127.0.0.1:9/mcp", {"x-evil": "a\r\nHost: other"}, b"{}"):
             pass

@@ -340,6 +340,16 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.http_sse": [
         "HttpSseApp",
     ],
+    "nimblemcp.transports.h1.client": [
+        "DECODERS",
+        "Decoder",
+        "H1Pool",
+        "H1Response",
+        "Headers",
+        "MAX_HEAD_BYTES",
+        "Origin",
+        "Route",
+    ],
     "nimblemcp.transports.http_client": [
         "HttpStatusError",
         "HttpTransport",
@@ -406,6 +416,7 @@ PUBLIC_API: dict[str, list[str]] = {
 # Public-looking modules without `__all__`, with the reason.
 NO_ALL = {
     "nimblemcp.transports": "a namespace package: its modules carry the names",
+    "nimblemcp.transports.h1": "a namespace package: its modules carry the names",
     "nimblemcp.transports.stdio": "the stdio server loop; reached through Server.run() (H1 to add __all__)",
 }
 

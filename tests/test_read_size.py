@@ -13,8 +13,8 @@ from pathlib import Path
 from test_stdio_client_lines import SERVER  # echo, and `big`: a 300 kB line
 
 from nimblemcp.client import Client
-from nimblemcp.transports._h1client import _Conn
 from nimblemcp.transports._read_size import READ_SIZE, small_reads
+from nimblemcp.transports.h1.client import DECODERS, _Conn
 from nimblemcp.transports.stdio_client import StdioTransport
 
 
@@ -46,7 +46,7 @@ async def test_the_http_clients_connection_reads_in_small_pieces_and_whole_bodie
     loop = asyncio.get_running_loop()
     ours, theirs = socket.socketpair()
     try:
-        _, conn = await loop.create_connection(lambda: _Conn(loop), sock=ours)
+        _, conn = await loop.create_connection(lambda: _Conn(loop, DECODERS), sock=ours)
         assert max_size(conn.transport) == READ_SIZE
         conn.close()
     finally:

@@ -86,7 +86,7 @@ def test_stdio_server_start_imports_no_client_http_or_pydantic() -> None:
                   "starlette", "anyio", "cryptography", "jsonschema"):
         assert _under(mods, heavy) == set(), heavy
     http = {"nimblemcp.transports.http", "nimblemcp.transports._engine", "nimblemcp.transports._engine_server",
-            "nimblemcp.transports._asgi", "nimblemcp.transports._h1client", "nimblemcp.transports.http_client",
+            "nimblemcp.transports._asgi", "nimblemcp.transports.h1.client", "nimblemcp.transports.http_client",
             "nimblemcp.transports._uvicorn", "nimblemcp.transports._sse"}
     assert http & mods == set()
 

@@ -304,12 +304,12 @@ def test_an_http_transport_for_a_plain_url_loads_no_url_parser() -> None:
     out = _fresh("""
         import json, sys
         from nimblemcp.transports.http_client import HttpTransport
-        from nimblemcp.transports._h1client import _route
+        from nimblemcp.transports._wire import route as _route
         transport = HttpTransport("http://127.0.0.1:8000/mcp?x=1")
         route = _route("http://Localhost:8000/mcp?x=1")
         plain = [m for m in ("urllib.parse", "ipaddress") if m in sys.modules]
         HttpTransport("http://[::1]:8000/mcp")  # not plain: urlsplit itself
-        print(json.dumps([plain, transport.peer, route[0], route[1].decode(), "urllib.parse" in sys.modules]))
+        print(json.dumps([plain, transport.peer, route[0], route[1], "urllib.parse" in sys.modules]))
     """)
     assert out == [[], "http://127.0.0.1:8000", ["http", "localhost", 8000],
                    " /mcp?x=1 HTTP/1.1\r\nHost: Localhost:8000\r\n", True]

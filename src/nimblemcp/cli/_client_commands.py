@@ -13,7 +13,8 @@ the way goes to stderr as JSON lines). While a request runs, the tool's progress
 (a bar on a terminal, lines otherwise) and the server's log messages (`--log-level`)
 show on stderr. `call` asks elicitation questions in the terminal and refuses sampling
 unless `--sample-reply` is given; `call --tasks` lets the tool run as a task and
-prints its status changes on stderr. Loaded only for these commands, so `nimblemcp
+prints its status changes on stderr. `--cafile PEM` trusts a CA bundle for an
+https:// server (as `SSL_CERT_FILE` does). Loaded only for these commands, so `nimblemcp
 run` never imports the client; must not import the server.
 
 A server spawned over stdio gets a longer era probe than the library's (COMPAT-C06:
@@ -57,6 +58,8 @@ def _parser(command: str) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0, help="per-request timeout (s)")
     p.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
                    help="extra HTTP header (repeatable)")
+    p.add_argument("--cafile", metavar="PEM",
+                   help="trust the CA certificates in this file for https:// (SSL_CERT_FILE also works)")
     p.add_argument("--log-level", choices=(*LOG_LEVELS, "off"), default="info",
                    help="the server's log messages to show on stderr (default info)")
     p.add_argument("-v", "--verbose", action="store_true",
@@ -134,8 +137,10 @@ def parse_arguments(pairs: Sequence[str], raw: str | None) -> dict[str, Any]:
     return out
 
 
-def _transport(target: Any, headers: Sequence[str]) -> Any:
+def _transport(target: Any, headers: Sequence[str], cafile: str | None = None) -> Any:
     if isinstance(target, list):
+        if cafile is not None:
+            raise UsageError("--cafile is for https:// URLs")
         from nimblemcp.transports.stdio_client import StdioTransport
 
         return StdioTransport(target[0], target[1:])
@@ -150,7 +155,7 @@ def _transport(target: Any, headers: Sequence[str]) -> Any:
         if not sep:
             raise UsageError(f"--header wants NAME:VALUE, got {header!r}")
         extra[name.strip()] = value.strip()
-    return HttpTransport(target, headers=extra)
+    return HttpTransport(target, headers=extra, verify=cafile if cafile is not None else True)
 
 
 async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
@@ -172,7 +177,7 @@ async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
         callbacks["tasks"] = args.tasks
     if isinstance(target, list):  # spawned by us: starting, not silent (see the module doc)
         callbacks["probe_timeout"] = min(args.timeout, SPAWNED_PROBE_TIMEOUT)
-    async with Client(_transport(target, args.header), timeout=args.timeout, **callbacks) as client:
+    async with Client(_transport(target, args.header, args.cafile), timeout=args.timeout, **callbacks) as client:
         if args.command == "discover":
             result = await client.discover()
             r.dump_json(result) if args.json else r.render_discover(result)

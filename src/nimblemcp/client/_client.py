@@ -38,6 +38,9 @@ from ._tools import Tools
 from ._transport import ParamValue, PeerRequests, StrayNotifications, Transport, transport_for
 
 if TYPE_CHECKING:
+    import os
+    import ssl
+
     from ._listen import Listener
 
 __all__ = ["Client", "ProgressCallback"]
@@ -55,12 +58,15 @@ class Client:
     declares the tasks extension: a tool may then run as a task, which `call_tool`
     polls (every `pollIntervalMs`, kept within `task_poll_floor`..`task_poll_cap` s);
     `auth` (HTTP only) is an `httpx.Auth` such as `nimblemcp.client.auth.OAuth`.
+    `verify` (HTTPS only) is True (the default CA store; `SSL_CERT_FILE` honoured), a CA
+    bundle path, an `ssl.SSLContext` or False (no verification); `cert` a client
+    certificate: a PEM path, `(certfile, keyfile)` or `(certfile, keyfile, password)`.
 
     The options also come in groups: `callbacks=Callbacks(...)`,
     `retry_policy=RetryPolicy(...)`, `task_policy=TaskPolicy(...)`,
     `cache_policy=CachePolicy(...)`; a group replaces its flat keywords. `limits=Limits(...)`
     bounds what the transports built from a URL or command line accept (message size,
-    redirects)."""
+    redirects, connections at once)."""
 
     def __init__(
         self,
@@ -91,6 +97,8 @@ class Client:
         task_poll_floor: float = 0.05,
         task_poll_cap: float = 5.0,
         auth: Any = None,
+        verify: bool | str | os.PathLike[str] | ssl.SSLContext = True,
+        cert: str | os.PathLike[str] | tuple[str, str] | tuple[str, str, str] | None = None,
         callbacks: Callbacks | None = None,
         retry_policy: RetryPolicy | None = None,
         task_policy: TaskPolicy | None = None,
@@ -117,7 +125,8 @@ class Client:
         self.limits = limits if limits is not None else _DEFAULT_LIMITS
         found = self.callbacks
         transport = transport_for(target, auth, max_message_bytes=self.limits.max_message_bytes,
-                                  max_redirects=self.limits.max_redirects)
+                                  max_redirects=self.limits.max_redirects,
+                                  max_connections=self.limits.max_connections, verify=verify, cert=cert)
         self._pipe = pipe = Pipeline(
             transport,
             modern=MODERN,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import field, fields, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from nimblemcp.transports._limits import MAX_MESSAGE_BYTES, MAX_REDIRECTS
+from nimblemcp.transports._limits import MAX_CONNECTIONS, MAX_MESSAGE_BYTES, MAX_REDIRECTS
 
 from ._cache import CacheStore
 from ._mrtr import Callback
@@ -84,15 +84,18 @@ class RetryPolicy:
 class Limits:
     """What the client transports it builds (URL, command line) accept from a server:
     `max_message_bytes` per message (a JSON body, one SSE event, one stdio line; over
-    it the request fails with `MessageTooLarge`) and `max_redirects` same-origin
-    307/308 hops per HTTP request. A Transport handed in takes its own settings."""
+    it the request fails with `MessageTooLarge`), `max_redirects` same-origin 307/308
+    hops per HTTP request, and `max_connections` to an HTTP server at once (more
+    concurrent requests wait in line for one). A Transport handed in takes its own
+    settings."""
 
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_redirects: int = MAX_REDIRECTS
+    max_connections: int = MAX_CONNECTIONS
 
     def __post_init__(self) -> None:
-        if self.max_message_bytes <= 0 or self.max_redirects < 0:
-            raise ValueError("need max_message_bytes > 0 and max_redirects >= 0")
+        if self.max_message_bytes <= 0 or self.max_redirects < 0 or self.max_connections < 1:
+            raise ValueError("need max_message_bytes > 0, max_redirects >= 0 and max_connections >= 1")
 
 
 @dataclass(frozen=True, slots=True)

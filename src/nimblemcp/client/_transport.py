@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from nimblemcp.transports._limits import MAX_MESSAGE_BYTES, MAX_REDIRECTS
+from nimblemcp.transports._limits import MAX_CONNECTIONS, MAX_MESSAGE_BYTES, MAX_REDIRECTS
 
 __all__ = [
     "LegacySessions",
@@ -127,10 +127,11 @@ class LegacySessions(Protocol):
 
 def transport_for(
     target: Any, auth: Any = None, *, max_message_bytes: int = MAX_MESSAGE_BYTES,
-    max_redirects: int = MAX_REDIRECTS,
+    max_redirects: int = MAX_REDIRECTS, max_connections: int = MAX_CONNECTIONS, verify: Any = True,
+    cert: Any = None,
 ) -> Transport:
     """A URL, a command list, a Transport or an in-process Server, as a Transport. The
-    limits apply to the transports built here."""
+    limits apply to the transports built here; `auth`, `verify` and `cert` to HTTP."""
     if isinstance(target, str) and target.startswith(("http://", "https://")):
         from nimblemcp._extras import needs_extra
 
@@ -138,9 +139,10 @@ def transport_for(
             from nimblemcp.transports.http_client import HttpTransport
 
         return HttpTransport(target, auth=auth, max_message_bytes=max_message_bytes,
-                             max_redirects=max_redirects)
-    if auth is not None:  # another transport takes its auth itself
-        raise TypeError("auth= needs an http(s):// URL target")
+                             max_redirects=max_redirects, max_connections=max_connections,
+                             verify=verify, cert=cert)
+    if auth is not None or verify is not True or cert is not None:  # another transport takes its own
+        raise TypeError("auth=, verify= and cert= need an http(s):// URL target")
     if isinstance(target, list | tuple) and target and all(isinstance(a, str) for a in target):
         from nimblemcp.transports.stdio_client import StdioTransport
 

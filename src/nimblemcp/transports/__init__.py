@@ -8,6 +8,7 @@ Streamable HTTP ASGI app) with `_http_exchange` (one request in flight), `_http_
 adapter (sessions, back channel, change forwarding) that `stdio` and `_http_legacy`
 (+ `_http_sessions`, the session table) put on their wires. Client side: `stdio_client`,
 `http_client` (+ `_http_answers`: redirects, `Retry-After`, challenges and capped
-reads; `_tls`), `memory` (in-process, for tests), and `_limits` (their size and hop
+reads; `_wire`: its two wires, `h1.client` and httpx; `_tls`, `_proxies`, `_brotli`),
+`memory` (in-process, for tests), and `_limits` (their size, hop and connection
 limits, defined once).
 """

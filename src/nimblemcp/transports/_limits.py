@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["MAX_MESSAGE_BYTES", "MAX_REDIRECTS"]
+__all__ = ["MAX_CONNECTIONS", "MAX_MESSAGE_BYTES", "MAX_REDIRECTS"]
 
 #: The largest message a client reads from a server: a JSON body, one SSE event, one
 #: stdio line. Above it the read stops with `MessageTooLarge`.
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 #: Same-origin 307/308 redirects followed for one HTTP request.
 MAX_REDIRECTS: Final = 5
+#: Connections an HTTP client transport opens to its server at once (httpx's default);
+#: more concurrent requests wait in line for one.
+MAX_CONNECTIONS: Final = 100

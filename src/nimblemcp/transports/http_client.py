@@ -1,4 +1,4 @@
-"""Streamable HTTP client transport on httpx (HTTP-03..08, HTTP-12..15).
+"""Streamable HTTP client transport (HTTP-03..08, HTTP-12..15).
 
 One POST per request; the answer is `application/json` (one response) or
 `text/event-stream` (notifications, then the response). Routing headers
@@ -27,12 +27,20 @@ decides whether to wait); a 401 with no `auth` is `AuthorizationRequired` quotin
 the challenge. Bodies and SSE events are read with a cap (`max_message_bytes`): over
 it the response is closed unread and the request fails with `MessageTooLarge`; the
 transport stays usable.
-The wire: `_h1client` (a small HTTP/1.1 client on httptools, kept-alive connections,
-one write per request) for plain and TLS URLs when nothing needs httpx; httpx when a
-proxy is configured in the environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`), an
-`httpx.AsyncClient` is handed in (`http=`: explicit proxies, custom TLS, mounts), `auth`
-is set (the `httpx.Auth` flows: OAuth, DPoP), the URL carries user info, or httptools is
-missing. `backend` says which was chosen after `open()`. httpx is imported only then.
+The bytes go over a wire (`_wire.Wire`: one small interface, each wire mapping its own
+errors into the tree; neither re-sends a request that may have left, so what is
+re-sent is the Client's idempotence policy). `h1.client` (nimblemcp's HTTP/1.1 client
+on httptools: kept-alive connections, one write per request) carries plain and TLS URLs
+when nothing needs httpx; httpx carries them when the endpoint is proxied (as httpx
+decides from `urllib.request.getproxies()` and NO_PROXY, `_proxies`), an
+`httpx.AsyncClient` is handed in (`http=`: explicit proxies, mounts), `auth` is set
+(the `httpx.Auth` flows: OAuth, DPoP), the URL carries user info, or httptools is
+missing; `wire="h1"` or `"httpx"` forces one. `backend` says which was chosen after
+`open()`; httpx is imported only then. Both take the same TLS context (`verify=`,
+`cert=`: `_tls`), at most `max_connections` connections at once (more requests wait
+for one), send `Accept-Encoding: gzip, deflate` (and br with brotli installed) and
+decode the answer. A URL with characters a request line cannot carry (an IDNA host,
+non-ASCII in the path) is kept in httpx's normal form (`url`).
 It has the Client's optional transport capabilities `RemotePeer`, `StrayNotifications`,
 `PeerRequests` and `LegacySessions` (`nimblemcp.client._transport`), by shape.
 Must not import `nimblemcp.client` or `nimblemcp.server`.
@@ -44,8 +52,7 @@ import asyncio
 import contextlib
 import importlib.util
 import logging
-import os
-import sys
+import ssl
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -54,7 +61,7 @@ from collections.abc import (
     Coroutine,
     Mapping,
 )
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from nimblemcp.errors import (
     AuthorizationRequired,
@@ -90,7 +97,7 @@ from ._http_answers import (
     retry_after,
     same_origin,
 )
-from ._limits import MAX_MESSAGE_BYTES, MAX_REDIRECTS
+from ._limits import MAX_CONNECTIONS, MAX_MESSAGE_BYTES, MAX_REDIRECTS
 from ._sse import iter_sse
 from ._url_split import split_url
 
@@ -105,7 +112,9 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from ._h1client import H1Pool
+    from ._tls import Cert, Verify
+    from ._wire import Wire, WireResponse
+    from .h1.client import Decoder
     from .sse_client import SseTransport
 else:  # the same slotted records, built without dataclass's `exec` (start-up cost; issue 18)
     from nimblemcp.types._records import dataclass
@@ -138,7 +147,12 @@ def mcp_name(method: str, params: Mapping[str, Any]) -> str | None:
 
 
 class HttpTransport:
-    """POSTs each request to one MCP endpoint URL."""
+    """POSTs each request to one MCP endpoint URL.
+
+    `verify` (True, a CA bundle path, an `ssl.SSLContext` or False) and `cert` (a PEM
+    path, `(certfile, keyfile)` or `(certfile, keyfile, password)`) set TLS for the wire
+    it builds (not for a client given as `http=`); `max_connections` caps connections to
+    the server (more requests wait for one); `wire` is "auto", "h1" or "httpx"."""
 
     carries_param_headers = True
     wire = "http"
@@ -155,9 +169,44 @@ class HttpTransport:
         auth: httpx.Auth | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         max_redirects: int = MAX_REDIRECTS,
+        max_connections: int = MAX_CONNECTIONS,
         sse_fallback: bool = True,
+        verify: Verify = True,
+        cert: Cert | None = None,
+        wire: Literal["auto", "h1", "httpx"] = "auto",
     ) -> None:
+        if verify is not True or cert is not None:
+            if http is not None:
+                raise TypeError("verify= and cert= apply to the client the transport builds: "
+                                "configure TLS on the httpx.AsyncClient you pass as http=")
+            from ._tls import check
+
+            check(verify, cert)
+        if wire not in ("auto", "h1", "httpx"):
+            raise ValueError(f"wire must be 'auto', 'h1' or 'httpx', not {wire!r}")
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        url = _wire_form(url)
+        try:
+            parts = split_url(url)
+            parts.port  # noqa: B018  (reading it validates it)
+        except ValueError as exc:
+            raise ClientError(f"invalid URL {url!r}: {exc}") from None
+        if not parts.hostname:
+            raise ClientError(f"invalid URL {url!r}: no host")
+        self._userinfo = "@" in parts.netloc
+        if wire == "h1" and (auth is not None or self._userinfo):
+            raise ValueError("wire='h1' carries neither auth= nor user info in the URL: use httpx")
+        #: The endpoint, in the ASCII form sent on the wire (IDNA host, percent-encoded path).
         self.url = url
+        self.peer = f"{parts.scheme}://{parts.netloc}"
+        #: TLS for https URLs, on either wire (see `transports._tls`).
+        self._verify = verify
+        self._cert = cert
+        #: "auto": "h1" unless the connection needs what only httpx does; or forced.
+        self.wire_choice = wire
+        #: At most this many connections to the server at once; more requests wait for one.
+        self.max_connections = max_connections
         self.max_message_bytes = max_message_bytes
         self.max_redirects = max_redirects
         #: Fall back to the 2024-11-05 HTTP+SSE transport (`sse_client`) when the first
@@ -167,22 +216,11 @@ class HttpTransport:
         self._settled = False  # a POST got its answer: no fallback any more
         #: Runs every request (e.g. `nimblemcp.client.auth.OAuth`: Bearer tokens, 401/403).
         self.auth = auth
-        self._auth: dict[str, Any] = {"auth": auth} if auth is not None else {}
-        try:
-            parts = split_url(url)
-            parts.port  # noqa: B018  (reading it validates it)
-        except ValueError as exc:
-            raise ClientError(f"invalid URL {url!r}: {exc}") from None
-        if not parts.hostname:
-            raise ClientError(f"invalid URL {url!r}: no host")
-        self.peer = f"{parts.scheme}://{parts.netloc}"
         self.extra_headers = dict(headers or {})
         self._http = http
-        self._owns_http = http is None
-        self._h1: H1Pool | None = None
-        #: The wire in use after `open()`: "h1" (`_h1client`) or "httpx".
+        self._wire: Wire | None = None
+        #: The wire in use after `open()`: "h1" (`h1.client`) or "httpx".
         self.backend: str | None = None
-        self._userinfo = "@" in parts.netloc
         self._connect_timeout = connect_timeout
         self.max_resumes = max_resumes
         self.listen_get = listen_get
@@ -196,38 +234,48 @@ class HttpTransport:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def open(self) -> None:
-        if self._http is not None or self._h1 is not None:
-            if self.backend is None:
-                self.backend = "httpx"
+        if self._wire is not None:
             return
+        from ._wire import HttpxWire, route
+
+        if self._http is not None:  # handed in: used as it is
+            self._wire, self.backend = HttpxWire(self._http, self.auth, owned=False), "httpx"
+            return
+        tls = self._tls_context()
         if self._wants_httpx():
             import httpx
 
-            from ._tls import verify_for
-
             # Read timeouts are per request and enforced by the Client, not here.
             self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(None, connect=self._connect_timeout), verify=verify_for(self.url)
+                timeout=httpx.Timeout(None, connect=self._connect_timeout),
+                verify=tls if tls is not None else False,
+                limits=httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=20),
             )
-            self._owns_http = True
-            self.backend = "httpx"
+            self._wire, self.backend = HttpxWire(self._http, self.auth), "httpx"
             return
-        from ._h1client import H1Pool
+        from .h1.client import DECODERS, H1Pool
 
-        context = None
-        if self.url[:8].lower() == "https://":
-            from ._tls import verify_for
-
-            verify = verify_for(self.url)
-            context = verify if not isinstance(verify, bool) else None
-        self._h1 = H1Pool(ssl_context=context, connect_timeout=self._connect_timeout)
+        self._wire = H1Pool(route=route, ssl_context=tls, connect_timeout=self._connect_timeout,
+                            max_connections=self.max_connections, decoders=_decoders(DECODERS))
         self.backend = "h1"
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        """The TLS context both wires use (`verify=`, `cert=`); None for plain HTTP."""
+        if self.url[:8].lower() != "https://":
+            return None
+        from ._tls import tls_context
+
+        return tls_context(self.url, self._verify, self._cert)
 
     def _wants_httpx(self) -> bool:
         """Whether this connection needs what only httpx does (see the module docstring)."""
+        if self.wire_choice != "auto":
+            return self.wire_choice == "httpx"
         if self.auth is not None or self._userinfo:
             return True
-        if any(key.lower() in _PROXY_VARS and value for key, value in os.environ.items()):
+        from ._proxies import proxy_for
+
+        if proxy_for(self.url) is not None:
             return True
         try:
             import httptools  # noqa: F401
@@ -327,8 +375,10 @@ class HttpTransport:
         self._settled = True  # one try
         from nimblemcp.transports.sse_client import SseTransport
 
+        tls = self._tls_context() if self._http is None else None
         sse = SseTransport(self.url, headers=self.extra_headers, http=self._http,
-                           auth=self.auth, connect_timeout=self._connect_timeout)
+                           auth=self.auth, connect_timeout=self._connect_timeout,
+                           verify=tls if tls is not None else True)
         try:
             await sse.open()
         except (TimeoutError, TransportError):
@@ -342,7 +392,7 @@ class HttpTransport:
     async def _send_http(
         self, request: dict[str, Any], param_headers: Mapping[str, Any] | None
     ) -> AsyncGenerator[dict[str, Any], None]:
-        if self._http is None and self._h1 is None:
+        if self._wire is None:
             await self.open()
         rid = request.get("id")
         state = _Resume()
@@ -380,20 +430,17 @@ class HttpTransport:
     @contextlib.asynccontextmanager
     async def _exchange(
         self, method: str, headers: Mapping[str, str], content: bytes | None = None
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[WireResponse]:
         """One HTTP exchange with the endpoint, following same-origin redirects that
         keep the method (307/308; for GET any redirect) up to `max_redirects` hops.
-        The response is an `httpx.Response` or an `H1Response` (the members used here
-        are the same: `status_code`, `headers.get`, `aiter_bytes`)."""
+        The response is the wire's (`_wire.WireResponse`)."""
         url = self.url
+        if self._wire is None:
+            await self.open()
+        wire = self._wire
+        assert wire is not None
         for hop in range(self.max_redirects + 1):
-            if self._h1 is not None:
-                opened: Any = self._h1.stream(method, url, headers, content)
-            else:
-                assert self._http is not None
-                opened = self._http.stream(method, url, content=content, headers=headers,
-                                           follow_redirects=False, **self._auth)
-            async with opened as response:
+            async with wire.stream(method, url, headers, content) as response:
                 status = response.status_code
                 if not (300 <= status < 400 and status != 304):
                     yield response
@@ -412,6 +459,7 @@ class HttpTransport:
                     raise RedirectNotFollowed(
                         status, f"more than {self.max_redirects} redirects (max_redirects); "
                                 f"the last one from {url} to {target}", location=target)
+            target = _wire_form(target)  # a Location may carry what a request line cannot
             if status == 308 and url == self.url:
                 logger.info("%s moved permanently to %s", self.url, target)
                 self.url = target
@@ -422,44 +470,39 @@ class HttpTransport:
     ) -> AsyncGenerator[dict[str, Any], None]:
         headers = self.build_headers(request, param_headers)
         rid = request.get("id")
-        try:
-            async with self._exchange("POST", headers, encode(request)) as response:
-                status = response.status_code
-                if request.get("method") == "initialize":
-                    self._pending_id = response.headers.get(HEADER_SESSION_ID)
-                ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if ctype == SSE_TYPE and status < 400:
-                    state.accepted = True
-                    async for message in self._events(response, state):
-                        yield message
-                    return
-                body = await read_capped(response.aiter_bytes(), self.max_message_bytes,
-                                         response.headers.get("content-length"))
-                answer = _decode(body) if ctype == JSON_TYPE and body else None
-                error = answer.get("error") if isinstance(answer, dict) else None
-                error = error if isinstance(error, dict) else None
-                if status == 404 and HEADER_SESSION_ID in headers:
-                    # LEGC-02: whatever the body says, the session is gone.
-                    raise SessionExpired(status, f"HTTP 404 for session {headers[HEADER_SESSION_ID]}: "
-                                                 "the session expired", error)
-                if status in (429, 503):
-                    raise self._busy(response, error)
-                if status == 401 and self.auth is None:
-                    raise self._unauthorized(response, error)
-                if (isinstance(answer, dict) and ("result" in answer or "error" in answer)
-                        and (status < 400 or answer.get("id") == rid)):
-                    yield answer
-                    return
-                raise HttpStatusError(
-                    status,
-                    f"HTTP {status} without a JSON-RPC response"
-                    f" ({ctype or 'no content type'}): {body[:200]!r}",
-                    error,
-                )
-        except _broken_errors() as exc:  # connect, read, protocol: nothing final arrived
-            raise StreamBroken(f"HTTP transport failed: {exc!r}") from exc
-        except _httpx_errors() as exc:
-            raise TransportError(f"HTTP transport failed: {exc}") from exc
+        async with self._exchange("POST", headers, encode(request)) as response:
+            status = response.status_code
+            if request.get("method") == "initialize":
+                self._pending_id = response.headers.get(HEADER_SESSION_ID)
+            ctype = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
+            if ctype == SSE_TYPE and status < 400:
+                state.accepted = True
+                async for message in self._events(response, state):
+                    yield message
+                return
+            body = await read_capped(response.aiter_bytes(), self.max_message_bytes,
+                                     response.headers.get("content-length"))
+            answer = _decode(body, response) if ctype == JSON_TYPE and body else None
+            error = answer.get("error") if isinstance(answer, dict) else None
+            error = error if isinstance(error, dict) else None
+            if status == 404 and HEADER_SESSION_ID in headers:
+                # LEGC-02: whatever the body says, the session is gone.
+                raise SessionExpired(status, f"HTTP 404 for session {headers[HEADER_SESSION_ID]}: "
+                                             "the session expired", error)
+            if status in (429, 503):
+                raise self._busy(response, error)
+            if status == 401 and self.auth is None:
+                raise self._unauthorized(response, error)
+            if (isinstance(answer, dict) and ("result" in answer or "error" in answer)
+                    and (status < 400 or answer.get("id") == rid)):
+                yield answer
+                return
+            raise HttpStatusError(
+                status,
+                f"HTTP {status} without a JSON-RPC response"
+                f" ({ctype or 'no content type'}): {body[:200]!r}",
+                error,
+            )
 
     def _busy(self, response: Any, error: dict[str, Any] | None) -> ServerBusy:
         status = response.status_code
@@ -493,16 +536,14 @@ class HttpTransport:
             async with self._exchange("GET", headers) as response:
                 if connected is not None:
                     connected.set()
-                ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                ctype = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
                 if response.status_code >= 400 or ctype != SSE_TYPE:
                     state.last_id = None  # the server cannot resume: stop trying
                     return
                 async for message in self._events(response, state):
                     yield message
-        except _broken_errors():
+        except StreamBroken:
             pass  # a failed resumption attempt; the caller may try again
-        except _httpx_errors() as exc:
-            raise TransportError(f"HTTP transport failed: {exc}") from exc
         if state.last_id == before and before is not None:
             logger.info("resumption from %s delivered nothing new", before)
 
@@ -517,7 +558,7 @@ class HttpTransport:
                 state.retry_ms = event.retry
             if event.event != "message" or not event.data.strip():
                 continue
-            message = _decode(event.data)
+            message = _decode(event.data, response)
             if "method" in message and "id" in message and self.on_request is not None:
                 self._serve(message)
                 continue
@@ -545,15 +586,13 @@ class HttpTransport:
         if self._sse is not None:
             await self._sse.notify(message)
             return
-        if self._http is None and self._h1 is None:
-            await self.open()
         try:
             async with self._exchange("POST", self.build_headers(message, None),
                                       encode(message)) as response:
                 status = response.status_code
                 with contextlib.suppress(MessageTooLarge):  # nothing in it is for us
                     await read_capped(response.aiter_bytes(), self.max_message_bytes, None)
-        except (*_broken_errors(), *_httpx_errors()) as exc:
+        except StreamBroken as exc:  # nothing re-sends a notification: not retryable
             raise TransportError(f"HTTP transport failed: {exc}") from exc
         if status >= 400:
             logger.warning("%s refused: HTTP %s", message.get("method", "a response"), status)
@@ -566,41 +605,48 @@ class HttpTransport:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if (self._http is not None or self._h1 is not None) and self.session_id is not None:
+        if self._wire is not None and self.session_id is not None:
             # LEGC-02: end the session; 405 means the server does not allow it.
-            with contextlib.suppress(*_broken_errors(), *_httpx_errors(), ClientError):
+            with contextlib.suppress(ClientError):
                 async with self._exchange("DELETE", self._session_headers()):
                     pass
         self.reset_session()
-        if self._h1 is not None:
-            await self._h1.aclose()
-            self._h1 = None
-        if self._http is not None and self._owns_http:
-            await self._http.aclose()
+        if self._wire is not None:
+            wire, self._wire = self._wire, None
+            await wire.aclose()
         self._http = None
 
 
-_PROXY_VARS = frozenset({"http_proxy", "https_proxy", "all_proxy"})
+def _wire_form(url: str) -> str:
+    """`url` as the wire carries it: httpx's normal form (IDNA host, percent-encoded path
+    and query) when it has characters a request line cannot carry; as it is otherwise."""
+    if url.isascii() and url.isprintable() and not any(c in url for c in _UNSAFE):
+        return url
+    import httpx
+
+    try:
+        return str(httpx.URL(url))
+    except httpx.InvalidURL as exc:
+        raise ClientError(f"invalid URL {url!r}: {exc}") from None
 
 
-def _broken_errors() -> tuple[type[Exception], ...]:
-    """Errors after which nothing final arrived: connect, read, framing (either wire)."""
-    h1 = sys.modules.get("nimblemcp.transports._h1client")  # not imported: none of its errors
-    httpx = sys.modules.get("httpx")
-    return ((h1.H1Error,) if h1 is not None else ()) + ((httpx.TransportError,) if httpx is not None else ())
+_UNSAFE = frozenset(' "<>`{}')
 
 
-def _httpx_errors() -> tuple[type[Exception], ...]:
-    """httpx's other errors (only once httpx is in use)."""
-    httpx = sys.modules.get("httpx")
-    return (httpx.HTTPError,) if httpx is not None else ()
+def _decoders(builtin: Mapping[str, Callable[[], Decoder]]) -> Mapping[str, Callable[[], Decoder]]:
+    """The content codings the h1 wire decodes: its own, and br when brotli is installed."""
+    from ._brotli import brotli_decoder
+
+    return builtin if brotli_decoder is None else {**builtin, "br": brotli_decoder}
 
 
-def _decode(data: str | bytes) -> dict[str, Any]:
+def _decode(data: str | bytes, response: WireResponse | None = None) -> dict[str, Any]:
     try:
         message = decode(data)
     except Exception as exc:
-        raise TransportError(f"the server sent invalid JSON: {data[:200]!r}") from exc
+        coding = response.headers.get("content-encoding") if response is not None else None
+        why = f" (Content-Encoding: {coding})" if coding else ""
+        raise TransportError(f"the server sent invalid JSON{why}: {data[:200]!r}") from exc
     if not isinstance(message, dict):
         raise TransportError("the server sent a JSON value that is not a message")
     return message

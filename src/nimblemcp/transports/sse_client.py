@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -51,6 +52,7 @@ class SseTransport:
     def __init__(
         self, url: str, *, headers: Mapping[str, str] | None = None, http: httpx.AsyncClient | None = None,
         auth: httpx.Auth | None = None, connect_timeout: float = 10.0,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.url = url
         parts = urlsplit(url)
@@ -60,6 +62,7 @@ class SseTransport:
         self._owns_http = http is None
         self._auth: dict[str, Any] = {"auth": auth} if auth is not None else {}
         self._connect_timeout = connect_timeout
+        self._verify = verify  # the TLS context of the HttpTransport that fell back to this one
         self.endpoint: str | None = None
         self.on_notification: Callable[[dict[str, Any]], None] | None = None
         self.on_request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
@@ -75,7 +78,8 @@ class SseTransport:
             if self.endpoint is not None:
                 return
             if self._http is None:
-                self._http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self._connect_timeout))
+                self._http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self._connect_timeout),
+                                               verify=self._verify)
                 self._owns_http = True
             ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
             self._reader = asyncio.create_task(self._read(ready))
