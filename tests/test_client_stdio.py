@@ -6,6 +6,7 @@ clean shutdown (STDIO-06).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from pathlib import Path
@@ -83,6 +84,27 @@ async def test_dead_server_is_a_transport_error(tmp_path: Path) -> None:
     async with Client(StdioTransport(sys.executable, [str(script)])) as client:
         with pytest.raises(TransportError):
             await client.list_tools()
+
+
+async def test_a_failed_write_to_a_dead_server_says_why(tmp_path: Path) -> None:
+    """STDIO-07: when the write is what finds the child gone (its stdin closed first), the
+    error still names its exit status and the end of its stderr, as a closed stdout does."""
+    script = tmp_path / "closes_stdin.py"
+    script.write_text("import os, sys, time\nos.close(0)\ntime.sleep(0.3)\n"
+                      "print('FATAL: no config', file=sys.stderr)\nsys.exit(3)\n")
+    transport = StdioTransport(sys.executable, [str(script)])
+    await transport.open()
+    try:
+        await asyncio.sleep(0.1)  # stdin is closed, the child still runs
+        with pytest.raises(TransportError) as caught:
+            for _ in range(50):  # the first write may still fit the pipe's buffer
+                async for _ in transport.send({"jsonrpc": "2.0", "id": 1, "method": "ping",
+                                               "params": {"pad": "x" * 65536}}):
+                    pass
+        assert "exited with status 3" in str(caught.value)
+        assert "FATAL: no config" in str(caught.value)
+    finally:
+        await transport.close()
 
 
 async def test_missing_command_is_a_transport_error() -> None:

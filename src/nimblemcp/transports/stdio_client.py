@@ -326,7 +326,10 @@ class StdioTransport:
                 self.process.stdin.write(encode(message) + b"\n")
                 await self.process.stdin.drain()
             except (ConnectionError, RuntimeError) as exc:
-                raise TransportError(f"cannot write to the server: {exc}") from exc
+                # A child that died before reading: say why (its status and stderr), as
+                # a closed stdout does, whichever of the two the loop noticed first.
+                why = self._lost or await self._why_lost(f"cannot write to the server: {exc}")
+                raise TransportError(why) from exc
 
     async def send(
         self, request: dict[str, Any], *, param_headers: Mapping[str, Any] | None = None
