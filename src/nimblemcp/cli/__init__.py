@@ -201,7 +201,7 @@ def _main(argv: list[str]) -> None:
             from nimblemcp.cli._parsers import full_parser
 
             full_parser().error("proxy needs options first, then an http(s):// URL or `-- command args...`")
-        front = proxy(target, mode=args.mode)
+        front = proxy(target, mode=args.mode, name=args.name)
         if args.transport == "stdio":
             front.run("stdio")
         else:

@@ -226,11 +226,22 @@ async def _call(client: Any, args: argparse.Namespace, words: list[str]) -> int:
     else:
         out = sys.stderr if result.get("isError") else sys.stdout
         content = result.get("content") or []
-        if "structuredContent" in result and not any(b.get("type") != "text" for b in content):
+        if "structuredContent" in result and _serializes(content, result["structuredContent"]):
             r.dump_json(result["structuredContent"], out)  # the text is its serialization
         else:
             r.render_content(content, out)
     return 1 if result.get("isError") else 0
+
+
+def _serializes(content: list[dict[str, Any]], structured: Any) -> bool:
+    """Whether the content is only the structured result as JSON text (TOOL-06); a list of
+    content blocks returned as structured output is shown as those blocks."""
+    if len(content) != 1 or content[0].get("type") != "text":
+        return not content
+    try:
+        return bool(json.loads(content[0].get("text") or "") == structured)
+    except ValueError:
+        return False
 
 
 async def _templates(client: Any) -> list[dict[str, Any]]:

@@ -103,6 +103,7 @@ def full_parser() -> argparse.ArgumentParser:
     proxy.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     proxy.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
     proxy.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    proxy.add_argument("--name", help="the name the proxy presents (default: the target's own)")
     proxy.add_argument("--mode", choices=("auto", "modern", "legacy"), default="auto",
                        help="how to reach the target (default: auto-detect its era)")
     proxy.add_argument("target", nargs=argparse.REMAINDER, help="an http(s):// URL, or -- command args...")
