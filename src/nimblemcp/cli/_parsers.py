@@ -92,6 +92,9 @@ def full_parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("install", help="add a server to a host's config (Claude, Cursor, VS Code)",
                    add_help=False)
+    sub.add_parser("login", help="log in to a server that uses OAuth (browser), for the client commands",
+                   add_help=False)
+    sub.add_parser("logout", help="forget the tokens of `nimblemcp login`", add_help=False)
     from nimblemcp.cli.run import add_arguments
 
     add_arguments(sub.add_parser("run", help="serve a nimblemcp Server over stdio or HTTP"))
