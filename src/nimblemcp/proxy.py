@@ -70,9 +70,9 @@ def proxy(target: Any, *, name: str | None = None, mode: str = "auto", **client_
     async def lifespan(server: Server) -> AsyncIterator[Client]:
         client = Client(target, mode=mode, cache=False, validate_output=False, **client_options)  # type: ignore[arg-type]
         async with client:
-            if name is None:
-                _present_as(server, client.server_info)
             await _mirror(server, client)
+            if name is None:  # known once the target has answered
+                _present_as(server, client.server_info)
             follower = asyncio.create_task(_follow(server, client))
             try:
                 yield client
