@@ -39,7 +39,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script (browse)
+if __name__ == "__main__":  # run as a script (`browse`, for BROWSER): `tests` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests._peers import CACHE, _locked
 from tests._waits import wait_until

@@ -210,3 +210,19 @@ def test_login_needs_a_url(tmp_path: Path) -> None:
                      "logout", "http://127.0.0.1:9/mcp")
     assert gone.returncode == 0 and "not logged in" in gone.stderr
 
+
+
+def test_a_cached_token_the_server_refuses_is_refreshed(world: World, tmp_path: Path) -> None:
+    """The cached token is tried first; when the server refuses it before it expires
+    (revoked, or the server's keys changed), the login's refresh token gets a new one."""
+    env = world.env(tmp_path)
+    assert nimblemcp(env, "login", world.url).returncode == 0
+    path = cache_file(tmp_path)
+    data = json.loads(path.read_text())
+    data["tokens"][0]["access_token"] = "revoked." + str(data["tokens"][0]["access_token"])
+    path.write_text(json.dumps(data))
+    refreshes = len(world.provider.grants("refresh_token"))
+    who = nimblemcp(env, "call", "whoami", world.url)
+    assert who.returncode == 0 and who.stdout == "alice\n", who.stderr
+    assert len(world.provider.grants("refresh_token")) == refreshes + 1
+    assert not str(cached(tmp_path)["access_token"]).startswith("revoked.")
