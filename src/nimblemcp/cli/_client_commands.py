@@ -14,8 +14,12 @@ the way goes to stderr as JSON lines). While a request runs, the tool's progress
 show on stderr. `call` asks elicitation questions in the terminal and refuses sampling
 unless `--sample-reply` is given; `call --tasks` lets the tool run as a task and
 prints its status changes on stderr. `--cafile PEM` trusts a CA bundle for an
-https:// server (as `SSL_CERT_FILE` does). Loaded only for these commands, so `nimblemcp
-run` never imports the client; must not import the server.
+https:// server (as `SSL_CERT_FILE` does). An HTTP server is sent the token given
+(`--bearer`, `NIMBLEMCP_BEARER`, an Authorization `--header`) or else the tokens of
+`nimblemcp login URL` (`_cli_auth`), and its refusals are told in CLI words. A server
+without tools says "no tools"; a name it does not have is answered with the names that
+come close. Loaded only for these commands, so `nimblemcp run` never imports the
+client; must not import the server.
 
 A server spawned over stdio gets a longer era probe than the library's (COMPAT-C06:
 silence on stdio means a 2025-11-25 server): the process is ours and was just started,
@@ -168,22 +172,24 @@ def _transport(target: Any, args: argparse.Namespace) -> Any:
 def _auth(url: str, args: argparse.Namespace, headers: dict[str, str]) -> Any:
     """What authorizes the requests: a token given (`--bearer`, `$NIMBLEMCP_BEARER`, an
     Authorization `--header`), else the tokens of `nimblemcp login URL`, else nothing."""
-    from nimblemcp.cli._cli_auth import GivenToken, logged_in
+    from nimblemcp._extras import needs_extra
+    from nimblemcp.cli._tokens import TokenCache
 
     given = next((name for name in headers if name.lower() == "authorization"), None)
     token = args.bearer or os.environ.get("NIMBLEMCP_BEARER", "").strip()
-    auth: Any = None
-    if token:
-        args.auth_source = "--bearer" if args.bearer else "NIMBLEMCP_BEARER"
-        auth = GivenToken(f"Bearer {token}")
-    elif given is not None:
-        args.auth_source = "the Authorization --header"
-        auth = GivenToken(headers.pop(given))
-    else:
-        auth = logged_in(url)
-        args.auth_source = "login" if auth is not None else None
-    args.auth = auth
-    return auth
+    try:
+        logged_in_before = not token and given is None and TokenCache(url).has_tokens()
+    except ValueError:  # a malformed URL: the transport says so
+        logged_in_before = False
+    args.auth_source = ("--bearer" if args.bearer else "NIMBLEMCP_BEARER") if token else \
+        "the Authorization --header" if given is not None else "login" if logged_in_before else None
+    args.auth = None
+    if args.auth_source is not None:
+        with needs_extra("http", "An authorized HTTP connection"):
+            from nimblemcp.cli._cli_auth import GivenToken, logged_in
+        args.auth = GivenToken(f"Bearer {token}") if token else \
+            GivenToken(headers.pop(given)) if given is not None else logged_in(url)
+    return args.auth
 
 
 async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
@@ -381,9 +387,11 @@ def main(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         return 130 if args.command != "listen" else 0
     except McpError as exc:
+        from nimblemcp.errors import AuthError, HttpStatusError
+
         told = None
-        if isinstance(target, str):  # an HTTP server: authorization may be why
-            from nimblemcp.cli._cli_auth import explain
+        if isinstance(target, str) and isinstance(exc, AuthError | HttpStatusError):
+            from nimblemcp.cli._cli_auth import explain  # an HTTP server: authorization may be why
 
             told = explain(exc, target, args)
         if told is not None and not args.json:

@@ -10,7 +10,7 @@ registrations by authorization server, plus the loopback redirect URI the login 
 Where: `$XDG_CONFIG_HOME/nimblemcp/tokens/` (else `~/.config/...`) on Linux,
 `~/Library/Application Support/nimblemcp/tokens/` on macOS, `%APPDATA%\\nimblemcp\\tokens\\`
 on Windows; the folder is created with mode 0700 and each file written atomically with
-mode 0600. The file holds bearer and refresh tokens in the clear, like the credential
+mode 0600 (`has_tokens` reads it without the HTTP extra). The file holds bearer and refresh tokens in the clear, like the credential
 files of other command-line tools: the file mode is the protection. DPoP keys are not
 kept (the CLI asks for Bearer tokens).
 """
@@ -24,10 +24,11 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from nimblemcp.client.auth import ClientRegistration, TokenSet
+if TYPE_CHECKING:
+    from nimblemcp.client.auth import ClientRegistration, TokenSet
 
 __all__ = ["TokenCache", "normalize", "tokens_folder"]
 
@@ -119,6 +120,8 @@ class TokenCache:
     # -- TokenStore ------------------------------------------------------------------------
 
     async def get_tokens(self, issuer: str, resource: str) -> TokenSet | None:
+        from nimblemcp.client.auth import TokenSet
+
         for entry in self._read().get("tokens", []):
             if entry.get("issuer") == issuer and entry.get("resource") == resource:
                 return TokenSet(
@@ -142,6 +145,8 @@ class TokenCache:
         self._write(data)
 
     async def get_client(self, issuer: str) -> ClientRegistration | None:
+        from nimblemcp.client.auth import ClientRegistration
+
         for entry in self._read().get("clients", []):
             if entry.get("issuer") == issuer:
                 return ClientRegistration(
