@@ -302,7 +302,7 @@ async def _listed(fetch: Callable[[], Awaitable[list[dict[str, Any]]]]) -> list[
         return []
 
 
-class NoSuchName(Exception):
+class _NoSuchName(Exception):
     """A tool or prompt name the server does not have; says which names come close."""
 
     def __init__(self, kind: str, name: str, known: list[str]) -> None:
@@ -330,11 +330,11 @@ async def _named(kind: str, name: str,
     try:
         yield
     except MethodNotFound:  # the server has no tools (prompts) at all
-        raise NoSuchName(kind, name, []) from None
+        raise _NoSuchName(kind, name, []) from None
     except InvalidParams:
         known = [str(item.get("name")) for item in await _listed(fetch)]
         if name not in known:
-            raise NoSuchName(kind, name, known) from None
+            raise _NoSuchName(kind, name, known) from None
         raise
 
 
@@ -399,7 +399,7 @@ def main(argv: Sequence[str]) -> int:
         else:
             r.show_error(exc, json_lines=args.json)
         return 1
-    except NoSuchName as exc:
+    except _NoSuchName as exc:
         if args.json:
             r.dump_event({"error": {"type": "NoSuchName", "message": str(exc)}})
         else:
