@@ -175,9 +175,12 @@ def install_all() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     def npm_peers() -> None:  # one after another: they share npm's cache
+        from tests._oidc_provider import install as oidc_provider  # the OAuth tests' server
+
         ts_client_modules()
         _npm_package(NPM_EVERYTHING, "@modelcontextprotocol/server-everything", EVERYTHING_VERSION)
         ts_sdk_v1_modules()
+        oidc_provider()
 
     with ThreadPoolExecutor(3) as pool:
         for job in [pool.submit(f) for f in (mcp_python, fastmcp_python, npm_peers)]:
@@ -185,4 +188,7 @@ def install_all() -> None:
 
 
 if __name__ == "__main__":  # python tests/_peers.py: install every peer (see install_all)
+    import sys
+
+    sys.path.insert(0, str(ROOT))  # `tests._oidc_provider`
     install_all()

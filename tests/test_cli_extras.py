@@ -91,7 +91,8 @@ def test_run_http_prints_the_endpoint_url() -> None:
                             env={**os.environ, "DOCS_WATCH": "0"})
     try:
         assert proc.stderr is not None
-        first = proc.stderr.readline()
+        # Said once it listens, after the HTTP server's own log lines.
+        first = next(line for line in proc.stderr if line.startswith("nimblemcp: serving"))
         assert f"http://127.0.0.1:{port}/custom" in first
         deadline = time.monotonic() + 30
         while True:  # and it is really there

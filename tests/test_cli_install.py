@@ -128,13 +128,40 @@ def test_a_config_that_is_not_plain_json_is_left_alone(home: Path, server_file: 
     assert "// my servers" in config.read_text()
 
 
-def test_the_file_stem_names_a_server_that_cannot_be_loaded(home: Path, tmp_path: Path) -> None:
+def test_a_server_that_cannot_be_loaded_is_refused(home: Path, tmp_path: Path, server_file: Path) -> None:
+    """Issue 33: the host would fail to start it; nothing is written, status 1."""
     broken = tmp_path / "broken_one.py"
     broken.write_text("raise RuntimeError('needs a database')\n")
     out = install(home, "cursor", str(broken), "--write")
+    assert out.returncode == 1
+    assert "cannot load" in out.stderr and "RuntimeError: needs a database" in out.stderr
+    assert "--no-check" in out.stderr
+    assert not (home / ".cursor" / "mcp.json").exists()
+    missing = install(home, "cursor", f"{server_file}:nope", "--write")
+    assert missing.returncode == 1 and "has no attribute 'nope'" in missing.stderr
+    assert not (home / ".cursor" / "mcp.json").exists()
+    syntax = tmp_path / "typo.py"
+    syntax.write_text("import nimblemcp as m\nserver = m.Server('typo'\n")
+    bad = install(home, "cursor", str(syntax), "--write")
+    assert bad.returncode == 1 and "SyntaxError" in bad.stderr
+
+
+def test_no_check_writes_it_anyway_under_the_file_stem(home: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken_one.py"
+    broken.write_text("raise RuntimeError('needs a database')\n")
+    out = install(home, "cursor", str(broken), "--write", "--no-check")
     assert out.returncode == 0, out.stderr
-    assert "needs a database" in out.stderr
     assert "broken_one" in json.loads((home / ".cursor" / "mcp.json").read_text())["mcpServers"]
+
+
+def test_the_server_is_loaded_with_the_entrys_environment(home: Path, tmp_path: Path) -> None:
+    needy = tmp_path / "needy.py"
+    needy.write_text("import os\nimport nimblemcp as m\n"
+                     "server = m.Server(os.environ['DB_URL'].rsplit('/', 1)[1])\n")
+    out = install(home, "cursor", str(needy), "--env", "DB_URL=postgres://db/ledger", "--write")
+    assert out.returncode == 0, out.stderr
+    entry = json.loads((home / ".cursor" / "mcp.json").read_text())["mcpServers"]["ledger"]
+    assert entry["env"] == {"DB_URL": "postgres://db/ledger"}
 
 
 async def test_the_written_command_starts_the_server_with_its_env(home: Path, server_file: Path,

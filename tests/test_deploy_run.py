@@ -64,7 +64,7 @@ async def test_flags_beat_env_beat_config_file_and_root_path_serves_under_prefix
     port = free_port()
     config.write_text('port = 1\npath = "/from-file"\nroot_path = "/api"\nlog_level = "warning"\n')
     log = tmp_path / "run.log"
-    proc = launch(src, port, log, "--config", str(config), env={"NIMBLEMCP_PATH": "/from-env"})
+    proc = launch(src, port, log, "--config", str(config), "-v", env={"NIMBLEMCP_PATH": "/from-env"})
     try:
         async with httpx.AsyncClient(timeout=HANG_GUARD) as c:
             ok = await call(c, f"http://127.0.0.1:{port}/from-env", "whoami")  # the proxy strips /api
@@ -73,7 +73,9 @@ async def test_flags_beat_env_beat_config_file_and_root_path_serves_under_prefix
     finally:
         assert stop(proc) in CLEAN
     lines = log.read_text().splitlines()
-    assert lines[0].startswith("nimblemcp: serving 'deploy' over Streamable HTTP at ")  # URL first
+    at = next(i for i, line in enumerate(lines) if line.startswith("nimblemcp: serving"))
+    lines = lines[at:]  # once it listens: the URL first, then (-v) the settings
+    assert lines[0].startswith("nimblemcp: serving 'deploy' over Streamable HTTP at ")
     assert lines[1].startswith("nimblemcp: settings ")
     settings = json.loads(lines[1].removeprefix("nimblemcp: settings "))["nimblemcp_settings"]
     assert (settings["port"], settings["path"], settings["root_path"]) == (port, "/from-env", "/api")
@@ -93,7 +95,7 @@ def test_settings_line_masks_secrets_and_json_logs(
     port = free_port()
     log = tmp_path / "run.log"
     url = redis.url.replace("redis://", "redis://default:hunter2@")
-    proc = launch(src, port, log, "--engine", engine, "--log-format", "json", "--state-keys-file", str(keys),
+    proc = launch(src, port, log, "--engine", engine, "-v", "--log-format", "json", "--state-keys-file", str(keys),
                   "--redis-url", url, env={"NIMBLEMCP_REDIS_URL": "redis://ignored:1"}, wait=False)
     try:
         for _ in range(200):
@@ -105,13 +107,14 @@ def test_settings_line_masks_secrets_and_json_logs(
     out = log.read_text()
     assert secret_a not in out and secret_b not in out and "hunter2" not in out
     lines = [json.loads(line) for line in out.splitlines() if line.strip()]  # every line is JSON
-    assert lines[0]["message"].startswith("serving 'deploy' over Streamable HTTP at")
-    settings = lines[1]["nimblemcp_settings"]
+    at = next(i for i, rec in enumerate(lines) if rec.get("message", "").startswith("serving"))
+    assert lines[at]["message"].startswith("serving 'deploy' over Streamable HTTP at")
+    settings = lines[at + 1]["nimblemcp_settings"]
     assert settings["state_keys"] == "<2 key(s), first seals>"
     assert settings["redis_url"].startswith("redis://default:***@127.0.0.1:")
     assert settings["log_format"] == "json"
     assert any(rec.get("logger", "").startswith(logger) and "running" in rec["message"]
-               for rec in lines[2:]), out
+               for rec in lines), out
 
 
 def test_workers_refuse_to_start_without_shared_state(tmp_path: Path) -> None:

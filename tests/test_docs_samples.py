@@ -67,7 +67,7 @@ async def test_page_samples_run(page: Path, tmp_path: Path, monkeypatch: pytest.
     for value in list(namespace.values()):
         if isinstance(value, Server):
             async with connect(value) as client:
-                tools = (await client.list_tools())["tools"]
+                tools = await client.list_tools()
                 if tools:
                     first = tools[0]
                     required = first["inputSchema"].get("required", [])

@@ -285,7 +285,7 @@ def test_engine_flag_and_env_choose_the_engine(tmp_path: Path) -> None:
         clean = {k: v for k, v in os.environ.items() if k != "NIMBLEMCP_ENGINE"}
         with log.open("wb") as sink:
             proc = subprocess.Popen([sys.executable, "-m", "nimblemcp", "run", str(tmp_path / "engine_server.py"),
-                                     "--transport", "http", "--port", str(port), *flag],
+                                     "--transport", "http", "--port", str(port), "-v", *flag],
                                     stdout=sink, stderr=sink, env={**clean, **env})
         try:
             wait_port(port, proc, log)

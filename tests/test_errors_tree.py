@@ -29,6 +29,8 @@ OUTSIDE_THE_TREE = {
         "CLI-internal: `nimblemcp install` refusing to touch a config; printed, exit status 1",
     "nimblemcp.cli._client_commands.UsageError":
         "CLI-internal: printed as a usage message with exit status 2",
+    "nimblemcp.cli._client_commands._NoSuchName":
+        "CLI-internal: a tool or prompt name the server lacks, with close matches; printed, exit status 1",
 }
 
 # Modules whose import runs a program; checked by reading their source instead.

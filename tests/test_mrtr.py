@@ -368,7 +368,7 @@ async def test_framework_sheds_load_with_a_state_only_checkpoint() -> None:
         assert shed["resultType"] == "input_required"
         assert "inputRequests" not in shed and shed["requestState"]
         listed = await client.list_tools()  # other methods are not shed
-        assert listed["tools"]
+        assert listed
         gate.set()
         assert (await busy)["content"][0]["text"] == "slow done"
         resumed = await client.request("tools/call", {"name": "wizard", "requestState": shed["requestState"]})

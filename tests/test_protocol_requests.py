@@ -295,7 +295,7 @@ async def test_cache_01_configured_hints_and_validation() -> None:
         return "x"
 
     async with connect(server) as c:
-        lst = await c.list_tools()
+        lst = await c.request("tools/list")
         read = await c.read_resource("a://x")
     assert (lst["ttlMs"], lst["cacheScope"]) == (5, "private")
     assert (read["ttlMs"], read["cacheScope"]) == (7, "private")
@@ -355,10 +355,10 @@ async def test_pag_01_walks_every_page(method: str, key: str, n: int, size: int)
 async def test_pag_03_invalid_cursor_is_invalid_params(cursor: Any) -> None:
     """PAG-03: invalid cursors -> -32602 (including ones that look like our own)."""
     async with connect(many(6, 2)) as c:
-        await c.list_tools()  # warm the page cache first: it must not answer bad cursors
+        await c.request("tools/list")  # warm the page cache first: it must not answer bad cursors
         ex = await c.exchange("tools/list", {"cursor": cursor})
         assert ex.error["code"] == -32602, (cursor, ex.response)
-        first = await c.list_tools()
+        first = await c.request("tools/list")
         assert [t["name"] for t in first["tools"]] == ["t00", "t01"]
 
 
@@ -368,12 +368,12 @@ async def test_cache_11_order_is_registration_order_and_stable() -> None:
     for name in ("zeta", "alpha", "mid"):
         server.add_tool(lambda: "", name=name)
     async with connect(server) as c:
-        a = [t["name"] for t in (await c.list_tools())["tools"]]
-        b = [t["name"] for t in (await c.list_tools())["tools"]]
+        a = [t["name"] for t in await c.list_tools()]
+        b = [t["name"] for t in await c.list_tools()]
         server.add_tool(lambda: "", name="beta")
-        after = [t["name"] for t in (await c.list_tools())["tools"]]
+        after = [t["name"] for t in await c.list_tools()]
         server.remove_tool("alpha")
-        removed = [t["name"] for t in (await c.list_tools())["tools"]]
+        removed = [t["name"] for t in await c.list_tools()]
     assert a == b == ["zeta", "alpha", "mid"]
     assert after == ["zeta", "alpha", "mid", "beta"]
     assert removed == ["zeta", "mid", "beta"]

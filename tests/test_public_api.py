@@ -186,6 +186,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "AuthorizationDenied",
         "AuthorizationRequired",
         "BackendError",
+        "CannotListen",
         "ClientError",
         "ConfigError",
         "HandleLimitExceeded",

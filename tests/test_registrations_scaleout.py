@@ -55,9 +55,9 @@ async def test_memory_backends_keep_runtime_registration() -> None:
     server.add_tool(hello, name="first")
     async with connect(server) as client:
         server.add_tool(hello)
-        assert [t["name"] for t in (await client.list_tools())["tools"]] == ["first", "hello"]
+        assert [t["name"] for t in await client.list_tools()] == ["first", "hello"]
         server.remove_tool("hello")
-        assert [t["name"] for t in (await client.list_tools())["tools"]] == ["first"]
+        assert [t["name"] for t in await client.list_tools()] == ["first"]
 
 
 async def test_runtime_changes_with_shared_backends_are_refused(redis: RedisServer) -> None:
@@ -86,7 +86,7 @@ async def test_runtime_changes_with_shared_backends_are_refused(redis: RedisServ
                 with pytest.raises(RegistrationNotShared):
                     change()
             assert sorted(server.tools) == ["at_startup", "early"] and "early_prompt" in server.prompts
-            assert sorted(t["name"] for t in (await client.list_tools())["tools"]) == ["at_startup", "early"]
+            assert sorted(t["name"] for t in await client.list_tools()) == ["at_startup", "early"]
         assert sorted(server.tools) == ["early"]
         server.add_tool(hello, name="after")  # no longer serving: fine
 
@@ -98,7 +98,7 @@ async def test_local_registrations_are_allowed(redis: RedisServer) -> None:
             server.add_tool(hello, name="late")
             server.add_resource(ResourceEntry("test://late", hello))
             server.remove_resource("test://late")
-            assert [t["name"] for t in (await client.list_tools())["tools"]] == ["late"]
+            assert [t["name"] for t in await client.list_tools()] == ["late"]
 
 
 async def test_a_mounted_servers_runtime_change_is_refused_by_its_shared_host(redis: RedisServer) -> None:
@@ -117,7 +117,7 @@ async def test_a_mounted_servers_runtime_change_is_refused_by_its_shared_host(re
         local_host.mount(child, "c")
         async with connect(local_host) as client:
             child.add_tool(hello)
-            assert [t["name"] for t in (await client.list_tools())["tools"]] == ["c_hello"]
+            assert [t["name"] for t in await client.list_tools()] == ["c_hello"]
 
 
 # -- two real instances, one real Redis ------------------------------------------------

@@ -43,7 +43,7 @@ async def test_res_02_03_fixed_resources_text_and_blob() -> None:
         listed = await c.list_resources()
         idx = await c.read_resource("docs://index")
         logo = await c.read_resource("bin://logo")
-    by_uri = {r["uri"]: r for r in listed["resources"]}
+    by_uri = {r["uri"]: r for r in listed}
     assert by_uri["docs://index"] == {"uri": "docs://index", "name": "index", "description": "All documents"}
     assert idx["contents"] == [{"uri": "docs://index", "text": "brief, risks", "mimeType": "text/plain"}]
     assert logo["contents"][0]["mimeType"] == "image/png"
@@ -55,7 +55,7 @@ async def test_res_04_templates_rfc6570_level1() -> None:
     """RES-04: `{var}` matches one segment (percent-decoded), `{+var}` a path."""
     seen: list[str] = []
     async with connect(docs_server(seen)) as c:
-        templates = (await c.list_resource_templates())["resourceTemplates"]
+        templates = await c.list_resource_templates()
         a = await c.read_resource("docs://brief")
         b = await c.read_resource("docs://my%20notes")
         p = await c.read_resource("files://a/b/c.txt")
@@ -134,7 +134,7 @@ def test_resource_registration_checks() -> None:
 async def test_prompt_02_03_list_and_get(full_server: m.Server) -> None:
     """PROMPT-02 / PROMPT-03: arguments with required flags; messages with roles."""
     async with connect(full_server) as c:
-        listed = (await c.list_prompts())["prompts"]
+        listed = await c.list_prompts()
         got = await c.get_prompt("review", {"topic": "risks", "tone": "dry"})
         default = await c.get_prompt("review", {"topic": "risks"})
     assert listed == [{

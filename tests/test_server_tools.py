@@ -60,7 +60,7 @@ def _no_refs(node: Any) -> bool:
 
 async def tools_of(server: m.Server) -> dict[str, dict[str, Any]]:
     async with connect(server) as c:
-        return {t["name"]: t for t in (await c.list_tools())["tools"]}
+        return {t["name"]: t for t in await c.list_tools()}
 
 
 async def test_tool_03_schema_from_simple_hints_and_docstring() -> None:
@@ -326,7 +326,7 @@ async def test_tool_03_verbatim_input_schema_is_published_and_enforced() -> None
         return f"{kind}:{(address or {}).get('city', '-')}"
 
     async with connect(server) as client:
-        listed = (await client.list_tools())["tools"][0]["inputSchema"]
+        listed = (await client.list_tools())[0]["inputSchema"]
         assert listed == schema
         ok = await client.call_tool("locate", {"kind": "work", "address": {"city": "Oslo"}})
         assert ok["content"][0]["text"] == "work:Oslo"

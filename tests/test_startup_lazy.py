@@ -71,7 +71,7 @@ def test_the_lazy_half_defines_exactly_its_names() -> None:
 
     defined = {name for name, obj in vars(more).items()
                if isinstance(obj, type) and obj.__module__ == "nimblemcp.errors"}
-    assert defined - {"McpError", "ProtocolError"} == errors._MORE  # those two are imported
+    assert defined - {"McpError", "ProtocolError", "StartupError"} == errors._MORE  # those are imported
 
 
 def test_unknown_error_name_is_an_attribute_error() -> None:

@@ -90,6 +90,7 @@ def _quick_namespace(words: list[str]) -> dict[str, Any] | None:
     ["srv.py", "--config", "c.toml", "--root-path", "/api", "--forwarded-allow-ips", "*"],
     ["srv.py", "--allowed-origins", "https://a,https://b", "--port", "1", "--port", "2"],
     ["srv.py", "--port", " 7 "], ["srv.py", "--shutdown-timeout", "1e1"], ["", "--port", "5"],
+    ["srv.py", "-v", "--transport", "http"], ["srv.py", "--verbose"],
 ])
 def test_a_plain_run_line_reads_as_argparse_reads_it(words: list[str]) -> None:
     quick = _quick_namespace(words)
@@ -103,6 +104,7 @@ def test_a_plain_run_line_reads_as_argparse_reads_it(words: list[str]) -> None:
     ["srv.py", "--port", "-1"], ["srv.py", "--port", "abc"], ["srv.py", "--transport", "ftp"],
     ["srv.py", "--host", ""], ["srv.py", "--host="], ["srv.py", "--legacy-sse=yes"],
     ["srv.py", "--no-port", "1"], ["srv.py", "--workers", "2.5"], ["-x.py"], ["srv.py", "--bogus"],
+    ["srv.py", "--verbose=1"], ["srv.py", "-vv"], ["srv.py", "--no-verbose"],
 ])
 def test_anything_else_is_left_to_argparse(words: list[str]) -> None:
     assert quick_parse(words) is None
@@ -112,7 +114,7 @@ def test_random_run_lines_agree_with_argparse() -> None:
     """Whenever the quick reading answers, argparse accepts the line and gives the same."""
     rng = random.Random(18)
     flags = [flag for flag, _ in OPTIONS] + ["--no-proxy-headers", "--no-legacy-sse", "--trans", "--po",
-                                             "--", "-h", "--nope"]
+                                             "--", "-h", "--nope", "-v"]
     values = ["http", "stdio", "json", "text", "debug", "uvicorn", "nimblemcp", "8000", "-3", "0", "2.5",
               "abc", "", "a,b", "/mcp", "x=y", "--port", "srv.py", " 9 "]
     answered = 0
@@ -141,7 +143,7 @@ def test_the_run_parser_is_built_from_the_options_table() -> None:
     given = {opt for action in parser._actions for opt in action.option_strings}
     listed = {flag for flag, _ in OPTIONS}
     assert listed <= given
-    assert given - listed == {"-h", "--help", "--no-proxy-headers", "--no-legacy-sse"}
+    assert given - listed == {"-h", "--help", "--no-proxy-headers", "--no-legacy-sse", "-v"}
     assert parse(["run", "srv.py", "--legacy-sse"]).legacy_sse is True
 
 
@@ -201,7 +203,7 @@ def test_http_run_loads_no_parser_and_prints_the_same_settings(tmp_path: Path) -
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "nimblemcp", "run", "srv.py", "--transport", "http", "--port", str(port),
-         "--log-level", "warning"],
+         "--log-level", "warning", "-v"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
         env=_spawn_env())
     try:

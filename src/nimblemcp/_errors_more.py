@@ -1,7 +1,7 @@
 """The exceptions of `nimblemcp.errors` that a stdio server does not need to start:
 the client's (`ClientError` and below), the host's `ConfigError`, HTTP auth's
-`InvalidDPoPProof`, the backends' `BackendError`, the rate-limit middleware's
-`RateLimited` and `SchemaRefused` (hand-written schemas).
+`InvalidDPoPProof`, HTTP serving's `CannotListen`, the backends' `BackendError`, the
+rate-limit middleware's `RateLimited` and `SchemaRefused` (hand-written schemas).
 
 Not imported directly: `nimblemcp.errors` loads this module when one of these names is
 first asked of it, and this module adds them there. Their `__module__` is
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from nimblemcp import errors as _home
-from nimblemcp.errors import McpError, ProtocolError
+from nimblemcp.errors import McpError, ProtocolError, StartupError
 
 __all__: list[str] = []  # every name is public as `nimblemcp.errors.<name>`
 
@@ -46,6 +46,17 @@ class InvalidDPoPProof(McpError):
 class BackendError(McpError):
     """A shared-state backend (store or bus) failed, e.g. Redis unreachable or timing
     out; the backend library's own exception is chained as `__cause__`."""
+
+
+class CannotListen(StartupError):
+    """An HTTP server could not listen on `host`:`port` (another process holds the port,
+    or the address is not this machine's, or needs privileges); the `OSError` is
+    chained. Raised before the lifespan starts, so nothing ran."""
+
+    def __init__(self, message: str, *, host: str = "", port: int = 0) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
 
 
 class ClientError(McpError):
@@ -210,7 +221,7 @@ for _cls in (InvalidDPoPProof, BackendError, ClientError, TransportError, Stream
              SessionExpired, MessageTooLarge, ServerBusy, AuthorizationRequired, RedirectNotFollowed,
              RequestTimeout, InputRequestRefused, OutputValidationError, TaskCancelled, TasksNotDeclared,
              ListenNotSupported, AuthError, AuthorizationDenied, ToolCallDenied, UnknownName,
-             ServerUnavailable, ConfigError, RateLimited, SchemaRefused):
+             ServerUnavailable, ConfigError, RateLimited, SchemaRefused, CannotListen):
     _cls.__module__ = "nimblemcp.errors"
     setattr(_home, _cls.__name__, _cls)
 del _cls

@@ -26,6 +26,7 @@
     ├── ConfigError               (also a ValueError) an `mcp.json` host configuration cannot be read
     ├── MissingExtraError         (also an ImportError) an optional dependency is missing; `extra`
     ├── StartupError              a server's lifespan failed at start-up; the cause is chained
+    │   └── CannotListen          the HTTP port could not be bound (in use, not ours, privileged); `host`, `port`
     ├── RegistrationNotShared     (also a RuntimeError) a runtime add/remove that other instances would not see
     └── ClientError               failures on our side of a client (never from the peer)
         ├── TransportError        the connection or stream broke; `retryable`, `session_expired`
@@ -54,8 +55,9 @@ translated at the boundary that meets them and chained as `__cause__`.
 Must not import anything from nimblemcp: every layer imports this module.
 
 Those a stdio server does not need to start (the client's `ClientError` branch, the
-host's `ConfigError`, HTTP auth's `InvalidDPoPProof`, the backends' `BackendError`,
-the rate-limit middleware's `RateLimited`, `SchemaRefused` of hand-written schemas)
+host's `ConfigError`, HTTP serving's `CannotListen`, HTTP auth's `InvalidDPoPProof`, the
+backends' `BackendError`, the rate-limit middleware's `RateLimited`, `SchemaRefused` of
+hand-written schemas)
 are defined in `_errors_more`, loaded on first use of any of them (PEP 562; ~2.8M
 instructions of class building saved at every server start, issue 18). They are the
 same classes either way: `nimblemcp.errors` is their `__module__` (repr, tracebacks,
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
         AuthorizationDenied,
         AuthorizationRequired,
         BackendError,
+        CannotListen,
         ClientError,
         ConfigError,
         HttpStatusError,
@@ -101,6 +104,7 @@ __all__ = [
     "AuthorizationDenied",
     "AuthorizationRequired",
     "BackendError",
+    "CannotListen",
     "ClientError",
     "ConfigError",
     "HandleLimitExceeded",
@@ -284,6 +288,7 @@ class StartupError(McpError):
     the lifespan's own exception is chained as `__cause__`."""
 
 
+
 class RegistrationNotShared(McpError, RuntimeError):
     """A tool, prompt, resource or template added or removed while the server is
     serving with shared backends (a Redis store or bus): other instances would not
@@ -349,8 +354,8 @@ class MissingExtraError(McpError, ImportError):
 
 # The names `_errors_more` defines (it adds them to this module when it loads).
 _MORE = frozenset({
-    "AuthError", "AuthorizationDenied", "AuthorizationRequired", "BackendError", "ClientError",
-    "ConfigError", "HttpStatusError", "InputRequestRefused", "InvalidDPoPProof", "ListenNotSupported",
+    "AuthError", "AuthorizationDenied", "AuthorizationRequired", "BackendError", "CannotListen",
+    "ClientError", "ConfigError", "HttpStatusError", "InputRequestRefused", "InvalidDPoPProof", "ListenNotSupported",
     "MessageTooLarge", "OutputValidationError", "RateLimited", "RedirectNotFollowed", "RequestTimeout",
     "SchemaRefused", "ServerBusy",
     "ServerUnavailable", "SessionExpired", "StreamBroken", "TaskCancelled", "TasksNotDeclared",

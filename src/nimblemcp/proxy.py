@@ -62,14 +62,17 @@ _VAR = re.compile(r"\{([+]?)([A-Za-z0-9_]+)\}")
 
 
 def proxy(target: Any, *, name: str | None = None, mode: str = "auto", **client_options: Any) -> Server:
-    """A Server that serves `target` (see the module docstring). `client_options` go to
-    `nimblemcp.Client` (auth, timeout, versions...)."""
+    """A Server that serves `target` (see the module docstring), presenting itself with
+    the target's serverInfo once connected, or as `name` when given. `client_options` go
+    to `nimblemcp.Client` (auth, timeout, versions...)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(server: Server) -> AsyncIterator[Client]:
         client = Client(target, mode=mode, cache=False, validate_output=False, **client_options)  # type: ignore[arg-type]
         async with client:
             await _mirror(server, client)
+            if name is None:  # known once the target has answered
+                _present_as(server, client.server_info)
             follower = asyncio.create_task(_follow(server, client))
             try:
                 yield client
@@ -82,6 +85,20 @@ def proxy(target: Any, *, name: str | None = None, mode: str = "auto", **client_
     # Each instance follows the target itself, so its runtime mirror updates are local.
     return Server(name or "proxy", instructions=None, lifespan=lifespan, description=f"proxy of {label}",
                   registrations="local")
+
+
+def _present_as(server: Server, info: Mapping[str, Any] | None) -> None:
+    """The front presents itself as the target (its serverInfo: name, version, title...):
+    a host shows the target's name, not "proxy"."""
+    if not isinstance(info, Mapping) or not isinstance(info.get("name"), str):
+        return
+    description = server.info.get("description")
+    server.info.clear()  # the dispatcher holds this dict: change it in place
+    server.info.update({k: v for k, v in info.items() if isinstance(k, str)})
+    server.info.setdefault("version", "0.0.0")
+    if description is not None and "description" not in info:
+        server.info["description"] = description
+    server.name = str(info["name"])
 
 
 def _client(ctx: Context) -> Client:

@@ -26,6 +26,8 @@ from nimblemcp.errors import StartupError
 from nimblemcp.server._options import ServerSettings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from nimblemcp.server._server import Server
     from nimblemcp.transports.http import McpHttpApp
     from nimblemcp.transports.http_security import HttpSecurity, SecurityMiddleware
@@ -169,6 +171,7 @@ def run_http(
     log_config: dict[str, Any] | None = None,
     legacy_sse: bool = False,
     engine: str = "nimblemcp",
+    on_started: Callable[[str, int], None] | None = None,
 ) -> None:
     """Serve `server` over HTTP/1.1, blocking: on nimblemcp's own engine
     (`engine="nimblemcp"`, asyncio + httptools, uvloop when installed; see
@@ -190,6 +193,11 @@ def run_http(
     text lines on stderr at `log_level`).
     `legacy_sse=True` also serves the deprecated 2024-11-05 HTTP+SSE transport
     (GET `/sse`, POST `/messages/`; per-process sessions, not with `auth`).
+
+    The port is bound before anything starts: one that cannot be (in use, an address
+    not this machine's, a privileged port) raises `CannotListen` and nothing ran. Once
+    the lifespan has started and connections are served, `on_started(host, port)` is
+    called with the address bound (the real port when `port=0`).
     """
     from nimblemcp._extras import needs_extra
     from nimblemcp._lazy import collector_paused
@@ -219,11 +227,12 @@ def run_http(
             from nimblemcp.transports import _engine_server  # noqa: F401  (imported here, paused)
     drain = ListenDrain(app)
     drain.on_drain(lambda: server.drain(shutdown_timeout))  # running tasks get the grace time
+    sockets = _listen(host, port, reuse_port)
     if engine == "nimblemcp":
-        _run_engine(server, drain, host=host, port=port, shutdown_timeout=shutdown_timeout,
+        _run_engine(server, drain, sockets, host=host, port=port, shutdown_timeout=shutdown_timeout,
                     log_level=log_level, access_log=access_log, root_path=root_path,
                     proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
-                    reuse_port=reuse_port, log_config=log_config)
+                    log_config=log_config, on_started=on_started)
         return
     from nimblemcp.transports._uvicorn import uvicorn_limits
 
@@ -239,6 +248,20 @@ def run_http(
     received: list[int] = []
 
     class _Uvicorn(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if not self.started:
+                return
+            import logging
+
+            # uvicorn says where it runs only for an address it bound itself.
+            bound_host, bound_port = _bound(sockets or [])
+            shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+            logging.getLogger("uvicorn.error").info(
+                "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, bound_port)
+            if on_started is not None:
+                on_started(bound_host, bound_port)
+
         def handle_exit(self, sig: int, frame: Any) -> None:
             received.append(sig)
             super().handle_exit(sig, frame)
@@ -259,9 +282,12 @@ def run_http(
             await super().shutdown(sockets)
 
     served = _Uvicorn(config)
-    sockets = [_reuse_port_socket(host, port)] if reuse_port else None
-    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the caught SIGINT
-        served.run(sockets=sockets)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the caught SIGINT
+            served.run(sockets=sockets)
+    except SystemExit:
+        if served.started:
+            raise  # a failed lifespan is uvicorn's sys.exit(3): exit 1 below, as the engine does
     if not served.started:  # the lifespan failed (uvicorn logged why): exit non-zero
         import sys
 
@@ -269,9 +295,10 @@ def run_http(
         raise SystemExit(1)
 
 
-def _run_engine(server: Server, drain: Any, *, host: str, port: int, shutdown_timeout: float,
-                log_level: str, access_log: bool, root_path: str, proxy_headers: bool,
-                forwarded_allow_ips: str | None, reuse_port: bool, log_config: dict[str, Any] | None) -> None:
+def _run_engine(server: Server, drain: Any, sockets: list[Any], *, host: str, port: int,
+                shutdown_timeout: float, log_level: str, access_log: bool, root_path: str,
+                proxy_headers: bool, forwarded_allow_ips: str | None, log_config: dict[str, Any] | None,
+                on_started: Callable[[str, int], None] | None) -> None:
     """`run_http` on nimblemcp's own engine: the same limits, drain and exit status."""
     from nimblemcp.transports._engine_server import EngineConfig, run
     from nimblemcp.transports._uvicorn import head_limit
@@ -279,7 +306,7 @@ def _run_engine(server: Server, drain: Any, *, host: str, port: int, shutdown_ti
     _configure_logging(log_level, log_config)
     security = drain.app.security
     config = EngineConfig(
-        host=host, port=port, sock=_reuse_port_socket(host, port) if reuse_port else None,
+        host=host, port=port, sockets=tuple(sockets),
         root_path=root_path, proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
         head_timeout=security.head_timeout, max_head=head_limit(security),
         idle_timeout=security.idle_timeout, shutdown_timeout=shutdown_timeout, access_log=access_log,
@@ -295,7 +322,8 @@ def _run_engine(server: Server, drain: Any, *, host: str, port: int, shutdown_ti
     # The guard's `handle` where the guard is what is served: the engine awaits what it
     # calls, so the guard's own coroutine frame is not needed (uvicorn asks for one).
     entry = drain.entry
-    if not run(getattr(entry, "handle", entry), config, before_stop):
+    started = None if on_started is None else (lambda _address: on_started(*_bound(sockets)))
+    if not run(getattr(entry, "handle", entry), config, before_stop, started):
         import sys
 
         print(f"error: server {server.name!r} failed to start", file=sys.stderr)
@@ -319,16 +347,44 @@ def _configure_logging(level: str, config: dict[str, Any] | None) -> None:
         log.propagate = False
 
 
-def _reuse_port_socket(host: str, port: int) -> Any:
-    """A listening socket bound with SO_REUSEPORT: the kernel spreads connections over
-    every process bound to the same address (Linux, BSD)."""
+def _listen(host: str, port: int, reuse_port: bool) -> list[Any]:
+    """Listening sockets for every address `host` names (as `loop.create_server` binds
+    them: SO_REUSEADDR, IPv6 sockets IPv6-only), bound now so that a port in use is one
+    clear error before anything starts. `reuse_port`: SO_REUSEPORT, so that several
+    processes share the port and the kernel spreads connections over them (Linux, BSD)."""
     import socket
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host.strip("[]"), port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
+    from nimblemcp.errors import CannotListen
+
+    sockets: list[socket.socket] = []
+    try:
+        infos = socket.getaddrinfo(host.strip("[]") or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+        for family, kind, proto, _name, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(2048)
+            sock.set_inheritable(True)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        import errno
+
+        why = {errno.EADDRINUSE: "the port is already in use (is another server running there?)",
+               errno.EACCES: "permission denied (ports below 1024 need privileges)",
+               errno.EADDRNOTAVAIL: "the address is not one of this machine's"}.get(
+                   exc.errno or 0, exc.strerror or str(exc))
+        raise CannotListen(f"cannot listen on {host}:{port}: {why}", host=host, port=port) from exc
+    return sockets
+
+
+def _bound(sockets: list[Any]) -> tuple[str, int]:
+    """The host and port the first socket is bound to."""
+    name = sockets[0].getsockname()
+    return str(name[0]), int(name[1])

@@ -3,8 +3,8 @@
 argparse rather than click/typer on purpose: `nimblemcp run` is on the cold-start
 path of every stdio server a host spawns. The client commands (discover, tools, call,
 read, prompt, listen) live in `_client_commands`, `dev` in `_dev`, `run` in `run`
-(`RunSettings`: flags, environment and config file), `install` in
-`_install`: each is imported only when asked for, so `run` imports none of them (nor
+(`RunSettings`: flags, environment and config file), `install` in `_install`, `login`
+and `logout` in `_login`: each is imported only when asked for, so `run` imports none of them (nor
 the client); `proxy` imports `nimblemcp.proxy` when asked for. The parsers are in
 `_parsers`; `run TARGET` alone (what `install` writes) needs none, and loading the
 server file needs no pathlib (issue 18). A missing optional dependency ends the
@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 __all__ = ["endpoint_url", "load_server", "main"]
 
 _CLIENT_COMMANDS = ("discover", "tools", "call", "read", "prompt", "listen")
-_OWN_PARSERS = {"dev": "nimblemcp.cli._dev", "install": "nimblemcp.cli._install"}
+# command -> "module:function" taking the arguments after the command word
+_OWN_PARSERS = {"dev": "nimblemcp.cli._dev:main", "install": "nimblemcp.cli._install:main",
+                "login": "nimblemcp.cli._login:login", "logout": "nimblemcp.cli._login:logout"}
 
 
 def load_server(target: str) -> Server:
@@ -168,8 +170,9 @@ def _main(argv: list[str]) -> None:
     if argv and argv[0] in _OWN_PARSERS:
         import importlib
 
-        command: Any = importlib.import_module(_OWN_PARSERS[argv[0]])
-        raise SystemExit(command.main(argv[1:]))
+        module, _, function = _OWN_PARSERS[argv[0]].partition(":")
+        command: Any = getattr(importlib.import_module(module), function)
+        raise SystemExit(command(argv[1:]))
     args: Any = None
     if len(argv) == 2 and argv[0] == "run" and not argv[1].startswith("-"):
         args = _RunDefaults(argv[1])  # `nimblemcp run TARGET`, as `nimblemcp install` writes it
@@ -201,7 +204,7 @@ def _main(argv: list[str]) -> None:
             from nimblemcp.cli._parsers import full_parser
 
             full_parser().error("proxy needs options first, then an http(s):// URL or `-- command args...`")
-        front = proxy(target, mode=args.mode)
+        front = proxy(target, mode=args.mode, name=args.name)
         if args.transport == "stdio":
             front.run("stdio")
         else:

@@ -14,8 +14,12 @@ the way goes to stderr as JSON lines). While a request runs, the tool's progress
 show on stderr. `call` asks elicitation questions in the terminal and refuses sampling
 unless `--sample-reply` is given; `call --tasks` lets the tool run as a task and
 prints its status changes on stderr. `--cafile PEM` trusts a CA bundle for an
-https:// server (as `SSL_CERT_FILE` does). Loaded only for these commands, so `nimblemcp
-run` never imports the client; must not import the server.
+https:// server (as `SSL_CERT_FILE` does). An HTTP server is sent the token given
+(`--bearer`, `NIMBLEMCP_BEARER`, an Authorization `--header`) or else the tokens of
+`nimblemcp login URL` (`_cli_auth`), and its refusals are told in CLI words. A server
+without tools says "no tools"; a name it does not have is answered with the names that
+come close. Loaded only for these commands, so `nimblemcp run` never imports the
+client; must not import the server.
 
 A server spawned over stdio gets a longer era probe than the library's (COMPAT-C06:
 silence on stdio means a 2025-11-25 server): the process is ours and was just started,
@@ -26,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from nimblemcp.cli import _render as r
@@ -60,6 +66,9 @@ def _parser(command: str) -> argparse.ArgumentParser:
                    help="extra HTTP header (repeatable)")
     p.add_argument("--cafile", metavar="PEM",
                    help="trust the CA certificates in this file for https:// (SSL_CERT_FILE also works)")
+    p.add_argument("--bearer", metavar="TOKEN",
+                   help="an OAuth access token to send (default: $NIMBLEMCP_BEARER, else the "
+                   "tokens of `nimblemcp login URL`)")
     p.add_argument("--log-level", choices=(*LOG_LEVELS, "off"), default="info",
                    help="the server's log messages to show on stderr (default info)")
     p.add_argument("-v", "--verbose", action="store_true",
@@ -137,7 +146,8 @@ def parse_arguments(pairs: Sequence[str], raw: str | None) -> dict[str, Any]:
     return out
 
 
-def _transport(target: Any, headers: Sequence[str], cafile: str | None = None) -> Any:
+def _transport(target: Any, args: argparse.Namespace) -> Any:
+    cafile = args.cafile
     if isinstance(target, list):
         if cafile is not None:
             raise UsageError("--cafile is for https:// URLs")
@@ -150,22 +160,47 @@ def _transport(target: Any, headers: Sequence[str], cafile: str | None = None) -
         from nimblemcp.transports.http_client import HttpTransport
 
     extra = {}
-    for header in headers:
+    for header in args.header:
         name, sep, value = header.partition(":")
         if not sep:
             raise UsageError(f"--header wants NAME:VALUE, got {header!r}")
         extra[name.strip()] = value.strip()
-    return HttpTransport(target, headers=extra, verify=cafile if cafile is not None else True)
+    return HttpTransport(target, headers=extra, verify=cafile if cafile is not None else True,
+                         auth=_auth(target, args, extra))
+
+
+def _auth(url: str, args: argparse.Namespace, headers: dict[str, str]) -> Any:
+    """What authorizes the requests: a token given (`--bearer`, `$NIMBLEMCP_BEARER`, an
+    Authorization `--header`), else the tokens of `nimblemcp login URL`, else nothing."""
+    from nimblemcp._extras import needs_extra
+    from nimblemcp.cli._tokens import TokenCache
+
+    given = next((name for name in headers if name.lower() == "authorization"), None)
+    token = args.bearer or os.environ.get("NIMBLEMCP_BEARER", "").strip()
+    try:
+        logged_in_before = not token and given is None and TokenCache(url).has_tokens()
+    except ValueError:  # a malformed URL: the transport says so
+        logged_in_before = False
+    args.auth_source = ("--bearer" if args.bearer else "NIMBLEMCP_BEARER") if token else \
+        "the Authorization --header" if given is not None else "login" if logged_in_before else None
+    args.auth = None
+    if args.auth_source is not None:
+        with needs_extra("http", "An authorized HTTP connection"):
+            from nimblemcp.cli._cli_auth import GivenToken, logged_in
+        args.auth = GivenToken(f"Bearer {token}") if token else \
+            GivenToken(headers.pop(given)) if given is not None else logged_in(url)
+    return args.auth
 
 
 async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
     from nimblemcp.client import Client
 
     callbacks: dict[str, Any] = {}
+    progress = r.Progress(json_lines=args.json)  # a log line goes above the bar, not onto it
     if args.log_level != "off":
         callbacks["log_level"] = args.log_level
         callbacks["on_log"] = (lambda params: r.dump_event({"log": _untagged(params)})) if args.json \
-            else r.show_log
+            else (lambda params: progress.above(lambda: r.show_log(params)))
     if args.command == "call":
         async def elicit(params: dict[str, Any]) -> dict[str, Any]:
             return await asyncio.to_thread(r.ask_form, params)
@@ -177,21 +212,28 @@ async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
         callbacks["tasks"] = args.tasks
     if isinstance(target, list):  # spawned by us: starting, not silent (see the module doc)
         callbacks["probe_timeout"] = min(args.timeout, SPAWNED_PROBE_TIMEOUT)
-    async with Client(_transport(target, args.header, args.cafile), timeout=args.timeout, **callbacks) as client:
+    async with Client(_transport(target, args), timeout=args.timeout, **callbacks) as client:
         if args.command == "discover":
             result = await client.discover()
             r.dump_json(result) if args.json else r.render_discover(result)
         elif args.command == "tools":
-            tools = await client.list_tools()
-            r.dump_json(tools) if args.json else r.table(r.describe_rows(tools), ["NAME", "DESCRIPTION"])
+            tools = await _listed(client.list_tools)
+            if args.json:
+                r.dump_json(tools)
+            elif not tools:
+                print("no tools")
+            else:
+                r.table(r.describe_rows(tools), ["NAME", "DESCRIPTION"])
         elif args.command == "call":
-            return await _call(client, args, words)
+            return await _call(client, args, words, progress)
         elif args.command == "read":
             if not words:
-                items = await client.list_resources()
-                templates = await _templates(client)
+                items = await _listed(client.list_resources)
+                templates = await _listed(client.list_resource_templates)
                 if args.json:
                     r.dump_json({"resources": items, "resourceTemplates": templates})
+                elif not items and not templates:
+                    print("no resources")
                 else:
                     r.table(r.resource_rows(items, templates), ["URI", "TYPE", "DESCRIPTION"])
             else:
@@ -199,26 +241,32 @@ async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
                 r.dump_json(result) if args.json else r.render_content(result.get("contents") or [])
         elif args.command == "prompt":
             if not words:
-                prompts = await client.list_prompts()
-                r.dump_json(prompts) if args.json else r.table(r.describe_rows(prompts), ["NAME", "DESCRIPTION"])
+                prompts = await _listed(client.list_prompts)
+                if args.json:
+                    r.dump_json(prompts)
+                elif not prompts:
+                    print("no prompts")
+                else:
+                    r.table(r.describe_rows(prompts), ["NAME", "DESCRIPTION"])
             else:
                 values = {k: v if isinstance(v, str) else json.dumps(v)
                           for k, v in parse_arguments(args.arg, None).items()}
-                result = await client.get_prompt(words[0], values)
+                async with _named("prompt", words[0], client.list_prompts):
+                    result = await client.get_prompt(words[0], values)
                 r.dump_json(result) if args.json else r.render_messages(result.get("messages") or [])
         elif args.command == "listen":
             return await _listen(client, args)
     return 0
 
 
-async def _call(client: Any, args: argparse.Namespace, words: list[str]) -> int:
+async def _call(client: Any, args: argparse.Namespace, words: list[str], progress: r.Progress) -> int:
     if len(words) != 1:
         raise UsageError("call wants exactly one tool NAME")
     arguments = parse_arguments(args.arg, args.args_json)
-    progress = r.Progress(json_lines=args.json)
     try:
-        result = await client.call_tool(words[0], arguments, on_task_status=_print_status,
-                                        on_progress=progress.update)
+        async with _named("tool", words[0], client.list_tools):
+            result = await client.call_tool(words[0], arguments, on_task_status=_print_status,
+                                            on_progress=progress.update)
     finally:
         progress.finish()
     if args.json:
@@ -226,24 +274,68 @@ async def _call(client: Any, args: argparse.Namespace, words: list[str]) -> int:
     else:
         out = sys.stderr if result.get("isError") else sys.stdout
         content = result.get("content") or []
-        if "structuredContent" in result and not any(b.get("type") != "text" for b in content):
+        if "structuredContent" in result and _serializes(content, result["structuredContent"]):
             r.dump_json(result["structuredContent"], out)  # the text is its serialization
         else:
             r.render_content(content, out)
     return 1 if result.get("isError") else 0
 
 
-async def _templates(client: Any) -> list[dict[str, Any]]:
-    """The server's resource templates; none when it has no resources capability for them."""
-    from nimblemcp.errors import ProtocolError
+def _serializes(content: list[dict[str, Any]], structured: Any) -> bool:
+    """Whether the content is only the structured result as JSON text (TOOL-06); a list of
+    content blocks returned as structured output is shown as those blocks."""
+    if len(content) != 1 or content[0].get("type") != "text":
+        return not content
+    try:
+        return bool(json.loads(content[0].get("text") or "") == structured)
+    except ValueError:
+        return False
+
+
+async def _listed(fetch: Callable[[], Awaitable[list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    """A list, or none when the server has no such capability (it answers -32601)."""
+    from nimblemcp.errors import MethodNotFound
 
     try:
-        templates: list[dict[str, Any]] = await client.list_resource_templates()
-    except ProtocolError as exc:
-        if exc.code != -32601:  # method not found: a server without templates
-            raise
+        return await fetch()
+    except MethodNotFound:
         return []
-    return templates
+
+
+class _NoSuchName(Exception):
+    """A tool or prompt name the server does not have; says which names come close."""
+
+    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+        import difflib
+
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        if close:
+            hint = "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+        elif known:
+            shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+            hint = f"; its {kind}s: {shown}"
+        else:
+            hint = f"; it has no {kind}s"
+        super().__init__(f"the server has no {kind} named {name!r}{hint}")
+
+
+@contextlib.asynccontextmanager
+async def _named(kind: str, name: str,
+                 fetch: Callable[[], Awaitable[list[dict[str, Any]]]]) -> AsyncIterator[None]:
+    """Around a request naming a tool or prompt: when the server refuses its params
+    (-32602) and the name is not in its list, or has no such list (-32601), say so, with
+    the names that come close."""
+    from nimblemcp.errors import InvalidParams, MethodNotFound
+
+    try:
+        yield
+    except MethodNotFound:  # the server has no tools (prompts) at all
+        raise _NoSuchName(kind, name, []) from None
+    except InvalidParams:
+        known = [str(item.get("name")) for item in await _listed(fetch)]
+        if name not in known:
+            raise _NoSuchName(kind, name, known) from None
+        raise
 
 
 def _print_status(task: dict[str, Any]) -> None:
@@ -286,6 +378,7 @@ def main(argv: Sequence[str]) -> int:
                             format="%(levelname)s %(name)s: %(message)s")
     from nimblemcp.errors import McpError
 
+    target: Any = None
     try:
         target, words = _split_target(args, command_line)
         return asyncio.run(_run(args, target, words))
@@ -294,7 +387,23 @@ def main(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         return 130 if args.command != "listen" else 0
     except McpError as exc:
-        r.show_error(exc, json_lines=args.json)
+        from nimblemcp.errors import AuthError, HttpStatusError
+
+        told = None
+        if isinstance(target, str) and isinstance(exc, AuthError | HttpStatusError):
+            from nimblemcp.cli._cli_auth import explain  # an HTTP server: authorization may be why
+
+            told = explain(exc, target, args)
+        if told is not None and not args.json:
+            print(f"nimblemcp: {told}", file=sys.stderr)
+        else:
+            r.show_error(exc, json_lines=args.json)
+        return 1
+    except _NoSuchName as exc:
+        if args.json:
+            r.dump_event({"error": {"type": "NoSuchName", "message": str(exc)}})
+        else:
+            print(f"nimblemcp: {exc}", file=sys.stderr)
         return 1
     return 2  # parser.error exits; kept for the type checker
 

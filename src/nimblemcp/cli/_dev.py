@@ -1,16 +1,24 @@
 """`nimblemcp dev server.py`: a server for development.
 
-A supervisor process runs the server as a child and starts a new child when a Python
-file under the server's folder (or a `--watch` path) changes (watchfiles, from the
-`[dev-server]` extra). A child that fails to start or crashes leaves its traceback on
-stderr; the supervisor waits for the next change.
+A supervisor process runs the server as a child (`_dev_child`: errors unmasked) and
+starts a new child when a Python file under the server's folder (or a `--watch` path)
+changes (watchfiles, from the `[dev-server]` extra). A child that fails to start or
+crashes leaves its traceback on stderr (relayed by the supervisor, which keeps its last
+line); the supervisor waits for the next change and meanwhile answers every request
+with a JSON-RPC error naming that line, over either transport.
 
 - stdio: the supervisor relays the host's lines to the child and back, and logs each
   request when its response passes (`_devlog`). Requests a dying child leaves
   unanswered, and requests while no child runs, get a JSON-RPC error instead of a
-  hang. A legacy (2025-11-25) session survives a reload: the supervisor replays the
-  host's `initialize` to the new child and swallows its answer.
-- http: each child is `_dev_http` (the endpoint wrapped in the ASGI request log).
+  hang. A session survives a reload: the supervisor replays the host's `initialize`
+  (2025-11-25) and its open `subscriptions/listen` requests to the new child, swallows
+  their answers, and tells the host the lists changed (untagged for a legacy session,
+  tagged with the listen's id on a listen stream): its cached lists are stale.
+- http: the supervisor binds the port and holds it; each child serves it (the socket
+  is inherited), so connections are never refused across reloads: they wait for the
+  new child, and while none runs the supervisor's `_Fallback` answers them. Listen
+  streams of the old child end; a client listens again and the new child tells it the
+  lists changed (`_dev_child.ReloadNotice`).
 - `--inspector` starts `npx @modelcontextprotocol/inspector` against the server.
 
 Loaded only for `nimblemcp dev`; must not import the server or the client.
@@ -25,16 +33,18 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from nimblemcp._extras import needs_extra
 from nimblemcp.cli import _devlog
+from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 __all__ = ["main"]
 
@@ -82,6 +92,74 @@ class _Child:
         self.process = process
         self.generation = generation
         self.stopping = False
+        self.tail: list[str] = []  # the last lines of its stderr
+        self.ready_fd: int | None = None  # http: the child writes a byte once it serves
+        self.err_task: asyncio.Task[None] | None = None  # relays its stderr
+        self.replayed: set[tuple[type, Any]] = set()  # listens replayed to it, not yet acknowledged
+
+
+def _error_line(tail: Sequence[str]) -> str | None:
+    """What a dying child's stderr ends with: its exception, and where the traceback
+    ends (`SyntaxError: invalid syntax (server.py, line 12)`)."""
+    error = where = None
+    for text in reversed(tail):
+        text = text.strip()
+        if error is None and text and not text.startswith(("File ", "^", "~", "Traceback")):
+            error = text
+        elif error is not None and text.startswith('File "'):
+            name, _, rest = text[6:].partition('", line ')
+            where = f"{os.path.basename(name)}, line {rest.split(',')[0]}"
+            break
+    return None if error is None else error + (f" ({where})" if where else "")
+
+
+class _Fallback:
+    """Answers on the port while no child serves it (it crashed, or a broken edit keeps
+    it from starting): a POSTed request gets a JSON-RPC error saying why, a notification
+    202, anything else 503. One request per connection."""
+
+    def __init__(self, sock: socket.socket, why: Callable[[], str]) -> None:
+        self.sock = sock
+        self.why = why
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        if self.server is None:
+            self.server = await asyncio.start_server(self._answer, sock=self.sock.dup())
+
+    async def stop(self) -> None:
+        server, self.server = self.server, None
+        if server is not None:
+            server.close()  # closes the duplicate; the child serves the socket itself
+            await server.wait_closed()
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            method = head.split(b" ", 1)[0]
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value.strip() or b"0")
+            body = await asyncio.wait_for(reader.readexactly(min(length, _PIECE)), 10) if length else b""
+            try:
+                message = json.loads(body) if body else None
+            except ValueError:
+                message = None
+            if method == b"POST" and isinstance(message, dict) and "id" in message:
+                status, ctype, answer = "200 OK", "application/json", _error(message["id"], self.why())
+            elif method == b"POST" and isinstance(message, dict):
+                status, ctype, answer = "202 Accepted", "application/json", b""
+            else:
+                status, ctype, answer = "503 Service Unavailable", "text/plain", self.why().encode() + b"\n"
+            writer.write(f"HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {len(answer)}\r\n"
+                         "connection: close\r\n\r\n".encode() + answer)
+            await writer.drain()
+        except (OSError, ValueError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
 
 
 class Supervisor:
@@ -97,32 +175,59 @@ class Supervisor:
         self.pending: dict[tuple[type, Any], tuple[str, str, float, int]] = {}
         self.initialize: bytes | None = None
         self.initialized: bytes | None = None
+        self.listens: dict[tuple[type, Any], bytes] = {}  # stdio: the host's open listens
         self.last_exit: int | None = None
+        self.last_error: str | None = None  # the exception the last child died of
+        self.sock: socket.socket | None = None  # http: the listening socket, held throughout
+        self.fallback: _Fallback | None = None
         self.closing = False  # set once: no child is started after it
         self.tasks: set[asyncio.Task[None]] = set()  # strong references until done
 
-    def spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        return task
 
-    def command(self) -> list[str]:
+    def command(self, ready_fd: int | None = None) -> list[str]:
+        child = [sys.executable, "-m", "nimblemcp.cli._dev_child", self.target]
         if self.args.transport == "http":
-            return [sys.executable, "-m", "nimblemcp.cli._dev_http", self.target,
-                    "--host", self.args.host, "--port", str(self.args.port),
-                    "--path", self.args.path]
-        return [sys.executable, "-m", "nimblemcp", "run", self.target]
+            assert self.sock is not None and ready_fd is not None
+            child += ["--transport", "http", "--fd", str(self.sock.fileno()), "--ready-fd", str(ready_fd),
+                      "--path", self.args.path]
+            if self.generation > 1:
+                child.append("--reloaded")
+        return child
+
+    def down(self) -> str:
+        """Why no server answers: what a request gets meanwhile."""
+        if self.last_exit is None:
+            return "the server is not running. Save a change to restart it."
+        died = f": {self.last_error}" if self.last_error else "; see its stderr"
+        return f"the server exited with status {self.last_exit}{died}. Save a change to restart it."
 
     async def start(self) -> None:
         if self.closing:
             return
         self.generation += 1
         stdio = self.args.transport == "stdio"
-        process = await asyncio.create_subprocess_exec(
-            *self.command(), stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
-            stdout=subprocess.PIPE if stdio else None, stderr=None,
-            limit=64 * 1024 * 1024)
+        ready_r = ready_w = None
+        if not stdio:
+            if self.fallback is not None:
+                await self.fallback.stop()  # the new child takes the waiting connections
+            ready_r, ready_w = os.pipe()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self.command(ready_w), stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
+                stdout=subprocess.PIPE if stdio else None, stderr=subprocess.PIPE,
+                limit=64 * 1024 * 1024,
+                pass_fds=() if self.sock is None or ready_w is None else (self.sock.fileno(), ready_w))
+        finally:
+            if ready_w is not None:
+                os.close(ready_w)
         child = self.child = _Child(process, self.generation)
+        child.ready_fd = ready_r
+        child.err_task = self.spawn(self._relay_err(child))
         self.spawn(self._watch_exit(child))
         if stdio:
             self.spawn(self._relay_out(child))
@@ -132,6 +237,12 @@ class Supervisor:
                 await self._write(child, json.dumps(message).encode() + b"\n")
                 if self.initialized is not None:
                     await self._write(child, self.initialized)
+            for key, line in self.listens.items():  # and the host's listen streams
+                child.replayed.add(key)
+                entry = self.pending.get(key)
+                if entry is not None:
+                    self.pending[key] = (*entry[:3], child.generation)
+                await self._write(child, line)
 
     async def stop(self) -> None:
         child, self.child = self.child, None
@@ -164,43 +275,56 @@ class Supervisor:
             if await self.ready():
                 _devlog.emit(f"reloaded (generation {self.generation})")
 
-    async def ready(self, timeout: float = 15.0) -> bool:
-        """Whether the current child came up: over HTTP, once its port accepts."""
+    async def ready(self, timeout: float = 60.0) -> bool:
+        """Whether the current child came up: over HTTP, once it serves the port (it
+        writes a byte on its ready pipe; the pipe ends empty if it exits first)."""
         child = self.child
         if child is None:
             return False
-        if self.args.transport != "http":
+        if child.ready_fd is None:
             return True
-        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(
-            self.args.host, self.args.host)
-        deadline = time.monotonic() + timeout
-        while child.process.returncode is None and time.monotonic() < deadline:
-            try:
-                _reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(host, self.args.port), 1.0)
-            except (OSError, TimeoutError):
-                await asyncio.sleep(0.05)
-                continue
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-            return True
-        return False
+        fd, child.ready_fd = child.ready_fd, None
+        reading = asyncio.get_running_loop().run_in_executor(None, os.read, fd, 1)
+        reading.add_done_callback(lambda _done: os.close(fd))
+        try:
+            return await asyncio.wait_for(asyncio.shield(reading), timeout) == b"1"
+        except TimeoutError:
+            return False
+
+    async def _relay_err(self, child: _Child) -> None:
+        """The child's stderr to ours, its last lines kept (for `down`)."""
+        stderr = child.process.stderr
+        assert stderr is not None
+        while data := await _line_or_piece(stderr):
+            sys.stderr.buffer.write(data)
+            sys.stderr.buffer.flush()
+            child.tail.append(data.decode("utf-8", "replace"))
+            del child.tail[:-40]
 
     async def _watch_exit(self, child: _Child) -> None:
         status = await child.process.wait()
-        self._fail_pending(child.generation, "the server stopped (reloading) before answering"
-                           if child.stopping else f"the server exited with status {status} "
-                           "before answering (see its stderr)")
-        if not child.stopping:
-            self.last_exit = status
-            if self.child is child:
-                self.child = None
-            _devlog.emit(f"server exited with status {status}; waiting for a change to restart")
+        if child.stopping:  # a reload: open listens go on with the next child
+            self._fail_pending(child.generation, "the server stopped (reloading) before answering",
+                               keep=set(self.listens))
+            return
+        if child.err_task is not None:  # its last words first
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(child.err_task), 5)
+        self.last_exit = status
+        self.last_error = _error_line(child.tail)
+        self.listens.clear()
+        self._fail_pending(child.generation, f"the server exited with status {status} before answering"
+                           + (f" ({self.last_error})" if self.last_error else " (see its stderr)"))
+        if self.child is child:
+            self.child = None
+            if self.sock is not None and not self.closing:
+                self.fallback = self.fallback or _Fallback(self.sock, self.down)
+                await self.fallback.start()
+        _devlog.emit(f"server exited with status {status}; waiting for a change to restart")
 
-    def _fail_pending(self, generation: int, text: str) -> None:
+    def _fail_pending(self, generation: int, text: str, keep: set[tuple[type, Any]] | None = None) -> None:
         for key, (method, name, started, gen) in list(self.pending.items()):
-            if gen == generation:
+            if gen == generation and key not in (keep or ()):
                 del self.pending[key]
                 self._answer_locally(key[1], method, name, started, text)
 
@@ -231,14 +355,52 @@ class Supervisor:
                 message = None
             if isinstance(message, dict) and "method" not in message and "id" in message:
                 if message["id"] == replay:
+                    self._tell_changed(message.get("result"), None)  # the session's lists
                     continue
+                if child.stopping and _key(message["id"]) in self.listens:
+                    continue  # the listen goes on with the next child (a reload)
+                self.listens.pop(_key(message["id"]), None)  # a listen ended
                 entry = self.pending.pop(_key(message["id"]), None)
                 if entry is not None:
                     method, name, started, _gen = entry
                     _devlog.emit(_devlog.line(method, name, time.perf_counter() - started,
                                               _devlog.outcome(message)))
+            elif begins and starts and _acknowledges(message, child.replayed):
+                # The new child acknowledged a replayed listen: the host has had its
+                # acknowledgement; tell it instead that its lists changed.
+                assert isinstance(message, dict)
+                key = _key(message["params"]["_meta"][SUBSCRIPTION_ID])
+                child.replayed.discard(key)
+                self._tell_changed(None, key)
+                continue
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
+
+    def _tell_changed(self, initialized: Any, listen: tuple[type, Any] | None) -> None:
+        """`notifications/*/list_changed` to the host after a reload: for a legacy
+        session (untagged, the lists the new child's `initialize` answer declares), or
+        for the listen `listen` (tagged, the lists it asked about)."""
+        kinds: list[str] = []
+        meta: dict[str, Any] = {}
+        if listen is None:
+            caps = initialized.get("capabilities") if isinstance(initialized, dict) else None
+            if isinstance(caps, dict):
+                kinds = [k for k in ("tools", "prompts", "resources")
+                         if isinstance(caps.get(k), dict) and caps[k].get("listChanged")]
+        else:
+            line = self.listens.get(listen)
+            try:
+                asked = json.loads(line or b"{}").get("params", {}).get("notifications", {})
+            except (ValueError, AttributeError):
+                asked = {}
+            kinds = [k for k in ("tools", "prompts", "resources") if asked.get(f"{k}ListChanged") is True]
+            meta = {"_meta": {SUBSCRIPTION_ID: listen[1]}}
+        for kind in kinds:
+            note = {"jsonrpc": "2.0", "method": f"notifications/{kind}/list_changed", "params": meta}
+            sys.stdout.buffer.write(json.dumps(note).encode() + b"\n")
+        sys.stdout.buffer.flush()
+        if kinds:
+            _devlog.emit(f"told the host its {', '.join(kinds)} changed")
 
     async def relay_in(self, data: bytes, begins: bool = True) -> None:
         """One piece of a line from the host, to the current child.
@@ -262,6 +424,12 @@ class Supervisor:
             self.initialize = data
         elif whole and isinstance(message, dict) and message.get("method") == "notifications/initialized":
             self.initialized = data
+        elif whole and is_request and message.get("method") == "subscriptions/listen":
+            self.listens[_key(message["id"])] = data  # replayed to the next child
+        elif whole and isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict) and "requestId" in params:
+                self.listens.pop(_key(params["requestId"]), None)
         async with self.lock:
             child = self.child
             if not begins:
@@ -272,10 +440,8 @@ class Supervisor:
             if is_request:
                 method, name = _devlog.label(message)
                 if child is None:
-                    why = (f"exited with status {self.last_exit}; see its stderr"
-                           if self.last_exit is not None else "is not running")
-                    self._answer_locally(message["id"], method, name, time.perf_counter(),
-                                         f"the server {why}. Save a change to restart it.")
+                    self.listens.pop(_key(message["id"]), None)
+                    self._answer_locally(message["id"], method, name, time.perf_counter(), self.down())
                     return
                 self.pending[_key(message["id"])] = (method, name, time.perf_counter(),
                                                      child.generation)
@@ -286,6 +452,17 @@ class Supervisor:
                              "near its start)")
             if child is not None:
                 await self._write(child, data)
+
+
+def _acknowledges(message: Any, replayed: set[tuple[type, Any]]) -> bool:
+    """Whether `message` is the acknowledgement of one of the `replayed` listens."""
+    if not replayed or not isinstance(message, dict):
+        return False
+    if message.get("method") != "notifications/subscriptions/acknowledged":
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and SUBSCRIPTION_ID in meta and _key(meta[SUBSCRIPTION_ID]) in replayed
 
 
 _ABSENT = object()
@@ -363,6 +540,13 @@ async def _watch(supervisor: Supervisor, paths: list[Path], stop: asyncio.Event)
 
 async def _serve(args: argparse.Namespace, target: str, paths: list[Path]) -> int:
     supervisor = Supervisor(args, target)
+    if args.transport == "http":
+        try:
+            supervisor.sock = _listen(args.host, args.port)
+        except OSError as exc:
+            print(f"nimblemcp dev: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; "
+                  "choose another port with --port", file=sys.stderr)
+            return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -372,7 +556,7 @@ async def _serve(args: argparse.Namespace, target: str, paths: list[Path]) -> in
     inspector: subprocess.Popen[bytes] | None = None
     if args.transport == "http":
         url = _url(args)
-        await supervisor.ready()
+        await supervisor.ready()  # when it fails, the fallback answers meanwhile
         _devlog.emit(f"serving {target} at {url}; watching {', '.join(map(str, paths))}")
         if args.inspector:
             inspector = _start_inspector(["--transport", "http", "--server-url", url])
@@ -401,6 +585,10 @@ async def _serve(args: argparse.Namespace, target: str, paths: list[Path]) -> in
             await asyncio.wait_for(asyncio.shield(watcher), 3 * STOP_GRACE)
         async with supervisor.lock:
             await supervisor.stop()
+        if supervisor.fallback is not None:
+            await supervisor.fallback.stop()
+        if supervisor.sock is not None:
+            supervisor.sock.close()
         if inspector is not None:
             inspector.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -408,6 +596,21 @@ async def _serve(args: argparse.Namespace, target: str, paths: list[Path]) -> in
     if watcher.done() and not watcher.cancelled() and watcher.exception() is not None:
         raise watcher.exception()  # type: ignore[misc]
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The port, bound and listening for the whole session (each child inherits it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 def _url(args: argparse.Namespace) -> str:

@@ -19,7 +19,10 @@ Config locations (user scope):
 | vscode | `$XDG_CONFIG_HOME/Code/User/mcp.json` | `~/Library/Application Support/Code/User/mcp.json` | `servers` (`type: stdio`) |
 | generic | `--config PATH` | same | `mcpServers` |
 
-Imports only the standard library and, to read the server's name, `cli.load_server`.
+The server is loaded first, with the entry's environment, as the host will load it: its
+name names the entry, and one that does not load (a syntax error, a missing attribute,
+an import that fails) is refused, exit status 1, unless `--no-check` says to write it
+anyway. Imports only the standard library and, for that, `cli.load_server`.
 """
 
 from __future__ import annotations
@@ -121,18 +124,26 @@ def _absolute_target(target: str) -> tuple[str, Path]:
     return str(path) + (f":{attr}" if sep else ""), path
 
 
-def _server_name(target: str, path: Path) -> str:
-    """The Server's own name, or the file's stem when it cannot be loaded here."""
+def _server_name(target: str, env: dict[str, str]) -> str:
+    """The Server's own name, loaded as the host will load it (with the entry's `env`):
+    a target that does not load here would fail in the host, so it is refused."""
     from nimblemcp.cli import load_server
 
     quiet = io.StringIO()
+    saved = dict(os.environ)
+    os.environ.update(env)
     try:
         with contextlib.redirect_stdout(quiet):
             return load_server(target).name
     except (Exception, SystemExit) as exc:
-        print(f"nimblemcp install: could not load the server to read its name ({exc}); "
-              f"using {path.stem!r}", file=sys.stderr)
-        return path.stem
+        why = str(exc).removeprefix("nimblemcp: ") or type(exc).__name__
+        if isinstance(exc, Exception):
+            why = f"{type(exc).__name__}: {why}"
+        raise _Refused(f"cannot load {target}: {why}. The host would fail the same way; fix it, "
+                       "or pass --no-check to write the entry anyway") from None
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -155,6 +166,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--write", action="store_true", help="write the change")
     parser.add_argument("--force", action="store_true",
                         help="replace an existing entry of the same name")
+    parser.add_argument("--no-check", action="store_true",
+                        help="write the entry without loading the server first (default: a "
+                        "server that does not load is refused); the name is --name or the file's")
     return parser
 
 
@@ -188,7 +202,11 @@ def _install(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise _Refused(f"--env wants KEY=VALUE, got {pair!r}")
         env[key] = value
-    name = args.name or _server_name(target, server_file)
+    if args.no_check:
+        name = args.name or server_file.stem
+    else:
+        loaded = _server_name(target, env)
+        name = args.name or loaded
     entry = server_entry(args.host, target, env)
 
     before_text = path.read_text(encoding="utf-8") if path.exists() else ""

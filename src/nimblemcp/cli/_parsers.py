@@ -92,6 +92,9 @@ def full_parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("install", help="add a server to a host's config (Claude, Cursor, VS Code)",
                    add_help=False)
+    sub.add_parser("login", help="log in to a server that uses OAuth (browser), for the client commands",
+                   add_help=False)
+    sub.add_parser("logout", help="forget the tokens of `nimblemcp login`", add_help=False)
     from nimblemcp.cli.run import add_arguments
 
     add_arguments(sub.add_parser("run", help="serve a nimblemcp Server over stdio or HTTP"))
@@ -103,6 +106,7 @@ def full_parser() -> argparse.ArgumentParser:
     proxy.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     proxy.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
     proxy.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    proxy.add_argument("--name", help="the name the proxy presents (default: the target's own)")
     proxy.add_argument("--mode", choices=("auto", "modern", "legacy"), default="auto",
                        help="how to reach the target (default: auto-detect its era)")
     proxy.add_argument("target", nargs=argparse.REMAINDER, help="an http(s):// URL, or -- command args...")

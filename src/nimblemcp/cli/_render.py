@@ -50,14 +50,15 @@ class Progress:
 
     On a terminal one line is redrawn in place (`[#####.....]  50%  message`); into
     a pipe or file each update is its own line (`progress 1/2 (50%) message`); with
-    `json_lines` each is a JSON object. `finish()` clears the terminal line.
+    `json_lines` each is a JSON object. `above(...)` prints other lines (the server's
+    log) above the bar instead of onto it; `finish()` clears the terminal line.
     """
 
     def __init__(self, out: TextIO | None = None, *, json_lines: bool = False) -> None:
         self.out = out or sys.stderr
         self.json_lines = json_lines
         self.live = not json_lines and self.out.isatty()
-        self.drawn = False
+        self.drawn = ""  # the bar on the terminal line now ("" when none)
 
     def update(self, progress: float, total: float | None, message: str | None) -> None:
         if self.json_lines:
@@ -76,15 +77,28 @@ class Progress:
             bar = "[" + "#" * filled + "." * (width - filled) + f"] {share:4.0%}"
         else:
             bar = f"[{number}]"
-        self.out.write("\r\x1b[2K" + bar + (f"  {message}" if message else ""))
+        line = bar + (f"  {message}" if message else "")
+        self.out.write("\r\x1b[2K" + line[:max(1, shutil.get_terminal_size().columns - 1)])
         self.out.flush()
-        self.drawn = True
+        self.drawn = line
+
+    def above(self, show: Callable[[], None]) -> None:
+        """Run `show` (which prints whole lines to the same stream) with the bar cleared
+        first and drawn again after, so that both stay readable."""
+        drawn = self.drawn
+        if drawn:
+            self.finish()
+        show()
+        if drawn:
+            self.out.write(drawn[:max(1, shutil.get_terminal_size().columns - 1)])
+            self.out.flush()
+            self.drawn = drawn
 
     def finish(self) -> None:
         if self.drawn:
             self.out.write("\r\x1b[2K")
             self.out.flush()
-            self.drawn = False
+            self.drawn = ""
 
 
 def show_log(params: Mapping[str, Any], out: TextIO | None = None) -> None:

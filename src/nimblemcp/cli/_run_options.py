@@ -2,9 +2,9 @@
 
 `OPTIONS` is the one list of run's options: `cli.run.add_arguments` gives each to
 argparse as it stands (`BOOL` becomes `argparse.BooleanOptionalAction`). `quick_parse`
-reads a plain `run` line, the target first and then only exact long options
-(`run srv.py --port 8000`, `--port=8000`, `--no-proxy-headers`), without argparse, which with gettext and the
-parser costs ~9M instructions on the start of every `nimblemcp run ... --transport http`
+reads a plain `run` line, the target first and then only exact long options and the
+short ones of `SHORT` (`run srv.py --port 8000`, `--port=8000`, `--no-proxy-headers`,
+`-v`), without argparse, which with gettext and the parser costs ~9M instructions on the start of every `nimblemcp run ... --transport http`
 (issue 18). It gives what argparse gives for such a line; anything else (an abbreviated
 or unknown option, `--`, `-h`, a value that is empty or starts with `-`, a value of the
 wrong type or not among the choices, a second positional) returns None, and argparse
@@ -18,6 +18,8 @@ from typing import Any
 __all__ = ["BOOL", "OPTIONS", "quick_parse"]
 
 BOOL = "bool"  # `action=BOOL`: argparse.BooleanOptionalAction (`--x` / `--no-x`)
+FLAG = "store_true"  # `action=FLAG`: a flag without a value (`-v`)
+SHORT = {"-v": "--verbose"}  # short spellings of long options
 
 # (flag, keyword arguments of `add_argument`); every default is None ("not given").
 OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -46,6 +48,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--redis-url", {"help": "shared store and bus for several instances"}),
     ("--legacy-sse", {"action": BOOL, "default": None,
                       "help": "also serve the deprecated 2024-11-05 HTTP+SSE transport (GET /sse, POST /messages/)"}),
+    ("--verbose", {"action": FLAG, "default": None,
+                   "help": "also print the settings served with (secrets masked) once listening"}),
     ("--engine", {"choices": ("nimblemcp", "uvicorn"),
                   "help": "HTTP server: nimblemcp's own (default; httptools, one write per "
                           "response) or uvicorn"}),
@@ -62,6 +66,8 @@ def quick_parse(words: list[str]) -> dict[str, Any] | None:
         flags[flag] = (dest, spec)
         if spec.get("action") == BOOL:
             flags["--no-" + flag[2:]] = (dest, spec)
+    for short, flag in SHORT.items():
+        flags[short] = flags[flag]
     if not words or words[0].startswith("-"):
         return None  # options before the target: argparse reads them
     target = words[0]
@@ -77,7 +83,7 @@ def quick_parse(words: list[str]) -> dict[str, Any] | None:
         if known is None:
             return None  # unknown, abbreviated, `--`, `-h`, ...
         dest, spec = known
-        if spec.get("action") == BOOL:
+        if spec.get("action") in (BOOL, FLAG):
             if eq:
                 return None  # `--flag=x`: argparse's error
             parsed[dest] = not flag.startswith("--no-")

@@ -4,7 +4,9 @@ One `RunSettings` is built from, lowest first: the defaults, a TOML config file
 (`--config FILE` or `NIMBLEMCP_CONFIG`; top-level keys or a `[run]` table, named like
 the long options), the environment (`NIMBLEMCP_<OPTION>`, e.g. `NIMBLEMCP_ALLOWED_HOSTS`;
 the state keys and Redis URL through `ServerSettings.from_env()`), then the flags. An
-HTTP server prints it on start-up to stderr, secrets masked.
+HTTP server prints its endpoint on stderr once it listens, and with `-v` these settings
+after it, secrets masked. A port that cannot be bound is one line naming it and the
+flag that changes it, exit status 1, before the server's lifespan runs.
 
 `--workers N` (N > 1) starts N copies of this command that share the port through
 SO_REUSEPORT and supervises them (SIGTERM/SIGINT are passed on, a crashed worker is
@@ -21,14 +23,17 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import asdict, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from nimblemcp.server._options import ServerSettings
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
     from dataclasses import dataclass
     from pathlib import Path
+
+    from nimblemcp.server._server import Server
 else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
     from nimblemcp.types._records import dataclass
 
@@ -208,19 +213,20 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     'not given' is visible."""
     import argparse
 
-    from nimblemcp.cli._run_options import BOOL, OPTIONS
+    from nimblemcp.cli._run_options import BOOL, OPTIONS, SHORT
 
     run.add_argument("target", help="path/to/server.py[:object] or package.module[:object]")
+    shorts = {long: short for short, long in SHORT.items()}
     for flag, spec in OPTIONS:
         if spec.get("action") == BOOL:
             spec = {**spec, "action": argparse.BooleanOptionalAction}
-        run.add_argument(flag, **spec)
+        run.add_argument(*((shorts[flag],) if flag in shorts else ()), flag, **spec)
 
 
 def main(args: argparse.Namespace) -> None:
     from nimblemcp.cli import endpoint_url, load_server
 
-    flags = {k: v for k, v in vars(args).items() if k not in ("command", "target", "config")}
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "target", "config", "verbose")}
     config = args.config or os.environ.get(ENV_PREFIX + "CONFIG")
     file_layer = RunSettings.from_config_file(config) if config else {}
     env_layer = RunSettings.from_env()
@@ -246,15 +252,33 @@ def main(args: argparse.Namespace) -> None:
         if missing:
             raise SystemExit(f"nimblemcp: --workers {settings.workers} runs separate processes that "
                              f"must share state; missing: {'; and '.join(missing)}")
-    if worker is None:  # the endpoint first (scripts read it), then the settings
+    if worker is None and settings.workers > 1:
+        _check_port(settings)
+        raise SystemExit(_supervise(settings))
+
+    def started(_host: str, port: int) -> None:
+        # Once it listens (the lifespan has started): the endpoint first, scripts read
+        # it; the settings with -v. Of several workers, the first one says it.
+        if worker not in (None, "0"):
+            return
         _say(settings, f"serving {server.name!r} over Streamable HTTP at "
-                       f"{endpoint_url(settings.host, settings.port, settings.path)}")
+                       f"{endpoint_url(settings.host, port, settings.path)}")
         if settings.legacy_sse:
             _say(settings, "and over the 2024-11-05 HTTP+SSE transport at "
-                           f"{endpoint_url(settings.host, settings.port, '/sse')}")
-        _announce(settings)
-        if settings.workers > 1:
-            raise SystemExit(_supervise(settings))
+                           f"{endpoint_url(settings.host, port, '/sse')}")
+        if args.verbose:
+            _announce(settings)
+
+    from nimblemcp.errors import CannotListen
+
+    try:
+        _serve_http(server, settings, worker, started)
+    except CannotListen as exc:
+        _fail(settings, f"{exc}; choose another port with --port (or NIMBLEMCP_PORT)")
+
+
+def _serve_http(server: Server, settings: RunSettings, worker: str | None,
+                started: Callable[[str, int], None]) -> None:
     server.run(
         "http", host=settings.host, port=settings.port, path=settings.path,
         allowed_hosts=None if settings.allowed_hosts is None else list(settings.allowed_hosts),
@@ -265,7 +289,28 @@ def main(args: argparse.Namespace) -> None:
         log_config=_json_log_config(settings.log_level) if settings.log_format == "json" else None,
         legacy_sse=settings.legacy_sse,
         engine=settings.engine,
+        on_started=started,
     )
+
+
+def _check_port(settings: RunSettings) -> None:
+    """Before starting workers: the port can be bound. They bind it with SO_REUSEPORT;
+    so does this probe, closed at once, before any worker listens beside it."""
+    from nimblemcp.errors import CannotListen
+    from nimblemcp.serving import _listen
+
+    try:
+        probe = _listen(settings.host, settings.port, reuse_port=True)
+    except CannotListen as exc:
+        _fail(settings, f"{exc}; choose another port with --port (or NIMBLEMCP_PORT)")
+    for sock in probe:
+        sock.close()
+
+
+def _fail(settings: RunSettings, message: str) -> NoReturn:
+    """One error line on stderr, in the chosen log format; exit status 1."""
+    _say(settings, message, level="error")
+    raise SystemExit(1)
 
 
 def _announce(settings: RunSettings) -> None:
@@ -276,12 +321,12 @@ def _announce(settings: RunSettings) -> None:
           file=sys.stderr, flush=True)
 
 
-def _say(settings: RunSettings, message: str) -> None:
+def _say(settings: RunSettings, message: str, level: str = "info") -> None:
     """One start-up or supervisor line on stderr, in the chosen log format."""
     if settings.log_format == "json":
         import json
 
-        line = json.dumps({"level": "info", "logger": "nimblemcp", "message": message})
+        line = json.dumps({"level": level, "logger": "nimblemcp", "message": message})
     else:
         line = f"nimblemcp: {message}"
     print(line, file=sys.stderr, flush=True)

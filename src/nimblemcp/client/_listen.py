@@ -12,9 +12,9 @@ several listens share one connection (SUB-06). List changes and resource updates
 evict the client cache (CACHE-08). A stream that ends without the closing result is a
 drop (SUB-10): the listen is re-sent with backoff (at least an HTTP 429/503's
 `Retry-After`, up to `RetryPolicy.max_retry_after`) and a `missed` event says events may
-have been lost. The closing result yields `closed` and ends iteration. Leaving the
-block cancels the listen (the transport closes the stream or sends
-`notifications/cancelled`, SUB-08). The listen is exempt from request timeouts
+have been lost (the cached lists listened to are dropped). The closing result yields
+`closed` and ends iteration. Leaving the block cancels the listen (the transport
+closes the stream or sends `notifications/cancelled`, SUB-08). The listen is exempt from request timeouts
 (TRAP-40). On a 2025-11-25 connection (LEGC-05) the same API is served by the legacy
 mechanisms: `resources/subscribe` per URI (when the server advertises
 `resources.subscribe`; reference-counted across listeners, unsubscribed on exit) and
@@ -271,6 +271,12 @@ class Listener:
             self._got_ack_this_round = True
             self._acked.set()
             if missed:
+                # The stream dropped: a list change may have been lost (a server that
+                # restarted with new tools says nothing), so what is cached of the
+                # lists listened to is stale (CACHE-08).
+                for key, lists in _LEGACY_CAPS.items():
+                    if self.acknowledged.get(key) is True:
+                        self.pipeline.evict_for({"method": f"notifications/{lists}/list_changed"})
                 self.reconnects += 1
                 self._queue.put_nowait(ListenEvent("missed", None, note, rid))
                 return

@@ -57,7 +57,13 @@ _CHANGES = Match(kinds=("tools", "prompts", "resources", "updated"))
 
 
 def _check_callable(decorator: str, fn: Any) -> None:
-    """A registration decorator applied to something that is not a function."""
+    """A registration decorator applied to something that is not a function. A class is
+    callable, but calling it builds an instance, which no client can read as a result."""
+    if isinstance(fn, type):
+        raise TypeError(
+            f"{decorator} applies to a function (def or async def), not the class "
+            f"{fn.__qualname__}: calling it would make an instance, not a result. Decorate a "
+            f"function, or register a bound method (server.add_tool({fn.__name__}().method))")
     if not callable(fn):
         raise TypeError(f"{decorator} applies to a function (def or async def), not {fn!r}")
 
@@ -348,7 +354,24 @@ class Server:
         task: str | None = None,
         defer_task: bool = False,
     ) -> Callable[[F], F]: ...
-    def tool(self, fn: F | None = None, /, **options: Any) -> Any:
+    def tool(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        structured_output: bool | None = None,
+        meta: dict[str, Any] | None = None,
+        one_time: bool = False,
+        run_in_thread: bool = True,
+        input_schema: dict[str, Any] | None = None,
+        task: str | None = None,
+        defer_task: bool = False,
+    ) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=...)`.
 
         The input schema comes from the type hints, descriptions from the docstring.
@@ -364,15 +387,40 @@ class Server:
 
         def register(f: F) -> F:
             _check_callable("@server.tool", f)
-            self.add_tool(f, **options)
+            self.add_tool(
+                f, name=name, title=title, description=description, annotations=annotations,
+                icons=icons, structured_output=structured_output, meta=meta, one_time=one_time,
+                run_in_thread=run_in_thread, input_schema=input_schema, task=task,
+                defer_task=defer_task)
             return f
 
         return register(fn) if fn is not None else register
 
-    def add_tool(self, fn: F, **options: Any) -> ToolEntry:
+    def add_tool(
+        self,
+        fn: F,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        structured_output: bool | None = None,
+        meta: dict[str, Any] | None = None,
+        one_time: bool = False,
+        run_in_thread: bool = True,
+        input_schema: dict[str, Any] | None = None,
+        task: str | None = None,
+        defer_task: bool = False,
+    ) -> ToolEntry:
         """Register `fn` as a tool (the options of `tool`); the entry. While serving with
         shared backends, `RegistrationNotShared` unless `registrations="local"`."""
-        entry = ToolEntry(fn, **options)
+        _check_callable("add_tool", fn)
+        entry = ToolEntry(
+            fn, name=name, title=title, description=description, annotations=annotations,
+            icons=icons, structured_output=structured_output, meta=meta, one_time=one_time,
+            run_in_thread=run_in_thread, input_schema=input_schema, task=task,
+            defer_task=defer_task)
         entry.configure(self.tool_options)
         if entry.name in self.tools:
             raise ValueError(f"a tool named {entry.name!r} is already registered")
@@ -454,6 +502,21 @@ class Server:
         del self.templates[uri_template]
         self._changed("resources")
 
+    @overload
+    def prompt(self, fn: F, /) -> F: ...
+    @overload
+    def prompt(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        complete: dict[str, F] | None = None,
+    ) -> Callable[[F], F]: ...
     def prompt(
         self,
         fn: F | None = None,

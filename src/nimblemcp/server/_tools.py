@@ -110,6 +110,15 @@ def _as_blocks(value: Any) -> list[Any]:
     return [text(orjson.dumps(value, default=_json_default).decode())]
 
 
+def _block_list(value: Any) -> list[Any] | None:
+    """A non-empty list (or tuple) whose every item is a content block, as wire blocks;
+    None for anything else (data, or a mix of blocks and data)."""
+    if type(value) not in (list, tuple) or not value:
+        return None
+    blocks = [v if is_content_block(v) else block_from_model(v) for v in value]
+    return blocks if all(b is not None for b in blocks) else None
+
+
 def _one_block(value: Any) -> Any:
     if isinstance(value, str):
         return text(value)
@@ -329,9 +338,12 @@ class ToolEntry(Invocable):
             why = self.check_output(value, structured)
             if why is not None:
                 return self._mismatch(why)
+        blocks = _block_list(value) if self.output.wrap else None
         return {
             "resultType": "complete",
-            "content": [text(orjson.dumps(structured).decode())],  # TOOL-06
+            # TOOL-06: the structured result's text, unless it is a list of content blocks
+            # (`-> list`): those are what the model should see, as the peers send them.
+            "content": blocks if blocks is not None else [text(orjson.dumps(structured).decode())],
             "structuredContent": structured,
         }
 

@@ -5,9 +5,10 @@ in-memory transport.
 both ways (`MemoryTransport.exchange`), so tests see exactly the bytes a real peer
 would. Its methods are wire-level on purpose: a request is sent once and its raw
 result returned (an `input_required` or task result included, no MRTR loop, no cache,
-no retry), `exchange`/`send_raw` return everything the server sent, and the `_meta`
-envelope declares exactly the `capabilities` given, so tests can craft what no callback
-would. For the high-level API on the same server and transport, `client.client` is a
+no retry), except that `list_*` return the items of every page as `Client`'s do;
+`exchange`/`send_raw` return everything the server sent, and the `_meta` envelope
+declares exactly the `capabilities` given, so tests can craft what no callback would.
+For the high-level API on the same server and transport, `client.client` is a
 `nimblemcp.Client` (modern, cache off), opened and closed by `connect`; both share one
 id sequence. May import the client and transports, never the server at run time.
 """
@@ -109,8 +110,10 @@ class TestClient:
     async def discover(self) -> dict[str, Any]:
         return await self.request("server/discover")
 
-    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
-        return await self.request("tools/list", {"cursor": cursor} if cursor is not None else None)
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """Every tool, all pages walked: the list `Client.list_tools()` gives. The raw
+        result of one page: `await client.request("tools/list", {"cursor": ...})`."""
+        return await self._all_pages("tools/list", "tools")
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
         params: dict[str, Any] = {"name": name}
@@ -118,17 +121,17 @@ class TestClient:
             params["arguments"] = arguments
         return await self.request("tools/call", params, **meta)
 
-    async def list_resources(self, cursor: str | None = None) -> dict[str, Any]:
-        return await self.request("resources/list", {"cursor": cursor} if cursor is not None else None)
+    async def list_resources(self) -> list[dict[str, Any]]:
+        return await self._all_pages("resources/list", "resources")
 
-    async def list_resource_templates(self) -> dict[str, Any]:
-        return await self.request("resources/templates/list")
+    async def list_resource_templates(self) -> list[dict[str, Any]]:
+        return await self._all_pages("resources/templates/list", "resourceTemplates")
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         return await self.request("resources/read", {"uri": uri})
 
-    async def list_prompts(self, cursor: str | None = None) -> dict[str, Any]:
-        return await self.request("prompts/list", {"cursor": cursor} if cursor is not None else None)
+    async def list_prompts(self) -> list[dict[str, Any]]:
+        return await self._all_pages("prompts/list", "prompts")
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {"name": name}
@@ -141,6 +144,18 @@ class TestClient:
         if context is not None:
             params["context"] = {"arguments": context}
         return await self.request("completion/complete", params)
+
+
+    async def _all_pages(self, method: str, key: str) -> list[dict[str, Any]]:
+        """The items of every page, as the Client lists them (one request per page)."""
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = await self.request(method, {"cursor": cursor} if cursor is not None else None)
+            items.extend(page.get(key) or [])
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return items
 
 
 @contextlib.asynccontextmanager

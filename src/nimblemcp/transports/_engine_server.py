@@ -62,7 +62,7 @@ class EngineConfig:
 
     host: str = "127.0.0.1"
     port: int = 8000
-    sock: Any = None  # a bound, listening socket to serve on instead (SO_REUSEPORT workers)
+    sockets: tuple[Any, ...] = ()  # bound, listening sockets to serve on instead of host:port
     root_path: str = ""
     proxy_headers: bool = True
     forwarded_allow_ips: str | None = None
@@ -290,13 +290,15 @@ async def serve(app: Any, config: EngineConfig,
     if not await lifespan.startup():
         return False
     engine.use_plain_tasks()
-    if config.sock is not None:
-        listener = await loop.create_server(lambda: Connection(engine), sock=config.sock, backlog=config.backlog)
+    if config.sockets:
+        listeners = [await loop.create_server(lambda: Connection(engine), sock=sock, backlog=config.backlog)
+                     for sock in config.sockets]
     else:
-        listener = await loop.create_server(lambda: Connection(engine), config.host, config.port,
-                                            backlog=config.backlog, reuse_address=True)
+        listeners = [await loop.create_server(lambda: Connection(engine), config.host, config.port,
+                                              backlog=config.backlog, reuse_address=True)]
     engine.start_sweeping()
-    name = listener.sockets[0].getsockname() if listener.sockets else (config.host, config.port)
+    first = listeners[0].sockets
+    name = first[0].getsockname() if first else (config.host, config.port)
     host = f"[{name[0]}]" if ":" in str(name[0]) else name[0]
     logger.info("running on http://%s:%d (Press CTRL+C to quit)", host, name[1])
     if started is not None:
@@ -330,7 +332,8 @@ async def serve(app: Any, config: EngineConfig,
     try:
         await stop
         logger.info("shutting down")
-        listener.close()
+        for listener in listeners:
+            listener.close()
         if before_stop is not None:
             await before_stop(signals[0])
         for conn in list(engine.connections):
@@ -373,7 +376,8 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     return factory
 
 
-def run(app: Any, config: EngineConfig, before_stop: Callable[[int], Awaitable[None]] | None = None) -> bool:
+def run(app: Any, config: EngineConfig, before_stop: Callable[[int], Awaitable[None]] | None = None,
+        started: Callable[[tuple[str, int]], None] | None = None) -> bool:
     """Serve `app` (blocking) on a new event loop; see `serve`."""
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        return runner.run(serve(app, config, before_stop))
+        return runner.run(serve(app, config, before_stop, started=started))

@@ -6,9 +6,10 @@ expired one is refreshed first when a refresh token is held). A 401 runs discove
 `insufficient_scope` re-authorizes with the union of the scopes asked for before and
 the challenged ones (AUTH-C-13), but only when that set grows and at most
 `max_step_ups` times per resource and MCP method. Either way the request is retried
-once; a second refusal reaches the caller as the transport's HTTP error. Flows are
-serialised by a lock, and a request that raced a completed flow just retries with
-the new token. Discovery is redone on every 401, so a resource that moved to another
+once (twice when the first retry used a token kept in the store by an earlier process,
+which is tried before refreshing it); a further refusal reaches the caller as the
+transport's HTTP error. Flows are serialised by a lock, and a request that raced a
+completed flow just retries with the new token. Discovery is redone on every 401, so a resource that moved to another
 authorization server is followed (and registered with) instead of being sent tokens
 or client ids of the old one (AUTH-C-02/08).
 
@@ -85,7 +86,8 @@ class OAuth(httpx.Auth):
     grant instead (`JwtBearer`, `EnterpriseManaged`). `dpop=True` (a fresh ES256 key)
     or `dpop=DPoP(key)` requests DPoP-bound tokens and proves possession on each
     request; an authorization server that advertises `dpop_signing_alg_values_supported`
-    without the key's algorithm is refused.
+    without the key's algorithm is refused. A token counts as expired (and is refreshed
+    first) `refresh_before` seconds before its `expires_in` ends.
     """
 
     requires_request_body = True
@@ -105,6 +107,7 @@ class OAuth(httpx.Auth):
         grant: Grant | None = None,
         dpop: DPoP | bool = False,
         max_step_ups: int = 2,
+        refresh_before: float = 30.0,
         http: httpx.AsyncClient | None = None,
     ) -> None:
         if isinstance(pre_registered, PreRegistered):
@@ -119,10 +122,38 @@ class OAuth(httpx.Auth):
         self.grant = grant
         self.dpop: DPoP | None = DPoP() if dpop is True else dpop or None
         self.max_step_ups = max_step_ups
+        self.refresh_before = refresh_before
         self._http = http  # discovery and token requests; else one client per flow
         self._session: httpx.AsyncClient | None = None
         self._bindings: dict[str, _Binding] = {}
         self._lock: asyncio.Lock | None = None
+
+    async def login(self, url: str, scopes: Sequence[str] = ()) -> TokenSet:
+        """Authorize now for the MCP server at `url`, before any request is refused:
+        discovery (its 401 challenge when it sends one, else the well-known metadata),
+        registration and the authorization-code flow, asking for `scopes` (default:
+        what the challenge or the server's metadata names). The tokens go to the store,
+        where later processes find them (`nimblemcp login`)."""
+        url = str(httpx.URL(url).copy_with(query=None, fragment=None))
+        binding = self._bindings.setdefault(url, _Binding())
+        async with self._flow():
+            challenge = await self._probe(url)
+            wanted = tuple(scopes) or challenge.scopes
+            await self._discover(url, binding, challenge)
+            await self._authorize(binding, wanted, ())
+        assert binding.tokens is not None
+        return binding.tokens
+
+    async def _probe(self, url: str) -> Challenge:
+        """The server's Bearer challenge to an anonymous `server/discover` (empty when it
+        answers without one)."""
+        request = {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {}}
+        try:
+            response = await self._client().post(url, json=request, headers={
+                "Accept": "application/json, text/event-stream", "Mcp-Method": "server/discover"})
+        except httpx.HTTPError as exc:
+            raise AuthError(f"cannot reach {url}: {exc!r}") from exc
+        return bearer_challenge(response) if response.status_code in (401, 403) else Challenge()
 
     # -- httpx.Auth ------------------------------------------------------------------------
 
@@ -153,7 +184,9 @@ class OAuth(httpx.Auth):
                 return  # a second refusal reaches the caller
             flowed = True
             if response.status_code == 401:
-                await self._unauthorized(url, binding, challenge, sent)
+                # A stored token only picked up (not yet tried) may still be refused:
+                # then one real flow (a refresh, or authorizing) is allowed.
+                flowed = not await self._unauthorized(url, binding, challenge, sent)
             else:
                 if challenge.error != "insufficient_scope":
                     return
@@ -201,7 +234,7 @@ class OAuth(httpx.Auth):
     async def _current(self, binding: _Binding) -> TokenSet | None:
         """The token to send, refreshed first when it has expired."""
         tokens = binding.tokens
-        if tokens is None or not tokens.expired():
+        if tokens is None or not tokens.expired(self.refresh_before):
             return tokens
         async with self._flow():
             if binding.tokens is not tokens:
@@ -259,20 +292,24 @@ class OAuth(httpx.Auth):
 
     async def _unauthorized(
         self, url: str, binding: _Binding, challenge: Challenge, sent: TokenSet | None
-    ) -> None:
+    ) -> bool:
+        """Get a token to retry with; True when it is a stored one not tried yet (a
+        token kept from an earlier process, e.g. `nimblemcp login`'s)."""
         async with self._flow():
             if binding.tokens is not None and binding.tokens is not sent \
-                    and not binding.tokens.expired():
-                return  # another request finished a flow meanwhile
+                    and not binding.tokens.expired(self.refresh_before):
+                return False  # another request finished a flow meanwhile
             await self._discover(url, binding, challenge)
             tokens = binding.tokens
+            if tokens is not None and tokens.access_token and not tokens.expired(self.refresh_before) \
+                    and (sent is None or tokens.access_token != sent.access_token):
+                return True  # a stored token for this issuer and resource: try it first
             if tokens is not None and tokens.refresh_token \
                     and (sent is None or tokens.access_token == sent.access_token) \
                     and await self._refresh(binding):
-                return
-            if tokens is not None and sent is None and tokens.access_token and not tokens.expired():
-                return  # a stored token for this issuer and resource: try it first
+                return False
             await self._authorize(binding, challenge.scopes, ())
+            return False
 
     async def _step_up(
         self, url: str, binding: _Binding, challenge: Challenge, sent: TokenSet | None,
