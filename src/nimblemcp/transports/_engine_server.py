@@ -287,23 +287,8 @@ async def serve(app: Any, config: EngineConfig,
     loop = asyncio.get_running_loop()
     engine = Engine(app, config, loop)
     lifespan = _Lifespan(app, engine.state)
-    if not await lifespan.startup():
-        return False
-    engine.use_plain_tasks()
-    if config.sockets:
-        listeners = [await loop.create_server(lambda: Connection(engine), sock=sock, backlog=config.backlog)
-                     for sock in config.sockets]
-    else:
-        listeners = [await loop.create_server(lambda: Connection(engine), config.host, config.port,
-                                              backlog=config.backlog, reuse_address=True)]
-    engine.start_sweeping()
-    first = listeners[0].sockets
-    name = first[0].getsockname() if first else (config.host, config.port)
-    host = f"[{name[0]}]" if ":" in str(name[0]) else name[0]
-    logger.info("running on http://%s:%d (Press CTRL+C to quit)", host, name[1])
-    if started is not None:
-        started((str(name[0]), int(name[1])))
-
+    # Handlers before the lifespan: the port may already be bound (and connectable), so
+    # a SIGTERM during start-up must stop the server cleanly, not kill it.
     signals: list[int] = []
     stop = loop.create_future()
     forced = loop.create_future()
@@ -322,6 +307,30 @@ async def serve(app: Any, config: EngineConfig,
                 installed.append(signum)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
+    started_ok = False
+    try:
+        started_ok = await lifespan.startup()
+    finally:
+        if not started_ok:
+            for signum in installed:
+                loop.remove_signal_handler(signum)
+    if not started_ok:
+        return False
+    engine.use_plain_tasks()
+    if config.sockets:
+        listeners = [await loop.create_server(lambda: Connection(engine), sock=sock, backlog=config.backlog)
+                     for sock in config.sockets]
+    else:
+        listeners = [await loop.create_server(lambda: Connection(engine), config.host, config.port,
+                                              backlog=config.backlog, reuse_address=True)]
+    engine.start_sweeping()
+    first = listeners[0].sockets
+    name = first[0].getsockname() if first else (config.host, config.port)
+    host = f"[{name[0]}]" if ":" in str(name[0]) else name[0]
+    logger.info("running on http://%s:%d (Press CTRL+C to quit)", host, name[1])
+    if started is not None:
+        started((str(name[0]), int(name[1])))
+
     watcher = None
     if stop_event is not None:
         async def watch() -> None:
