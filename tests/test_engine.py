@@ -278,10 +278,15 @@ def test_sigint_with_an_idle_keep_alive_connection_exits_at_once(tmp_path: Path)
 
 def test_engine_flag_and_env_choose_the_engine(tmp_path: Path) -> None:
     (tmp_path / "engine_server.py").write_text(SOURCE)
-    for flag, env, expected in (([], {}, "nimblemcp"), (["--engine", "uvicorn"], {}, "uvicorn"),
-                                ([], {"NIMBLEMCP_ENGINE": "uvicorn"}, "uvicorn")):
+    # uvicorn is the default (issue 31); the engine is opt-in, by flag, environment or file.
+    (tmp_path / "engine.toml").write_text('[run]\nengine = "nimblemcp"\n')
+    cases = (([], {}, "uvicorn"), (["--engine", "nimblemcp"], {}, "nimblemcp"),
+             ([], {"NIMBLEMCP_ENGINE": "nimblemcp"}, "nimblemcp"),
+             (["--config", str(tmp_path / "engine.toml")], {}, "nimblemcp"),
+             (["--engine", "uvicorn"], {"NIMBLEMCP_ENGINE": "nimblemcp"}, "uvicorn"))
+    for i, (flag, env, expected) in enumerate(cases):
         port = free_port()
-        log = tmp_path / f"{expected}-{len(flag)}.log"
+        log = tmp_path / f"{expected}-{i}.log"
         clean = {k: v for k, v in os.environ.items() if k != "NIMBLEMCP_ENGINE"}
         with log.open("wb") as sink:
             proc = subprocess.Popen([sys.executable, "-m", "nimblemcp", "run", str(tmp_path / "engine_server.py"),

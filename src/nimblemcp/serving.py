@@ -11,9 +11,9 @@ transport. `Server.run()` and `Server.asgi_app()` delegate here.
 
 Each entry point applies `ServerSettings.from_env()` first (`NIMBLEMCP_STATE_KEYS`,
 `NIMBLEMCP_REDIS_URL`), filling in what the code did not give; this is the one place
-the environment configures a server. Imports transports lazily (the HTTP engine only
-when serving HTTP; uvicorn only with `engine="uvicorn"`), so a stdio server never pays
-for the HTTP stack.
+the environment configures a server. Imports transports lazily (uvicorn, or nimblemcp's
+own engine with `engine="nimblemcp"`, only when serving HTTP), so a stdio server never
+pays for the HTTP stack.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from nimblemcp.errors import StartupError
 from nimblemcp.server._options import ServerSettings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from nimblemcp.server._server import Server
     from nimblemcp.transports.http import McpHttpApp
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["asgi_app", "bare_asgi_app", "configure", "run", "run_http", "run_stdio"]
 
-_ENGINES = ("nimblemcp", "uvicorn")  # `run_http(engine=...)`: the first is the default
+_ENGINES = ("uvicorn", "nimblemcp")  # `run_http(engine=...)`: the first is the default
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
@@ -170,12 +170,12 @@ def run_http(
     reuse_port: bool = False,
     log_config: dict[str, Any] | None = None,
     legacy_sse: bool = False,
-    engine: str = "nimblemcp",
+    engine: str = "uvicorn",
     on_started: Callable[[str, int], None] | None = None,
 ) -> None:
-    """Serve `server` over HTTP/1.1, blocking: on nimblemcp's own engine
-    (`engine="nimblemcp"`, asyncio + httptools, uvloop when installed; see
-    `transports/_engine_server.py`) or under uvicorn (`engine="uvicorn"`).
+    """Serve `server` over HTTP/1.1, blocking: under uvicorn (`engine="uvicorn"`, the
+    default) or on nimblemcp's own, faster engine (`engine="nimblemcp"`, opt-in:
+    asyncio + httptools, uvloop when installed; see `transports/_engine_server.py`).
 
     Bound to 127.0.0.1 unless told otherwise (HTTP-02). The guards are `security`
     with the flat keyword arguments replacing its fields (see `secure_app`). On a
@@ -265,6 +265,23 @@ def run_http(
         def handle_exit(self, sig: int, frame: Any) -> None:
             received.append(sig)
             super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn's own raises the caught signal again once it has shut down: the
+            # process then dies of it (status 143, no atexit handler, backends not
+            # closed). A graceful stop of `nimblemcp run` exits 0, on either engine.
+            import threading
+
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            before = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in before.items():
+                    signal.signal(sig, handler)
 
         async def shutdown(self, sockets: Any = None) -> None:
             # Listen streams never finish by themselves: end them first, so the wait

@@ -65,7 +65,7 @@ class RunSettings:
     state_keys: tuple[str, ...] | None = None
     redis_url: str | None = None
     legacy_sse: bool = False
-    engine: str = "nimblemcp"
+    engine: str = "uvicorn"
 
     # -- sources -----------------------------------------------------------------------
 
