@@ -25,7 +25,7 @@ import pytest
 from _deploy import HANG_GUARD, META, V, headers, launch, stop, wait_port
 from _redis import free_port
 
-from nimblemcp.transports._engine_proxy import TrustedProxies
+from nimblemcp.transports.h1.proxies import TrustedProxies
 
 SOURCE = '''
 import asyncio

@@ -221,7 +221,7 @@ def test_http_run_loads_no_parser_and_prints_the_same_settings(tmp_path: Path, e
     mods = set(json.loads(lines[-1]))
     # uvicorn (the default, issue 31) imports click, which brings gettext and shutil.
     assert (NOT_AT_START - ({"gettext", "shutil"} if engine == "uvicorn" else set())) & mods == set()
-    served_by = "uvicorn" if engine == "uvicorn" else "nimblemcp.transports._engine_server"
+    served_by = "uvicorn" if engine == "uvicorn" else "nimblemcp.transports.h1.engine_server"
     assert {"nimblemcp.cli._run_options", served_by} <= mods
 
 

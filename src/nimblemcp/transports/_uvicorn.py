@@ -4,12 +4,19 @@ uvicorn times out an idle keep-alive connection (`timeout_keep_alive`) but not o
 that never finishes its request head: a client trickling header bytes (slowloris), or
 connecting and sending nothing, holds a connection for ever, and the httptools parser
 buffers whatever head it is sent. `guarded_httptools` is uvicorn's httptools protocol
-with a deadline and a size cap on each request head: past either, the connection is
-closed (no response: the request was never read, and the peer may not be HTTP at all).
-The deadline runs from the connection's start and from the first byte of each later
-request; between requests uvicorn's keep-alive timeout applies.
+with what nimblemcp's own engine does too (issue 31; tests/test_http1_blackbox.py):
+- a deadline and a size cap on each request head: past either, the connection is
+  closed (no response: the request was never read, and the peer may not be HTTP at
+  all). The deadline runs from the connection's start and from the first byte of each
+  later request; between requests uvicorn's keep-alive timeout applies. The cap counts
+  the reads a head spans, a read that begins in a head in slices of `_SLICE` bytes, so
+  a burst of pipelined requests in one read is not taken for one oversized head;
+- at most `MAX_PIPELINE` pipelined requests queued: past them the input is not read,
+  those queued are answered, and the last of them closes the connection;
+- a client that shuts its write side after its request still gets its answer (uvicorn
+  closes at the end of the input, answer unsent), then the connection closes.
 With h11 (uvicorn without httptools) uvicorn's own `h11_max_incomplete_event_size`
-caps the head; there is no head deadline then.
+caps the head; there is none of the above then.
 
 Imported only when serving under uvicorn (by `nimblemcp.serving`). Must not import
 the server.
@@ -27,6 +34,8 @@ __all__ = ["head_limit", "uvicorn_limits"]
 
 # Head bytes allowed beyond the header budget of `HttpSecurity` (request line, CRLFs).
 _HEAD_SLACK = 8 * 1024
+_SLICE = 8 * 1024  # as nimblemcp's engine (`h1.engine._SLICE`)
+MAX_PIPELINE = 100  # as nimblemcp's engine (`h1.engine.MAX_PIPELINE`)
 
 
 def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protocol]:
@@ -37,6 +46,8 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
         head_timer: asyncio.TimerHandle | None = None
         head_bytes = 0
         in_head = True  # reading a request head (or connected, nothing sent yet)
+        overflowed = False  # pipelined past MAX_PIPELINE: nothing more is read
+        eof = False  # the client shut its write side (`eof_received`)
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -55,23 +66,68 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
                 self.transport.close()
 
         def data_received(self, data: bytes) -> None:
+            if self.overflowed:
+                return
+            if self.in_head and len(data) > _SLICE:
+                start, end = 0, len(data)
+                while start < end and self.in_head:
+                    self.data_received(data[start:start + _SLICE])
+                    if self.overflowed or self.transport.is_closing():
+                        return
+                    start += _SLICE
+                if start < end:
+                    self.data_received(data[start:])
+                return
             if self.in_head:
                 self.head_bytes += len(data)
-                if self.head_bytes > max_head:
-                    # One read may hold the head and the start of the body: parse it
-                    # first, and close only if the head is still not complete.
-                    super().data_received(data)
-                    if self.in_head and not self.transport.is_closing():
-                        self.transport.close()
-                    return
+            # One read may hold the head and the start of the body: parse it first, and
+            # close only if the head is still not complete.
             super().data_received(data)
+            if self.in_head and self.head_bytes > max_head and not self.transport.is_closing():
+                self.transport.close()
+            elif len(self.pipeline) > MAX_PIPELINE:
+                self._overflow()
+
+        def _overflow(self) -> None:
+            # uvicorn queues the newest first (`appendleft`): keep the oldest, and let
+            # the last of them close the connection.
+            self.overflowed = True
+            while len(self.pipeline) > MAX_PIPELINE:
+                self.pipeline.popleft()
+            self.cycle = self.pipeline[0][0]
+            self.cycle.keep_alive = False
+
+        def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol says bool | None
+            # The client shut its write side (a half-close, or the first half of a close):
+            # answers still go out, the last closes the connection, and an app that asks
+            # for more of a request read whole hears `http.disconnect` (`_until_eof`), as
+            # on nimblemcp's engine (`h1.engine.Connection.eof_received`).
+            cycle = self.cycle
+            if cycle is None or cycle.more_body or (cycle.response_complete and not self.pipeline):
+                return None  # nothing to answer, or a request that can no longer end: close
+            self.eof = True
+            cycle.keep_alive = False  # its `send` closes the connection after the answer
+            cycle.message_event.set()  # a `receive` waiting for more looks again
+            return True
 
         def on_headers_complete(self) -> None:
             self.in_head = False
             if self.head_timer is not None:
                 self.head_timer.cancel()
                 self.head_timer = None
+            before = self.cycle
             super().on_headers_complete()
+            cycle = self.cycle
+            if cycle is not before:  # a request (not an upgrade): its task takes `receive` later
+                cycle.receive = self._until_eof(cycle, cycle.receive)  # type: ignore[method-assign]
+
+        def _until_eof(self, cycle: Any, receive: Any) -> Any:
+            async def until_eof() -> Any:
+                if self.eof and not cycle.more_body and not cycle.body:
+                    return {"type": "http.disconnect"}
+                return await receive()
+
+            return until_eof
 
         def on_message_begin(self) -> None:
             super().on_message_begin()

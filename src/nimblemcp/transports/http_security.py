@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from nimblemcp.errors import error_from_wire
 from nimblemcp.jsonrpc import encode, error_response
-from nimblemcp.transports._asgi import HEAD_BYTES, respond
+from nimblemcp.transports._asgi import respond
 from nimblemcp.transports._drain import DRAIN
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ _FORBIDDEN_HOST = _error_body(
     " NIMBLEMCP_ALLOWED_HOSTS; behind a proxy, the name it sends, e.g. the upstream name)")
 _TOO_LARGE = _error_body(-32600, "Request body too large")
 _TWO_HOSTS = _error_body(-32600, "Bad Request: more than one Host header")
+_NO_HOST = _error_body(-32600, "Bad Request: an HTTP/1.1 request must have a Host header")
 _BAD_LENGTH = _error_body(-32600, "Invalid Content-Length")
 _TOO_MANY_HEADERS = _error_body(-32600, "Request header fields too large")
 _PREFLIGHT_HEADERS = (
@@ -195,13 +196,12 @@ class SecurityMiddleware:
     # -- the middleware ------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.handle(scope, receive, send)
+        await self._checked(scope, receive, send)
 
-    def handle(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+    def _checked(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         """The checks, then the awaitable that answers: the wrapped app's (a rejection's
-        when refused). Also an ASGI 3 callable itself, for a server that awaits what
-        it calls without asking whether it is a coroutine function (nimblemcp's engine
-        serves this: one coroutine frame less per request than `__call__`)."""
+        when refused). They read only the scope: whichever server runs the app, the
+        same request gets the same verdict."""
         if scope["type"] != "http":
             return self.app(scope, receive, send)  # type: ignore[no-any-return]
         raw_headers = scope["headers"]
@@ -215,21 +215,18 @@ class SecurityMiddleware:
         if found is not None and len(found) == len(raw_headers):
             if len(found) > self.max_headers:
                 return _reject(send, 431, _TOO_MANY_HEADERS)
-            # nimblemcp's engine may know a bound on the whole head: within the limit,
-            # the headers need no adding up. Elsewhere (uvicorn...) they are first bounded
-            # in one C call, and added up only past the limit: marshal writes each byte
-            # string as its bytes and 5 more (version 0: no back-references), a dict with
-            # 2 more, so its output is never shorter than the names and values together
-            # (~4.6k instructions for seven headers, against ~6.6k for a `len` of each).
-            # ASGI names and values are byte strings; one marshal cannot write counts as over.
-            bound = scope.get(HEAD_BYTES)
-            if bound is None or bound > self.max_header_bytes:
-                try:
-                    over = len(_dumps(found, 0)) > self.max_header_bytes
-                except ValueError:
-                    over = True
-                if over and sum(map(len, found)) + sum(map(len, found.values())) > self.max_header_bytes:
-                    return _reject(send, 431, _TOO_MANY_HEADERS)
+            # The headers are first bounded in one C call, and added up only past the
+            # limit: marshal writes each byte string as its bytes and 5 more (version 0:
+            # no back-references), a dict with 2 more, so its output is never shorter
+            # than the names and values together (~4.6k instructions for seven headers,
+            # against ~6.6k for a `len` of each). ASGI names and values are byte
+            # strings; one marshal cannot write counts as over.
+            try:
+                over = len(_dumps(found, 0)) > self.max_header_bytes
+            except ValueError:
+                over = True
+            if over and sum(map(len, found)) + sum(map(len, found.values())) > self.max_header_bytes:
+                return _reject(send, 431, _TOO_MANY_HEADERS)
             # No `.get` calls: a subscript for a header a POST has (Host, Content-Length),
             # an `in` test for Origin (most clients send none). Both are one look-up, and
             # no method call (~0.3k each on 3.11); an `in` test before a subscript would
@@ -241,6 +238,8 @@ class SecurityMiddleware:
             except KeyError:
                 host = found.get(b"host")
                 length = found.get(b"content-length")
+                if host is None and scope.get("http_version") == "1.1":
+                    return _reject(send, 400, _NO_HOST)  # RFC 9112 §3.2
         else:
             found = origin = host = length = listen = None
             size = 0
@@ -261,6 +260,8 @@ class SecurityMiddleware:
                     length = value
             if len(raw_headers) > self.max_headers or size > self.max_header_bytes:
                 return _reject(send, 431, _TOO_MANY_HEADERS)
+            if host is None and scope.get("http_version") == "1.1":
+                return _reject(send, 400, _NO_HOST)  # RFC 9112 §3.2
         # A value allowed before is in `passed_hosts` / `passed_origins`: one `in` test (a verdict cache miss, or
         # a value refused before, asks `host_ok` / `origin_ok`).
         if host is not None and host not in self.passed_hosts and not self.host_ok(host):
