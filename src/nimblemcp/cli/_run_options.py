@@ -53,6 +53,12 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--engine", {"choices": ("uvicorn", "nimblemcp"),
                   "help": "HTTP server: uvicorn (default) or nimblemcp's own, faster engine "
                           "(opt-in; httptools, one write per response)"}),
+    ("--ssl-certfile", {"metavar": "PEM", "help": "serve HTTPS with this certificate chain"}),
+    ("--ssl-keyfile", {"metavar": "PEM", "help": "its private key (if not in --ssl-certfile)"}),
+    ("--ssl-keyfile-password", {"metavar": "PASSWORD",
+                                "help": "the key's password (visible to other users here: prefer "
+                                        "NIMBLEMCP_SSL_KEYFILE_PASSWORD or the config file)"}),
+    ("--ssl-ca-certs", {"metavar": "PEM", "help": "require client certificates signed by these CAs"}),
 )
 
 

@@ -11,10 +11,13 @@ with what nimblemcp's own engine does too (issue 31; tests/test_http1_blackbox.p
   later request; between requests uvicorn's keep-alive timeout applies. The cap counts
   the reads a head spans, a read that begins in a head in slices of `_SLICE` bytes, so
   a burst of pipelined requests in one read is not taken for one oversized head;
-- at most `MAX_PIPELINE` pipelined requests queued: past them the input is not read,
-  those queued are answered, and the last of them closes the connection;
+- at most `MAX_PIPELINE` pipelined requests queued: past them the input is read and
+  dropped (not read while the client reads none of the answers), those queued are
+  answered, and the last of them closes the connection;
 - a client that shuts its write side after its request still gets its answer (uvicorn
-  closes at the end of the input, answer unsent), then the connection closes.
+  closes at the end of the input, answer unsent), then the connection closes;
+- when the connection is lost with requests pipelined, the request running hears it too
+  (uvicorn tells only the last one parsed, and the running one's `send` then fails).
 With h11 (uvicorn without httptools) uvicorn's own `h11_max_incomplete_event_size`
 caps the head; there is none of the above then.
 
@@ -48,6 +51,7 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
         in_head = True  # reading a request head (or connected, nothing sent yet)
         overflowed = False  # pipelined past MAX_PIPELINE: nothing more is read
         eof = False  # the client shut its write side (`eof_received`)
+        running: Any = None  # the request whose app runs (uvicorn's `cycle` is the last parsed)
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -66,7 +70,9 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
                 self.transport.close()
 
         def data_received(self, data: bytes) -> None:
-            if self.overflowed:
+            if self.overflowed:  # dropped, so that the close after the last answer is no reset;
+                if self.flow.write_paused:  # but a client that reads nothing is not read either
+                    self.flow.pause_reading()
                 return
             if self.in_head and len(data) > _SLICE:
                 start, end = 0, len(data)
@@ -96,6 +102,13 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
                 self.pipeline.popleft()
             self.cycle = self.pipeline[0][0]
             self.cycle.keep_alive = False
+            if self.flow.write_paused:
+                self.flow.pause_reading()
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self.overflowed:
+                self.flow.resume_reading()  # drop what came meanwhile (see `data_received`)
 
         def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol says bool | None
             # The client shut its write side (a half-close, or the first half of a close):
@@ -120,6 +133,14 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
             cycle = self.cycle
             if cycle is not before:  # a request (not an upgrade): its task takes `receive` later
                 cycle.receive = self._until_eof(cycle, cycle.receive)  # type: ignore[method-assign]
+                if not self.pipeline or self.pipeline[0][0] is not cycle:  # started at once
+                    self.running = cycle
+
+        def on_response_complete(self) -> None:
+            nxt = self.pipeline[-1][0] if self.pipeline else None
+            super().on_response_complete()
+            if nxt is not None and (not self.pipeline or self.pipeline[-1][0] is not nxt):
+                self.running = nxt  # started from the queue
 
         def _until_eof(self, cycle: Any, receive: Any) -> Any:
             async def until_eof() -> Any:
@@ -138,6 +159,13 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
             if self.head_timer is not None:
                 self.head_timer.cancel()
                 self.head_timer = None
+            # uvicorn tells only the last request parsed that the client is gone: with
+            # requests pipelined behind it, the one running would write to the closed
+            # transport once its `send` stops waiting for the drain (a RuntimeError).
+            running = self.running
+            if running is not None and running is not self.cycle and not running.response_complete:
+                running.disconnected = True
+                running.message_event.set()
             super().connection_lost(exc)
 
     return HeadGuardedProtocol
