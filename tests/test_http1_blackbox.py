@@ -543,6 +543,51 @@ async def test_a_slow_body_gets_408_at_its_deadline(quick: Quick) -> None:
     await finish(writer)
 
 
+class _LateLoop:
+    """A loop whose sweeps run when the test says, at the time it says."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: object) -> object:
+        return None
+
+
+class _Reader:
+    """A request task reading its body."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def done(self) -> bool:
+        return self.cancelled
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def test_the_body_deadline_is_read_off_the_clock_when_sweeps_run_late() -> None:
+    """Three sweeps, each 10 s apart on a busy loop (they are meant to be 1 s apart):
+    the 30 s deadline passes at the third, not after 30 sweeps (issue 31: 41 s)."""
+    from nimblemcp.transports._http_exchange import Watchlist
+
+    loop = _LateLoop()
+    watchlist = Watchlist(loop)  # type: ignore[arg-type]
+    watchlist.body_timeout = 30.0
+    reader = _Reader()
+    watchlist.reading[reader] = loop.time()  # type: ignore[index]  # as the endpoint registers it
+    for at in (10.0, 20.0, 29.9):
+        loop.now = at
+        watchlist.sweep_bodies()
+        assert not reader.cancelled, at
+    loop.now = 30.0
+    watchlist.sweep_bodies()
+    assert reader.cancelled and watchlist.reading[reader] == -1  # type: ignore[index]
+
+
 async def test_two_thousand_idle_connections(quick: Quick) -> None:
     """2,000 connections that send nothing: the server still answers at once on another,
     closes each at its head deadline, and its memory returns near where it was."""
