@@ -116,7 +116,8 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
             # for more of a request read whole hears `http.disconnect` (`_until_eof`), as
             # on nimblemcp's engine (`h1.engine.Connection.eof_received`).
             cycle = self.cycle
-            if cycle is None or cycle.more_body or (cycle.response_complete and not self.pipeline):
+            if (cycle is None or cycle.more_body or (cycle.response_complete and not self.pipeline)
+                    or self.scheme == "https"):  # TLS cannot write on after the peer's end
                 return None  # nothing to answer, or a request that can no longer end: close
             self.eof = True
             cycle.keep_alive = False  # its `send` closes the connection after the answer

@@ -538,8 +538,8 @@ class Connection(asyncio.Protocol):
         `http.disconnect` (for the MCP endpoint: a tool still running is cancelled, as
         the spec asks of a client that goes away)."""
         last = self.queue[-1] if self.queue else self.cycle
-        if last is None or self.parsing is not None or self.lingering:
-            return False  # nothing to answer, or a request that can no longer end: close
+        if last is None or self.parsing is not None or self.lingering or self.scheme == "https":
+            return False  # nothing to answer, a request that can no longer end, or TLS: close
         self.eof = True
         last.keep_alive = False  # the connection closes after its response
         if self.cycle is not None:
