@@ -11,9 +11,9 @@ with what nimblemcp's own engine does too (issue 31; tests/test_http1_blackbox.p
   later request; between requests uvicorn's keep-alive timeout applies. The cap counts
   the reads a head spans, a read that begins in a head in slices of `_SLICE` bytes, so
   a burst of pipelined requests in one read is not taken for one oversized head;
-- at most `MAX_PIPELINE` pipelined requests queued: past them the input is read and
-  dropped (not read while the client reads none of the answers), those queued are
-  answered, and the last of them closes the connection;
+- at most `MAX_PIPELINE` pipelined requests queued: past them the input is not
+  answered (read and dropped while the last answer is written, so that the close is no
+  reset), those queued are answered, and the last of them closes the connection;
 - a client that shuts its write side after its request still gets its answer (uvicorn
   closes at the end of the input, answer unsent), then the connection closes;
 - when the connection is lost with requests pipelined, the request running hears it too
@@ -70,8 +70,12 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
                 self.transport.close()
 
         def data_received(self, data: bytes) -> None:
-            if self.overflowed:  # dropped, so that the close after the last answer is no reset;
-                if self.flow.write_paused:  # but a client that reads nothing is not read either
+            if self.overflowed:
+                # Dropped: what comes while the last answer is written is drained, so that
+                # the close after it is no reset; before that (uvicorn resumes reading with
+                # every request it starts), one read at a time, so that a client reading
+                # none of its answers is not read either.
+                if self.pipeline or self.flow.write_paused:
                     self.flow.pause_reading()
                 return
             if self.in_head and len(data) > _SLICE:
@@ -102,12 +106,11 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
                 self.pipeline.popleft()
             self.cycle = self.pipeline[0][0]
             self.cycle.keep_alive = False
-            if self.flow.write_paused:
-                self.flow.pause_reading()
+            self.flow.pause_reading()
 
         def resume_writing(self) -> None:
             super().resume_writing()
-            if self.overflowed:
+            if self.overflowed and not self.pipeline:
                 self.flow.resume_reading()  # drop what came meanwhile (see `data_received`)
 
         def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol says bool | None
