@@ -727,7 +727,7 @@ async def test_a_response_body_that_does_not_match_its_length_never_desyncs(tmp_
 @pytest.mark.parametrize("engine", ENGINES)
 def test_https_end_to_end_from_nimblemcp_run_to_nimblemcp_tools(tmp_path: Path, engine: str) -> None:
     """A certificate from a CA made here; `nimblemcp tools https://...` verifies it
-    (SSL_CERT_FILE names the CA) and lists the tools; the scope says https."""
+    (`--cafile`, or SSL_CERT_FILE naming the CA) and lists the tools; the scope says https."""
     ca = LocalCA.make(tmp_path / "pki")
     leaf = ca.issue("server")
     (tmp_path / "blackbox_server.py").write_text(SOURCE)
@@ -737,15 +737,16 @@ def test_https_end_to_end_from_nimblemcp_run_to_nimblemcp_tools(tmp_path: Path, 
                   "--ssl-certfile", str(leaf.cert), "--ssl-keyfile", str(leaf.key))
     try:
         assert f"at https://127.0.0.1:{port}/mcp" in log.read_text()
-        env = {**os.environ, "SSL_CERT_FILE": str(ca.ca_pem)}
-        listed = subprocess.run([sys.executable, "-m", "nimblemcp", "tools", f"https://127.0.0.1:{port}/mcp",
-                                 "--json"], capture_output=True, text=True, timeout=60, env=env)
-        assert listed.returncode == 0, listed.stderr
-        assert "echo" in {tool["name"] for tool in json.loads(listed.stdout)}
+        url = f"https://127.0.0.1:{port}/mcp"
+        clean = {k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}
+        for args, env in ((["--cafile", str(ca.ca_pem)], clean), ([], {**clean, "SSL_CERT_FILE": str(ca.ca_pem)})):
+            listed = subprocess.run([sys.executable, "-m", "nimblemcp", "tools", url, "--json", *args],
+                                    capture_output=True, text=True, timeout=60, env=env)
+            assert listed.returncode == 0, listed.stderr
+            assert "echo" in {tool["name"] for tool in json.loads(listed.stdout)}
         # Without the CA the certificate is refused, with a clear error and no traceback.
-        refused = subprocess.run([sys.executable, "-m", "nimblemcp", "tools", f"https://127.0.0.1:{port}/mcp"],
-                                 capture_output=True, text=True, timeout=60,
-                                 env={k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"})
+        refused = subprocess.run([sys.executable, "-m", "nimblemcp", "tools", url],
+                                 capture_output=True, text=True, timeout=60, env=clean)
         assert refused.returncode != 0 and "Traceback" not in refused.stderr
         assert "certificate" in refused.stderr.lower(), refused.stderr
         context = ssl.create_default_context(cafile=str(ca.ca_pem))
