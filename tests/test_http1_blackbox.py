@@ -645,6 +645,68 @@ def test_a_client_that_never_reads_cannot_grow_the_server(served: Served) -> Non
     assert stalled, "the client's writes never stalled"
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_a_served_request_leaves_nothing_for_the_cyclic_collector(engine: str) -> None:
+    """The guarded app on either engine, in this process: 300 tool calls with the cyclic
+    collector off leave no unreachable object behind (the uvicorn wrapper's `receive`
+    and its request once referred to each other: 5,693 objects, +7 us per request)."""
+    import gc
+
+    import uvicorn
+
+    from nimblemcp.serving import asgi_app
+    from nimblemcp.transports._uvicorn import uvicorn_limits
+    from nimblemcp.transports.h1.engine_server import EngineConfig, serve
+
+    import nimblemcp as m
+
+    server = m.Server("in-process")
+
+    @server.tool
+    def echo(text: str) -> str:
+        return text
+
+    app = asgi_app(server)
+    stop = asyncio.Event()
+    ports: list[int] = []
+    if engine == "uvicorn":
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
+                                **uvicorn_limits(app.security))
+        uv = uvicorn.Server(config)
+        task = asyncio.create_task(uv.serve())
+        while not uv.started:
+            await asyncio.sleep(0.01)
+        ports.append(uv.servers[0].sockets[0].getsockname()[1])
+    else:
+        task = asyncio.create_task(serve(app, EngineConfig(port=0), stop_event=stop,
+                                         started=lambda address: ports.append(address[1])))
+        while not ports:
+            await asyncio.sleep(0.01)
+    reader, writer = await asyncio.open_connection("127.0.0.1", ports[0])
+    request = post(body("echo", {"text": "hi"}))
+    try:
+        for _ in range(50):  # warm: caches filled, lazy imports done
+            writer.write(request)
+            await read_responses(reader, 1)
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(300):
+                writer.write(request)
+                await read_responses(reader, 1)
+            left = gc.collect()
+        finally:
+            gc.enable()
+        assert left == 0, left
+    finally:
+        await finish(writer)
+        if engine == "uvicorn":
+            uv.should_exit = True
+        else:
+            stop.set()
+        await asyncio.wait_for(task, HANG_GUARD)
+
+
 # -- a response that does not match its own content-length ---------------------------------
 
 RAW_APP = textwrap.dedent('''

@@ -141,6 +141,14 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
                     self.running = cycle
 
         def on_response_complete(self) -> None:
+            done = self.running
+            if done is not None:
+                # `_until_eof` and its cycle refer to each other: undone here, the cycle
+                # would wait for the cyclic collector (measured: +7 us per request).
+                try:  # noqa: SIM105  (no context manager per request)
+                    del done.receive
+                except AttributeError:  # an upgrade's: never wrapped
+                    pass
             nxt = self.pipeline[-1][0] if self.pipeline else None
             super().on_response_complete()
             if nxt is not None and (not self.pipeline or self.pipeline[-1][0] is not nxt):
