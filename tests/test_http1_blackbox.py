@@ -654,11 +654,10 @@ async def test_a_served_request_leaves_nothing_for_the_cyclic_collector(engine: 
 
     import uvicorn
 
+    import nimblemcp as m
     from nimblemcp.serving import asgi_app
     from nimblemcp.transports._uvicorn import uvicorn_limits
     from nimblemcp.transports.h1.engine_server import EngineConfig, serve
-
-    import nimblemcp as m
 
     server = m.Server("in-process")
 
