@@ -11,7 +11,7 @@ What changed and what each request must still get:
   requests (split anywhere, with trailers between them) each get their own headers and
   version; a head that stalls after a finished request is cut at the head deadline;
   what is read between requests counts against the head size cap;
-- `_Cycle` is made without `__init__`, `_Cycle.answer` queues its answer itself.
+- `_Cycle` is made without `__init__`; the one-step answer (`engine._answer`) queues itself.
 
 Served on a real `Engine` on loopback in the test's own loop, talked to over real sockets.
 """

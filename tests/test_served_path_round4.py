@@ -527,9 +527,10 @@ def test_a_middleware_that_wraps_send_sees_every_answer(wrapped: dict[str, Runni
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from nimblemcp.transports.h1.engine import _Cycle
 
+    # `deliver` writes the one-step answers only (`send` writes the rest itself).
     calls: list[int] = []
-    original = _Cycle.answer
-    monkeypatch.setattr(_Cycle, "answer", lambda self, status, body: (calls.append(status), original(self, status, body)))
+    original = _Cycle.deliver
+    monkeypatch.setattr(_Cycle, "deliver", lambda self, body: (calls.append(self.status), original(self, body)))
     data = call("echo", {"text": "one"}) + call("aecho", {"text": "two"})
     answers = same({"nimblemcp": wrapped["nimblemcp"], "uvicorn": wrapped["uvicorn"]}, data)
     assert [a[0] for a in answers] == [200, 200]

@@ -231,7 +231,11 @@ class _Cycle:
                 if not more:
                     transport.write(_CHUNK_END)
             else:
-                self._count(body)  # a body past its content-length: a 500 instead
+                remaining = self.remaining
+                if remaining >= 0:  # a body past its content-length: a 500 instead
+                    if len(body) > remaining:
+                        raise RuntimeError("ASGI response body longer than its content-length")
+                    self.remaining = remaining - len(body)
                 self.written = True
                 transport.write(head + body)
         elif not (self.head_only or self.status in _NO_BODY_STATUS):
@@ -241,7 +245,11 @@ class _Cycle:
                 elif not more:
                     transport.write(_CHUNK_END)
             elif body:
-                self._count(body)
+                remaining = self.remaining
+                if remaining >= 0:
+                    if len(body) > remaining:  # the head is out: the connection closes
+                        raise RuntimeError("ASGI response body longer than its content-length")
+                    self.remaining = remaining - len(body)
                 transport.write(body)
         if more:
             if conn.write_paused:
@@ -258,39 +266,8 @@ class _Cycle:
             self.wake()
         conn.response_done(self)
 
-    def _count(self, body: bytes) -> None:
-        """Account for `body` against the content-length (see `remaining`)."""
-        remaining = self.remaining
-        if remaining >= 0:
-            if len(body) > remaining:
-                raise RuntimeError("ASGI response body longer than its content-length")
-            self.remaining = remaining - len(body)
-
-    def answer(self, status: int, body: bytes) -> None:
-        """The whole response at once: `status` and a JSON `body` with its length, as
-        `http.response.start` (content-type `application/json`, `content-length`) and
-        one final `http.response.body` would send it. It leaves on the loop's next pass
-        with every other answer of this pass (`Engine.flush_answers`), written as
-        `send` would write it then. Offered to the app by `EngineExtension.answer`, only
-        for the `send` the engine handed it (no middleware wraps the response)."""
-        if self.response_started:
-            raise RuntimeError("response already started")
-        self.response_started = True
-        self.response_complete = True  # the app is done: the rest is the engine's
-        self.status = status
-        # Written on the loop's next pass with the other answers of this pass
-        # (`Engine.flush_answers`): under load the answers to one batch of requests then
-        # leave together, and the clients' next requests all make the next poll instead
-        # of trailing a whole batch behind it (what the app's one-pass wait before
-        # `send` is for).
-        engine = self.conn.engine
-        answers = engine.answers
-        if not answers:
-            engine.loop.call_soon(engine.flush_answers)
-        answers.append((self, body))
-
     def deliver(self, body: bytes) -> None:
-        """Write what `answer` was given (see there): the final-body step of `send`."""
+        """Write what the one-step answer was given (`_answer`): the final-body step of `send`."""
         conn = self.conn
         if self.disconnected or conn.closed:
             conn.transport.close()  # the client is gone (or half-closed mid-body)
@@ -390,6 +367,33 @@ class _Cycle:
 _CYCLE_SEND = _Cycle.send
 
 
+def _answer(send: Callable[..., Any], status: int, body: bytes) -> bool:
+    """`EngineExtension.answer`: the whole response at once, `status` and a JSON `body`
+    with its length, as `http.response.start` (content-type `application/json`,
+    `content-length`) and one final `http.response.body` would send it, when `send` is
+    the engine's own (a bound `_Cycle.send`). It leaves on the loop's next pass with every
+    other answer of this pass (`Engine.flush_answers`), written as `send` would write it
+    then (`_Cycle.deliver`)."""
+    if getattr(send, "__func__", None) is not _CYCLE_SEND:
+        return False
+    cycle: _Cycle = send.__self__  # type: ignore[attr-defined]
+    if cycle.response_started:
+        raise RuntimeError("response already started")
+    cycle.response_started = True
+    cycle.response_complete = True  # the app is done: the rest is the engine's
+    cycle.status = status
+    # Written on the loop's next pass with the other answers of this pass: under load the
+    # answers to one batch of requests then leave together, and the clients' next
+    # requests all make the next poll instead of trailing a whole batch behind it (what
+    # the app's one-pass wait before `send` is for).
+    engine = cycle.conn.engine
+    answers = engine.answers
+    if not answers:
+        engine.loop.call_soon(engine.flush_answers)
+    answers.append((cycle, body))
+    return True
+
+
 class EngineExtension:
     """What the engine offers an app beyond ASGI: `scope["extensions"][EXTENSION]`, one
     object per engine.
@@ -402,17 +406,13 @@ class EngineExtension:
     nothing and returns False (send the response as usual then). The answer is written
     on the loop's next pass, together with the other answers of this pass."""
 
-    __slots__ = ("loop",)
+    __slots__ = ("answer", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-
-    @staticmethod
-    def answer(send: Callable[..., Any], status: int, body: bytes) -> bool:
-        if getattr(send, "__func__", None) is not _CYCLE_SEND:
-            return False
-        send.__self__.answer(status, body)  # type: ignore[attr-defined]  # our own `_Cycle`
-        return True
+        # A plain function in a slot: called as `extension.answer(...)` with no method
+        # binding, in one frame, as the one-step answer took before issue 31.
+        self.answer: Callable[[Callable[..., Any], int, bytes], bool] = _answer
 
 
 class Connection(asyncio.Protocol):
@@ -789,7 +789,7 @@ class Connection(asyncio.Protocol):
         elif not cycle.response_started:
             logger.error("ASGI callable returned without starting a response")
         if cycle.response_complete and not cycle.written:
-            # Answered (`answer`), not written yet: it goes out on the loop's next
+            # Answered in one step (`_answer`), not written yet: it goes out on the loop's next
             # pass, and the connection closes after it.
             cycle.keep_alive = False
             return

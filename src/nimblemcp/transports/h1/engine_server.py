@@ -115,7 +115,7 @@ class Engine:
         self._sweeper: asyncio.TimerHandle | None = None
         self.plain_tasks = False  # see `use_plain_tasks`
         self.extension = EngineExtension(loop)  # in every request's scope["extensions"]
-        self.answers: list[tuple[_Cycle, bytes]] = []  # `_Cycle.answer`s of this loop pass
+        self.answers: list[tuple[_Cycle, bytes]] = []  # the one-step answers of this loop pass (`engine._answer`)
 
     # -- per request ---------------------------------------------------------------------
 
