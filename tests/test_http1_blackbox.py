@@ -418,7 +418,11 @@ async def test_header_count_and_size_limits(served: Served) -> None:
         await finish(writer)
     reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
     writer.write(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\nx-big: " + b"b" * (64 * 1024))
-    assert await to_the_close(reader) == b""
+    try:  # closed unanswered: with the rest of the head unread, the close may be a reset
+        answer = await to_the_close(reader)
+    except ConnectionError:
+        answer = b""
+    assert answer == b""
     await finish(writer)
     await still_serving(served.port)
 
