@@ -835,9 +835,9 @@ def _tls_get(port: int, context: ssl.SSLContext) -> bytes:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_client_certificates_and_an_encrypted_key(tmp_path: Path, engine: str) -> None:
-    """`--ssl-ca-certs`: a client without a certificate from that CA is refused in the
-    handshake, one with it is served; the server key is encrypted (`--ssl-keyfile-password`
-    from the environment, masked in the settings line)."""
+    """`ssl-ca-certs`: a client without a certificate from that CA is refused in the
+    handshake, one with it is served; the server key is encrypted (its password from the
+    environment, masked in the settings line). The files come from the settings file."""
     ca = LocalCA.make(tmp_path / "pki")
     leaf = ca.issue("server", password=b"s3cret")
     client = ca.issue("client", client=True)
@@ -845,8 +845,9 @@ def test_client_certificates_and_an_encrypted_key(tmp_path: Path, engine: str) -
     (tmp_path / "blackbox_server.py").write_text(SOURCE)
     port = free_port()
     log = tmp_path / "run.log"
-    proc = launch(tmp_path / "blackbox_server.py", port, log, "--engine", engine,
-                  "--ssl-certfile", str(leaf.cert), "--ssl-keyfile", str(leaf.key), "--ssl-ca-certs", str(ca.ca_pem),
+    (tmp_path / "tls.toml").write_text(f'[run]\nssl-certfile = "{leaf.cert}"\nssl-keyfile = "{leaf.key}"\n'
+                                       f'ssl-ca-certs = "{ca.ca_pem}"\n')
+    proc = launch(tmp_path / "blackbox_server.py", port, log, "--engine", engine, "--config", str(tmp_path / "tls.toml"),
                   env={"NIMBLEMCP_SSL_KEYFILE_PASSWORD": "s3cret"})
     try:
         assert "s3cret" not in log.read_text() and '"ssl_keyfile_password": "***"' in log.read_text()
