@@ -49,7 +49,7 @@ def guarded_httptools(head_timeout: float, max_head: int) -> type[asyncio.Protoc
         head_timer: asyncio.TimerHandle | None = None
         head_bytes = 0
         in_head = True  # reading a request head (or connected, nothing sent yet)
-        overflowed = False  # pipelined past MAX_PIPELINE: nothing more is read
+        overflowed = False  # pipelined past MAX_PIPELINE: nothing more is parsed (`data_received`)
         eof = False  # the client shut its write side (`eof_received`)
         running: Any = None  # the request whose app runs (uvicorn's `cycle` is the last parsed)
 

@@ -19,8 +19,9 @@ the same cases against both):
   under the idle timeout: no callback per request marks a method's first byte); the
   size cap counts the reads (in slices of `_SLICE` bytes) that a head spans;
 - pipelined requests are answered in order, one at a time (reading pauses while any
-  wait); past `MAX_PIPELINE` queued, the rest of the input is not read: those queued are
-  answered and the last one closes the connection;
+  wait); past `MAX_PIPELINE` queued, the rest of the input is not answered: those queued
+  are, the last with `connection: close`, then our side ends (FIN) and what still comes
+  is read and dropped until the client closes (`_shut`: a close is not a reset);
 - flow control: once the transport's write buffer is above its high-water mark, a
   streamed `send` waits for it to drain, and a finished response (the one-step answer
   included) holds back the next pipelined request and further reading until it has
@@ -68,7 +69,7 @@ logger = logging.getLogger("nimblemcp.http")
 
 _STATUS_LINES = {int(s): b"HTTP/1.1 %d %s\r\n" % (s, s.phrase.encode("ascii")) for s in HTTPStatus}
 _NO_BODY_STATUS = frozenset({204, 304})
-MAX_PIPELINE = 100  # pipelined requests queued on one connection; the input past them is not read
+MAX_PIPELINE = 100  # pipelined requests queued on one connection; the input past them is not answered
 _READ_SIZE = 64 * 1024  # asyncio's socket reads, as `transports._read_size` sets them (no mmap per read)
 _SLICE = 8 * 1024  # a read that begins in a head is parsed in slices this big (see `data_received`)
 _BODY_HIGH_WATER = 256 * 1024  # request body bytes buffered before reading pauses
