@@ -175,6 +175,17 @@ async def finish(writer: asyncio.StreamWriter) -> None:
         await writer.wait_closed()
 
 
+def said(log: Path, text: str) -> bool:
+    """Whether the server's log says `text` (it says where it serves once listening,
+    which may be just after the port accepts connections)."""
+    deadline = time.monotonic() + HANG_GUARD
+    while text not in log.read_text():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 async def still_serving(port: int) -> None:
     async with httpx.AsyncClient(timeout=HANG_GUARD) as c:
         assert (await c.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
@@ -801,7 +812,7 @@ def test_https_end_to_end_from_nimblemcp_run_to_nimblemcp_tools(tmp_path: Path, 
     proc = launch(tmp_path / "blackbox_server.py", port, log, "--engine", engine,
                   "--ssl-certfile", str(leaf.cert), "--ssl-keyfile", str(leaf.key))
     try:
-        assert f"at https://127.0.0.1:{port}/mcp" in log.read_text()
+        assert said(log, f"at https://127.0.0.1:{port}/mcp"), log.read_text()
         url = f"https://127.0.0.1:{port}/mcp"
         clean = {k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}
         for args, env in ((["--cafile", str(ca.ca_pem)], clean), ([], {**clean, "SSL_CERT_FILE": str(ca.ca_pem)})):
@@ -848,9 +859,10 @@ def test_client_certificates_and_an_encrypted_key(tmp_path: Path, engine: str) -
     (tmp_path / "tls.toml").write_text(f'[run]\nssl-certfile = "{leaf.cert}"\nssl-keyfile = "{leaf.key}"\n'
                                        f'ssl-ca-certs = "{ca.ca_pem}"\n')
     proc = launch(tmp_path / "blackbox_server.py", port, log, "--engine", engine, "--config", str(tmp_path / "tls.toml"),
-                  env={"NIMBLEMCP_SSL_KEYFILE_PASSWORD": "s3cret"})
+                  "-v", env={"NIMBLEMCP_SSL_KEYFILE_PASSWORD": "s3cret"})
     try:
-        assert "s3cret" not in log.read_text() and '"ssl_keyfile_password": "***"' in log.read_text()
+        assert said(log, '"ssl_keyfile_password": "***"'), log.read_text()
+        assert "s3cret" not in log.read_text()
         with_cert = ssl.create_default_context(cafile=str(ca.ca_pem))
         with_cert.load_cert_chain(str(client.cert), str(client.key))
         assert _tls_get(port, with_cert).startswith(b"HTTP/1.1 200 ")
@@ -976,7 +988,7 @@ def test_engine_flag_and_env_choose_the_engine(tmp_path: Path) -> None:
         clean = {k: v for k, v in os.environ.items() if k != "NIMBLEMCP_ENGINE"}
         with log.open("wb") as sink:
             proc = subprocess.Popen([sys.executable, "-m", "nimblemcp", "run", str(tmp_path / "blackbox_server.py"),
-                                     "--transport", "http", "--port", str(port), *flag],
+                                     "--transport", "http", "--port", str(port), "-v", *flag],
                                     stdout=sink, stderr=sink, env={**clean, **env})
         try:
             wait_port(port, proc, log)
