@@ -19,8 +19,9 @@ immune (shared caches; an unsaturated server answers fewer requests per loop pas
 The load average is printed with the table; compare only rows of one run.
 
 The `nimblemcp-run*` rows are not uvicorn apps: they run `nimblemcp run --transport
-http` itself (the guarded app, as deployed) on nimblemcp's own engine (the default) and
-with `--engine uvicorn`; `nimblemcp-run-async` and `nimblemcp-run-inline` serve the same
+http` itself (the guarded app, as deployed) under uvicorn (`nimblemcp-run-uvicorn`, the
+default since issue 31) and on nimblemcp's own engine (`nimblemcp-run`, `--engine
+nimblemcp`); `nimblemcp-run-async` and `nimblemcp-run-inline` serve the same
 `echo` as an `async def` and as a sync tool marked `run_in_thread=False` on the engine,
 so that beside `nimblemcp-run` (a sync tool: a worker-thread hop per call) they show
 what the hop costs. `--pin` puts the servers on CPU 0 and wrk on CPU 1 (taskset).
@@ -72,8 +73,8 @@ HEADERS = {
 APPS = {  # name -> (interpreter, module); "run:<engine>" = `nimblemcp run` on that engine
     "bare-asgi": (NIMBLE_PY, "bare_asgi"),
     "bare-asgi-engine": (NIMBLE_PY, "engine:bare_asgi"),  # the same app on nimblemcp's own engine
-    "nimblemcp-run-uvicorn": (NIMBLE_PY, "run:uvicorn"),  # the guarded app, as deployed, on uvicorn
-    "nimblemcp-run": (NIMBLE_PY, "run:nimblemcp"),  # the same on nimblemcp's own engine (default)
+    "nimblemcp-run-uvicorn": (NIMBLE_PY, "run:uvicorn"),  # the guarded app, as deployed (the default)
+    "nimblemcp-run": (NIMBLE_PY, "run:nimblemcp"),  # the same on nimblemcp's own engine (opt-in)
     # The same engine and guarded app with the other two kinds of tool, so that the
     # report shows what the sync tool's thread hop costs (issue 18):
     "nimblemcp-run-async": (NIMBLE_PY, "run:nimblemcp:nimble_async_server"),  # async def echo
@@ -229,7 +230,8 @@ def main() -> None:
                     help="run servers and wrk at this niceness (negative needs root), e.g. -20 on a busy box")
     ap.add_argument("--no-peers", action="store_true", help="skip the peers' venv check (with --only)")
     ap.add_argument("--against", metavar="SRC",
-                    help="add nimblemcp-run@against: `nimblemcp run` of another checkout's src/")
+                    help="add nimblemcp-run-uvicorn@against and nimblemcp-run@against: `nimblemcp run` "
+                         "of another checkout's src/ on either engine")
     args = ap.parse_args()
     server_cpu, wrk_cpu = ("0", "1") if args.pin else (None, None)
     if args.nice is not None:
@@ -241,7 +243,8 @@ def main() -> None:
     apps = {k: v for k, v in APPS.items() if not args.only or k in args.only}
     if args.against:
         AGAINST[:] = [os.path.abspath(args.against)]
-        apps["nimblemcp-run@against"] = (NIMBLE_PY, "run:")
+        apps["nimblemcp-run-uvicorn@against"] = (NIMBLE_PY, "run:uvicorn")
+        apps["nimblemcp-run@against"] = (NIMBLE_PY, "run:nimblemcp")
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:  # removed at the end
         lua.write(LUA.format(body=json.dumps(BODY), headers="\n".join(
             f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in HEADERS.items())))
@@ -295,7 +298,7 @@ def main() -> None:
                      f"{ceil_cpu / s['cpu_us_per_req']:.0%}" if ceil_cpu else "-",
                      f"{s['idle_rss_mib']:.1f}", f"{s['rss_after_load_mib']:.1f}", str(s["non2xx"])])
     out = (f"HTTP tools/call echo (uvicorn rows: 1 worker, uvloop+httptools; *-engine and nimblemcp-run: "
-           f"nimblemcp's engine), wrk -t{args.threads} -c{args.connections}"
+           f"nimblemcp's engine; nimblemcp-run-uvicorn: `nimblemcp run` on uvicorn, the default), wrk -t{args.threads} -c{args.connections}"
            f"{', servers pinned to CPU 0 and wrk to CPU 1' if args.pin else ''}"
            f"{f', servers and wrk at nice {args.nice}' if args.nice is not None else ''}, {args.rounds} interleaved "
            f"rounds x {args.duration}s; medians of rounds. Load average {load_before:.2f} before, "
@@ -310,8 +313,16 @@ def main() -> None:
     run = summary.get("nimblemcp-run")
     if run and ceil:
         vs_mcp = f", {run['rps'] / ref:.1f}x mcp (goal >= 15x)" if ref else ""
-        out += (f"\n\nnimblemcp-run: {run['rps'] / ceil:.0%} of bare-asgi on uvicorn (goal >= 100%){vs_mcp}, "
+        out += (f"\n\nnimblemcp-run (the engine): {run['rps'] / ceil:.2f}x bare-asgi on uvicorn by req/s, "
+                f"{ceil_cpu / run['cpu_us_per_req']:.2f}x by CPU per request (goal >= 1.2x){vs_mcp}, "
                 f"p99 {run['p99_ms']:.2f} ms (goal <= 3 ms)")
+    for mine, before in (("nimblemcp-run-uvicorn", "nimblemcp-run-uvicorn@against"),
+                         ("nimblemcp-run", "nimblemcp-run@against")):
+        if mine in summary and before in summary:
+            a, b = summary[mine], summary[before]
+            out += (f"\n{mine}: {a['rps'] / b['rps']:.2f}x the --against tree's req/s, "
+                    f"{b['cpu_us_per_req'] / a['cpu_us_per_req']:.2f}x by CPU per request, "
+                    f"p99 {a['p99_ms']:.2f} vs {b['p99_ms']:.2f} ms")
     hop = [(n, summary[n]) for n in ("nimblemcp-run-async", "nimblemcp-run-inline") if n in summary]
     if run and hop:
         out += "\nthe sync tool's thread hop: nimblemcp-run serves " + ", ".join(

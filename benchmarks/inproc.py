@@ -125,19 +125,32 @@ class _Sent(list):  # type: ignore[type-arg]
 
 
 class _Answers(_Sent):
-    """`--serve-as engine`: the owner of the `send` nimblemcp's engine hands an app also
-    offers `answer(status, body)` (the scope's `nimblemcp.answer` key); it keeps what it
-    gets, as `send` does. Framing and writing the answer are the server's work, not
-    counted here, as uvicorn's work on two ASGI messages is not in ASGI mode."""
+    """`--serve-as engine`: what `_Offer.answer` was given, kept as `send` keeps messages."""
 
     def answer(self, status: int, body: bytes) -> None:
         self.append({"type": "http.response.start", "status": status})
         self.append({"type": "http.response.body", "body": body})
 
 
-# The scope keys nimblemcp's engine sets (`transports._asgi`), spelled out: a tree from
-# before the engine ignores them.
-ANSWER, HEAD_BYTES, LOOP = "nimblemcp.answer", "nimblemcp.head_bytes", "nimblemcp.loop"
+class _Offer:
+    """`--serve-as engine`: what nimblemcp's engine offers the app under
+    `scope["extensions"]["nimblemcp.engine"]` (`transports.h1.engine.EngineExtension`):
+    its loop, and `answer(send, status, body)` for the very `send` it handed the app.
+    Framing and writing the answer are the server's work, not counted here, as uvicorn's
+    work on two ASGI messages is not in ASGI mode."""
+
+    __slots__ = ("loop", "send", "sent")
+
+    def answer(self, send: Any, status: int, body: bytes) -> bool:
+        if send is not self.send:
+            return False
+        self.sent.answer(status, body)
+        return True
+
+
+# The extension nimblemcp's engine offers (`transports._asgi.ENGINE`), spelled out: a
+# tree from before the engine ignores it.
+ENGINE = "nimblemcp.engine"
 SERVE_AS = "asgi"  # or "engine": set by --serve-as
 
 
@@ -145,8 +158,9 @@ async def canned(scope: Any, receive: Any, send: Any) -> None:
     """The harness alone: read the body, answer a fixed result."""
     message = await receive()
     del message
-    if scope.get(ANSWER) is send:
-        send.__self__.answer(200, b'{"jsonrpc":"2.0","id":1,"result":{"content":[]}}')
+    extensions = scope.get("extensions")
+    offer = extensions.get(ENGINE) if extensions else None
+    if offer is not None and offer.answer(send, 200, b'{"jsonrpc":"2.0","id":1,"result":{"content":[]}}'):
         return
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", b"55")]})
@@ -196,11 +210,8 @@ async def drive(app: Any, case: str, n: int, check: bool = True) -> list[Any]:
     never = _Never()
     sent: Any = _Sent()
     engine = SERVE_AS == "engine"
-    loop = asyncio.get_running_loop()
-    # The engine serves the guard's `handle` where it has one (`serving._run_engine`).
-    served = getattr(app, "handle", app) if engine else app
-    # The engine's bound on the head: the request line and every header line.
-    head_bytes = len(b"POST /mcp HTTP/1.1\r\n") + sum(len(k) + len(v) + 4 for k, v in headers) + 2
+    offer = _Offer()
+    offer.loop = asyncio.get_running_loop()
     for _ in range(n):
         scope = {
             "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
@@ -217,11 +228,10 @@ async def drive(app: Any, case: str, n: int, check: bool = True) -> list[Any]:
             return await never.wait()
 
         if engine:
-            sent = _Answers()
-            send = scope[ANSWER] = sent.append_async  # the very object handed as `send`
-            scope[HEAD_BYTES] = head_bytes
-            scope[LOOP] = loop
-            await served(scope, receive, send)
+            offer.sent = sent = _Answers()
+            offer.send = send = sent.append_async  # the very object handed as `send`
+            scope["extensions"] = {ENGINE: offer}
+            await app(scope, receive, send)
         else:
             sent = _Sent()
             await app(scope, receive, sent.append_async)
@@ -492,8 +502,8 @@ def main() -> None:
                     help="--callgrind: the src/ trees to count (default: this one)")
     ap.add_argument("--serve-as", choices=["asgi", "engine"], default="asgi",
                     help="the server interface: plain ASGI, as uvicorn or any ASGI server hands it "
-                         "(default), or nimblemcp's engine's (its scope keys: the loop, a bound on "
-                         "the head, the one-step answer), as `nimblemcp run` serves")
+                         "(default), or nimblemcp's engine's (its scope extension: the loop and "
+                         "the one-step answer), as `nimblemcp run --engine nimblemcp` serves")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--stage", help=argparse.SUPPRESS)

@@ -47,9 +47,9 @@ def _inproc() -> object:
 @pytest.mark.parametrize("case", ["echo", "aecho", "add", "discover"])
 def test_inproc_engine_mode_drives_the_engine_interface(case: str) -> None:
     """`inproc.py --serve-as engine` (issue 18) hands the app what nimblemcp's engine
-    does: the guard's `handle` is called, the scope names the loop and a bound on the
-    head, and the answer comes back through the one-step `answer` (never two ASGI
-    messages), with the same body the plain-ASGI mode gets."""
+    does (issue 31): its extension in the scope, naming the loop, and the answer comes
+    back through its one-step `answer` (never two ASGI messages), with the same body the
+    plain-ASGI mode gets."""
     import asyncio
     from typing import Any
 
@@ -71,15 +71,13 @@ def test_inproc_engine_mode_drives_the_engine_interface(case: str) -> None:
         inproc.SERVE_AS = "engine"
         inproc._Answers.answer = spy
         handled: list[dict[str, Any]] = []
-        handle = app.handle
 
-        def spy_handle(scope: Any, receive: Any, send: Any) -> Any:
+        async def spy_app(scope: Any, receive: Any, send: Any) -> None:
             handled.append(scope)
-            return handle(scope, receive, send)
+            await app(scope, receive, send)  # the same `send`: the one-step answer still applies
 
-        app.handle = spy_handle
         try:
-            engine = loop.run_until_complete(inproc.drive(app, case, 3))
+            engine = loop.run_until_complete(inproc.drive(spy_app, case, 3))
         finally:
             inproc._Answers.answer = keep
             inproc.SERVE_AS = "asgi"
@@ -88,7 +86,7 @@ def test_inproc_engine_mode_drives_the_engine_interface(case: str) -> None:
         loop.close()
     assert answered == [200, 200, 200]
     assert len(handled) == 3
-    assert all(s["nimblemcp.loop"] is not None and s["nimblemcp.head_bytes"] > 100 for s in handled)
+    assert all(s["extensions"]["nimblemcp.engine"].loop is loop for s in handled)
     assert plain[0]["type"] == engine[0]["type"] == "http.response.start"
     assert plain[0]["status"] == engine[0]["status"] == 200
     assert plain[-1]["body"] == engine[-1]["body"]

@@ -30,7 +30,7 @@ def without(modules: list[str], *args: str, timeout: float = 60) -> subprocess.C
 
 @pytest.mark.parametrize(("missing", "engine"), [(["httptools"], "nimblemcp"), (["uvicorn"], "uvicorn")])
 def test_run_http_without_uvicorn_names_the_extra(missing: list[str], engine: str) -> None:
-    # The default engine needs httptools; `--engine uvicorn` needs uvicorn: both come with [http].
+    # The default engine needs uvicorn; `--engine nimblemcp` needs httptools: both come with [http].
     proc = without(missing, "run", str(DOCS), "--transport", "http", "--port", "1", "--engine", engine)
     assert proc.returncode == 1
     assert "HTTP serving needs the [http] extra: pip install 'nimblemcp[http]'" in proc.stderr

@@ -82,8 +82,8 @@ async def test_flags_beat_env_beat_config_file_and_root_path_serves_under_prefix
 
 
 @pytest.mark.parametrize(("engine", "logger", "ready"), [
-    ("nimblemcp", "nimblemcp.http", "running on"),  # the default engine's JSON log lines
-    ("uvicorn", "uvicorn", "Uvicorn running"),
+    ("uvicorn", "uvicorn", "Uvicorn running"),  # the default engine's JSON log lines
+    ("nimblemcp", "nimblemcp.http", "running on"),
 ])
 def test_settings_line_masks_secrets_and_json_logs(
     tmp_path: Path, redis: RedisServer, engine: str, logger: str, ready: str

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.test_engine_requests import Served, answers, close, finish, read_body, reply, serving
 
-from nimblemcp.transports import _engine
+from nimblemcp.transports.h1 import engine as _engine
 
 GUARD = 10.0
 
@@ -146,7 +146,7 @@ REQUESTS = [
 ]
 CASES = [  # status, content type, content-length value, app reads the body first
     (200, b"application/json", b"%d", True),
-    (202, b"application/json", b"0", True),
+    (202, b"application/json", b"0", True),  # a body past its content-length: 500 on both paths
     (404, b"text/event-stream", b"%d", True),
     (204, b"application/json", b"%d", True),
     (304, b"application/json", b"%d", True),
@@ -166,12 +166,16 @@ async def test_the_short_response_head_is_what_the_general_path_writes(
     value = length % len(body) if b"%d" in length else length
     short = await serving(headers_app(status, [(b"content-type", kind), (b"content-length", value)], body, read))
     general = await serving(headers_app(status, [[b"content-type", kind], [b"content-length", value]], body, read))
+    # A body longer than its content-length is the app's error (issue 31), except where
+    # the status or the method sends no body.
+    too_long = value == b"0" and status not in (204, 304)
     try:
         for request in REQUESTS:
             one, two = await raw_answer(short.port, request), await raw_answer(general.port, request)
-            assert one.startswith(b"HTTP/1.1 %d" % status), (request, one)
+            answered = 500 if too_long and not request.startswith(b"HEAD") else status
+            assert one.startswith(b"HTTP/1.1 %d" % answered), (request, one)
             assert without_date(one) == without_date(two), (request, one, two)
-            assert one.count(b"date: ") == 1
+            assert one.count(b"date: ") == (answered != 500)  # the engine's own 500 has none
     finally:
         await close(short)
         await close(general)

@@ -1,7 +1,7 @@
 """Fuzzing nimblemcp's own HTTP engine (issue 18) on loopback, as test_property_wire does
 for the codec: random and garbled bytes, split at random points, never crash it.
 
-One real engine (`transports._engine_server.serve`) runs the guarded app of a small
+One real engine (`transports.h1.engine_server.serve`) runs the guarded app of a small
 server in a background thread for the whole module; every example talks to it over a
 real socket. Each example asserts: every answer is a well-formed HTTP/1.1 status line
 (never a 500), a refused request is a 400, no error reached the
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import nimblemcp as m
 from nimblemcp.serving import asgi_app
-from nimblemcp.transports._engine_server import EngineConfig, serve
+from nimblemcp.transports.h1.engine_server import EngineConfig, serve
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}

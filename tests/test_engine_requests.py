@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from nimblemcp.transports._engine import Connection
-from nimblemcp.transports._engine_server import Engine, EngineConfig
+from nimblemcp.transports.h1.engine import Connection
+from nimblemcp.transports.h1.engine_server import Engine, EngineConfig
 
 App = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]],
                 Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]

@@ -2,7 +2,9 @@
 
 JSON nesting (parse-time cap, unencodable results), the HTTP app's last resort, and the
 stdio server facing malformed, deep and huge lines and an import-time `print()`.
-Real processes: uvicorn on loopback and `python -m nimblemcp run` subprocesses.
+Real processes: uvicorn on loopback and `python -m nimblemcp run` subprocesses. The
+connection limits under `run_http` (slow heads, idle connections) are in
+test_http1_blackbox, on both engines.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -445,93 +446,6 @@ async def test_two_host_headers_are_a_400() -> None:
     async with serving(app) as base:
         answer, _ = await _raw_exchange(base, head + body, b"", every=0.0)
         assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
-
-
-# -- connection limits under run_http --------------------------------------------------------
-
-RUN_HTTP_SERVER = textwrap.dedent('''
-    import sys
-    import nimblemcp as m
-    from nimblemcp.serving import run_http
-    from nimblemcp.transports.http_security import HttpSecurity
-
-    server = m.Server("limits", "1.0")
-
-    @server.tool()
-    async def echo(message: str) -> str:
-        return message
-
-    run_http(server, port=int(sys.argv[1]), log_level="warning",
-             security=HttpSecurity(head_timeout=1.0, idle_timeout=1.0))
-''')
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-async def _closed_after(port: int, first: bytes, trickle: bytes = b"", every: float = 0.3) -> float:
-    """Seconds until the server closes a connection that sent `first`, then `trickle`."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    writer.write(first)
-
-    async def dripping() -> None:
-        for byte in trickle:
-            await asyncio.sleep(every)
-            writer.write(bytes([byte]))
-
-    dripper = asyncio.create_task(dripping())
-    try:
-        while await asyncio.wait_for(reader.read(65536), HANG):
-            pass
-    except ConnectionError:
-        pass
-    finally:
-        dripper.cancel()
-        with contextlib.suppress(BaseException):
-            await dripper
-        writer.close()
-    return loop.time() - began
-
-
-async def test_run_http_times_out_slow_heads_and_idle_connections(tmp_path: Path) -> None:
-    (tmp_path / "srv.py").write_text(RUN_HTTP_SERVER)
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(tmp_path / "srv.py"), str(port)], stderr=subprocess.PIPE)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        async with httpx.AsyncClient(base_url=base, timeout=HANG) as c:
-            for _ in range(200):
-                try:
-                    await c.get("/mcp")
-                    break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.05)
-            body = call("echo", message="hi")
-            r = await c.post("/mcp", content=dumps(body), headers=headers_for(body))
-            assert r.json()["result"]["content"][0]["text"] == "hi"
-        # Nothing sent at all; a head trickled a byte at a time; an idle keep-alive.
-        assert await _closed_after(port, b"") < 3.0
-        head = b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nx-slow: " + b"a" * 40
-        assert await _closed_after(port, head[:20], head[20:]) < 3.0
-        request = b"GET /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
-        assert await _closed_after(port, request) < 3.0
-        # A head still incomplete past the header budget is cut off at once.
-        huge = b"GET /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n" + b"x-big: " + b"b" * (64 * 1024)
-        assert await _closed_after(port, huge) < 1.0
-        async with httpx.AsyncClient(base_url=base, timeout=HANG) as c:  # still serving
-            r = await c.post("/mcp", content=dumps(body), headers=headers_for(body))
-            assert r.json()["result"]["content"][0]["text"] == "hi"
-    finally:
-        proc.terminate()
-        proc.wait(HANG)
-        assert proc.stderr is not None
-        proc.stderr.close()
 
 
 async def test_a_cancelled_sse_pump_leaves_no_timer_behind() -> None:

@@ -351,6 +351,22 @@ PUBLIC_API: dict[str, list[str]] = {
         "Origin",
         "Route",
     ],
+    "nimblemcp.transports.h1.engine": [
+        "Connection",
+        "EXTENSION",
+        "EngineExtension",
+        "MAX_PIPELINE",
+    ],
+    "nimblemcp.transports.h1.engine_server": [
+        "Engine",
+        "EngineConfig",
+        "run",
+        "serve",
+        "tls_context",
+    ],
+    "nimblemcp.transports.h1.proxies": [
+        "TrustedProxies",
+    ],
     "nimblemcp.transports.http_client": [
         "HttpStatusError",
         "HttpTransport",

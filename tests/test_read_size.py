@@ -65,8 +65,8 @@ async def test_the_stdio_clients_pipe_reads_in_small_pieces_and_a_big_line_arriv
 
 
 async def test_the_engines_connections_read_in_small_pieces_and_a_big_body_arrives_whole() -> None:
-    from nimblemcp.transports._engine import Connection
-    from nimblemcp.transports._engine_server import Engine, EngineConfig
+    from nimblemcp.transports.h1.engine import Connection
+    from nimblemcp.transports.h1.engine_server import Engine, EngineConfig
 
     got: list[bytes] = []
 

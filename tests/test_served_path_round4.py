@@ -30,9 +30,9 @@ from nimblemcp.backends.bus import Event
 from nimblemcp.server._options import ListenOptions
 from nimblemcp.serving import asgi_app
 from nimblemcp.transports._drain import ListenDrain
-from nimblemcp.transports._engine_server import EngineConfig, serve
 from nimblemcp.transports._http_exchange import Exchange
 from nimblemcp.transports._uvicorn import head_limit, uvicorn_limits
+from nimblemcp.transports.h1.engine_server import EngineConfig, serve
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -102,9 +102,7 @@ class Running:
 
                 config = EngineConfig(port=0, head_timeout=security.head_timeout, max_head=head_limit(security),
                                       idle_timeout=security.idle_timeout)
-                # What `run_http` serves on the engine: the guard's `handle` (no frame of its own).
-                served = getattr(self.served, "handle", self.served)
-                await serve(served, config, stop_event=self._stop, started=started)
+                await serve(self.served, config, stop_event=self._stop, started=started)
                 return
             config_u = uvicorn.Config(self.served, host="127.0.0.1", port=0, lifespan="on", log_level="warning",
                                       access_log=False, server_header=False, **uvicorn_limits(security))
@@ -527,11 +525,12 @@ def wrapped() -> Iterator[dict[str, Running]]:
 
 def test_a_middleware_that_wraps_send_sees_every_answer(wrapped: dict[str, Running],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from nimblemcp.transports._engine import _Cycle
+    from nimblemcp.transports.h1.engine import _Cycle
 
+    # `deliver` writes the one-step answers only (`send` writes the rest itself).
     calls: list[int] = []
-    original = _Cycle.answer
-    monkeypatch.setattr(_Cycle, "answer", lambda self, status, body: (calls.append(status), original(self, status, body)))
+    original = _Cycle.deliver
+    monkeypatch.setattr(_Cycle, "deliver", lambda self, body: (calls.append(self.status), original(self, body)))
     data = call("echo", {"text": "one"}) + call("aecho", {"text": "two"})
     answers = same({"nimblemcp": wrapped["nimblemcp"], "uvicorn": wrapped["uvicorn"]}, data)
     assert [a[0] for a in answers] == [200, 200]
@@ -598,10 +597,10 @@ def filler(size: int) -> bytes:
 
 @pytest.mark.parametrize("size", [600, 700, 750, 800, 900])
 def test_the_header_limit_holds_whatever_the_reads(small_heads: dict[str, Running], size: int) -> None:
-    """The guard skips adding the headers up only when the engine proves the head is
-    within its limit: the verdicts are uvicorn's for a head in one read, a head after
-    another request in the same read (pipelined), a head split across reads, and a
-    small head whose read is large (its body)."""
+    """The guard's header limit reads only the scope (issue 31): the verdicts are the same
+    on both engines for a head in one read, a head after another request in the same
+    read (pipelined), a head split across reads, and a small head whose read is large
+    (its body)."""
     big = call("echo", {"text": "big"}, extra=filler(size))
     small = call("echo", {"text": "small"})
     lines = big.split(b"\r\n\r\n")[0].split(b"\r\n")[1:]
@@ -621,12 +620,6 @@ def test_the_header_limit_holds_whatever_the_reads(small_heads: dict[str, Runnin
     body_big = post(body("echo", {"text": "y" * 3000}), "echo")  # a small head, a read past the limit
     [(status, _, data)] = same(small_heads, body_big)
     assert status == 200 and result_text(data) == "y" * 3000
-
-
-def test_the_engine_and_the_app_name_the_same_scope_keys() -> None:
-    from nimblemcp.transports import _asgi, _engine
-
-    assert (_engine.ANSWER, _engine.HEAD_BYTES) == (_asgi.ANSWER, _asgi.HEAD_BYTES)
 
 
 # -- the one-step answer seen from a plain ASGI app on the engine -----------------------
@@ -661,13 +654,12 @@ def serve_raw(app: Any) -> tuple[int, Any]:
 
 
 def test_an_app_that_fails_after_answering_still_delivers_the_answer_then_closes() -> None:
-    from nimblemcp.transports._asgi import ANSWER
+    from nimblemcp.transports._asgi import ENGINE
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        assert scope[ANSWER] is send
-        send.__self__.answer(201 if scope["path"] == "/ok" else 202, b'{"a":1}')
+        assert scope["extensions"][ENGINE].answer(send, 201 if scope["path"] == "/ok" else 202, b'{"a":1}')
         if scope["path"] == "/fail":
             raise RuntimeError("after the answer")
 

@@ -1,8 +1,9 @@
 """The served path, round seven (issue 18): fewer instructions per served request.
 
 What changed and what each request must still get:
-- nimblemcp's engine names its event loop in the scope (`_asgi.LOOP`); the endpoint takes
-  it from there and looks it up (`nimblemcp._loop`) only where no server named it;
+- nimblemcp's engine names its event loop in its `scope["extensions"]` entry
+  (`_asgi.ENGINE`, issue 31); the endpoint takes it from there and looks it up
+  (`nimblemcp._loop`) only where no server named it;
 - `Server.tool_header_rules` is a C look-up in a name -> rules table that follows every
   change of the tools (add, remove, a mount's sync), () for an unknown name;
 - the guard reads Host and Content-Length by subscript and remembers allowed Host and
@@ -25,9 +26,10 @@ import pytest
 
 import nimblemcp as m
 from nimblemcp.serving import asgi_app
-from nimblemcp.transports import _asgi, _engine
-from nimblemcp.transports._engine import Connection
-from nimblemcp.transports._engine_server import Engine, EngineConfig
+from nimblemcp.transports import _asgi
+from nimblemcp.transports.h1 import engine as _engine
+from nimblemcp.transports.h1.engine import Connection
+from nimblemcp.transports.h1.engine_server import Engine, EngineConfig
 from nimblemcp.transports.http_security import SecurityMiddleware
 
 V = "2026-07-28"
@@ -86,15 +88,15 @@ def result_text(body: bytes) -> Any:
 # -- the engine names its loop ---------------------------------------------------------------
 
 
-def test_the_engine_and_the_app_name_the_same_scope_key() -> None:
-    assert _engine.LOOP == _asgi.LOOP == "nimblemcp.loop"
+def test_the_engine_and_the_app_name_the_same_extension() -> None:
+    assert _engine.EXTENSION == _asgi.ENGINE == "nimblemcp.engine"
 
 
 async def test_the_engine_hands_the_loop_the_app_runs_on() -> None:
     seen: list[Any] = []
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        seen.append((scope[_asgi.LOOP], asyncio.get_running_loop()))
+        seen.append((scope["extensions"][_asgi.ENGINE].loop, asyncio.get_running_loop()))
         await receive()
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
         await send({"type": "http.response.body", "body": b"ok"})
@@ -120,7 +122,7 @@ async def test_the_engine_hands_the_loop_the_app_runs_on() -> None:
 async def test_the_guarded_endpoint_serves_on_the_engine_with_the_named_loop() -> None:
     app = asgi_app(build_server())
     loop = asyncio.get_running_loop()
-    engine = Engine(app.handle, EngineConfig(port=0), loop)
+    engine = Engine(app, EngineConfig(port=0), loop)
     engine.use_plain_tasks()
     server = await loop.create_server(lambda: Connection(engine), "127.0.0.1", 0)
     try:
@@ -233,12 +235,16 @@ async def test_missing_or_odd_headers_get_the_answers_they_got(changes: dict[str
     assert got == status
 
 
-async def test_a_request_without_host_or_length_passes_the_guard_as_before() -> None:
+async def test_a_request_without_length_passes_the_guard_and_one_without_host_is_400() -> None:
     app = asgi_app(build_server())
     body = call("echo", {"text": "chunked"})
-    status, out = await drive(app, headers_for(body, host=None, content_length=None),
-                              [{"type": "http.request", "body": body}])
+    status, out = await drive(app, headers_for(body, content_length=None), [{"type": "http.request", "body": body}])
     assert status == 200 and result_text(out) == "chunked"
+    # HTTP/1.1 without Host: 400 (RFC 9112 §3.2; issue 31), with or without a length
+    for length in (None, str(len(body)).encode()):
+        status, out = await drive(app, headers_for(body, host=None, content_length=length),
+                                  [{"type": "http.request", "body": body}])
+        assert status == 400 and b"Host" in out
     # past the body limit without a Content-Length: counted as it arrives, 413
     small = asgi_app(build_server(), max_body=20)
     status, _ = await drive(small, headers_for(body, content_length=None), [{"type": "http.request", "body": body}])

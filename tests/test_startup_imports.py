@@ -85,7 +85,7 @@ def test_stdio_server_start_imports_no_client_http_or_pydantic() -> None:
     for heavy in ("httpx", "httpcore", "pydantic", "pydantic_core", "uvicorn", "httptools", "uvloop",
                   "starlette", "anyio", "cryptography", "jsonschema"):
         assert _under(mods, heavy) == set(), heavy
-    http = {"nimblemcp.transports.http", "nimblemcp.transports._engine", "nimblemcp.transports._engine_server",
+    http = {"nimblemcp.transports.http", "nimblemcp.transports.h1.engine", "nimblemcp.transports.h1.engine_server",
             "nimblemcp.transports._asgi", "nimblemcp.transports.h1.client", "nimblemcp.transports.http_client",
             "nimblemcp.transports._uvicorn", "nimblemcp.transports._sse"}
     assert http & mods == set()

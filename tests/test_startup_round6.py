@@ -198,12 +198,13 @@ def _discover_when_listening(port: int, proc: subprocess.Popen[str]) -> dict[str
         return dict(answer.json())
 
 
-def test_http_run_loads_no_parser_and_prints_the_same_settings(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["uvicorn", "nimblemcp"])
+def test_http_run_loads_no_parser_and_prints_the_same_settings(tmp_path: Path, engine: str) -> None:
     (tmp_path / "srv.py").write_text(SERVER)
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "nimblemcp", "run", "srv.py", "--transport", "http", "--port", str(port),
-         "--log-level", "warning", "-v"],
+         "--log-level", "warning", "-v", "--engine", engine],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
         env=_spawn_env())
     try:
@@ -216,9 +217,12 @@ def test_http_run_loads_no_parser_and_prints_the_same_settings(tmp_path: Path) -
     assert lines[0] == f"nimblemcp: serving 'startup-round6' over Streamable HTTP at http://127.0.0.1:{port}/mcp"
     settings = json.loads(lines[1].removeprefix("nimblemcp: settings "))["nimblemcp_settings"]
     assert (settings["transport"], settings["port"], settings["log_level"]) == ("http", port, "warning")
+    assert settings["engine"] == engine
     mods = set(json.loads(lines[-1]))
-    assert NOT_AT_START & mods == set()
-    assert {"nimblemcp.cli._run_options", "nimblemcp.transports._engine_server"} <= mods
+    # uvicorn (the default, issue 31) imports click, which brings gettext and shutil.
+    assert (NOT_AT_START - ({"gettext", "shutil"} if engine == "uvicorn" else set())) & mods == set()
+    served_by = "uvicorn" if engine == "uvicorn" else "nimblemcp.transports.h1.engine_server"
+    assert {"nimblemcp.cli._run_options", served_by} <= mods
 
 
 def test_a_record_is_made_once_with_its_methods_in_place() -> None:

@@ -33,6 +33,10 @@ def http_app():
 
 
 if __name__ == "__main__":
-    from nimblemcp.transports._engine_server import EngineConfig, run
+    from nimblemcp.transports.h1.engine_server import EngineConfig, run
 
-    run(app, EngineConfig(port=int(sys.argv[1])))
+    try:  # on uvloop when it is installed, as `nimblemcp run --engine nimblemcp` serves
+        import uvloop
+    except ImportError:
+        uvloop = None
+    run(app, EngineConfig(port=int(sys.argv[1])), loop_factory=uvloop.new_event_loop if uvloop else None)

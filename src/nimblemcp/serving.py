@@ -11,9 +11,9 @@ transport. `Server.run()` and `Server.asgi_app()` delegate here.
 
 Each entry point applies `ServerSettings.from_env()` first (`NIMBLEMCP_STATE_KEYS`,
 `NIMBLEMCP_REDIS_URL`), filling in what the code did not give; this is the one place
-the environment configures a server. Imports transports lazily (the HTTP engine only
-when serving HTTP; uvicorn only with `engine="uvicorn"`), so a stdio server never pays
-for the HTTP stack.
+the environment configures a server. Imports transports lazily (uvicorn, or nimblemcp's
+own engine with `engine="nimblemcp"`, only when serving HTTP), so a stdio server never
+pays for the HTTP stack.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from nimblemcp.errors import StartupError
 from nimblemcp.server._options import ServerSettings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    import asyncio
+    from collections.abc import Callable, Iterator
 
     from nimblemcp.server._server import Server
     from nimblemcp.transports.http import McpHttpApp
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["asgi_app", "bare_asgi_app", "configure", "run", "run_http", "run_stdio"]
 
-_ENGINES = ("nimblemcp", "uvicorn")  # `run_http(engine=...)`: the first is the default
+_ENGINES = ("uvicorn", "nimblemcp")  # `run_http(engine=...)`: the first is the default
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
@@ -170,12 +171,16 @@ def run_http(
     reuse_port: bool = False,
     log_config: dict[str, Any] | None = None,
     legacy_sse: bool = False,
-    engine: str = "nimblemcp",
+    engine: str = "uvicorn",
     on_started: Callable[[str, int], None] | None = None,
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
+    ssl_keyfile_password: str | None = None,
+    ssl_ca_certs: str | None = None,
 ) -> None:
-    """Serve `server` over HTTP/1.1, blocking: on nimblemcp's own engine
-    (`engine="nimblemcp"`, asyncio + httptools, uvloop when installed; see
-    `transports/_engine_server.py`) or under uvicorn (`engine="uvicorn"`).
+    """Serve `server` over HTTP/1.1, blocking: under uvicorn (`engine="uvicorn"`, the
+    default) or on nimblemcp's own, faster engine (`engine="nimblemcp"`, opt-in:
+    asyncio + httptools, uvloop when installed; see `transports/h1/engine_server.py`).
 
     Bound to 127.0.0.1 unless told otherwise (HTTP-02). The guards are `security`
     with the flat keyword arguments replacing its fields (see `secure_app`). On a
@@ -198,12 +203,20 @@ def run_http(
     not this machine's, a privileged port) raises `CannotListen` and nothing ran. Once
     the lifespan has started and connections are served, `on_started(host, port)` is
     called with the address bound (the real port when `port=0`).
+
+    HTTPS on either engine: `ssl_certfile` (PEM, the certificate chain), `ssl_keyfile`
+    (its key, if not in the same file) and `ssl_keyfile_password` (an encrypted key);
+    `ssl_ca_certs` (PEM CA certificates) requires every client to present a
+    certificate signed by one of them. A file that cannot be used stops the start
+    with a one-line error (exit status 1).
     """
     from nimblemcp._extras import needs_extra
     from nimblemcp._lazy import collector_paused
 
     if engine not in _ENGINES:
         raise ValueError(f"unknown engine {engine!r} (use {' or '.join(_ENGINES)})")
+    tls = _Tls(ssl_certfile, ssl_keyfile, ssl_keyfile_password, ssl_ca_certs)
+    tls.check()
     # The HTTP stack's imports and the app run with the cyclic collector paused, as the
     # root's names are imported (issue 18); the app's lifespan start collects everything
     # once and freezes it (`freeze_gc=True`).
@@ -224,7 +237,7 @@ def run_http(
         from nimblemcp.transports._drain import ListenDrain
 
         if engine == "nimblemcp":
-            from nimblemcp.transports import _engine_server  # noqa: F401  (imported here, paused)
+            from nimblemcp.transports.h1 import engine_server  # noqa: F401  (imported here, paused)
     drain = ListenDrain(app)
     drain.on_drain(lambda: server.drain(shutdown_timeout))  # running tasks get the grace time
     sockets = _listen(host, port, reuse_port)
@@ -232,7 +245,7 @@ def run_http(
         _run_engine(server, drain, sockets, host=host, port=port, shutdown_timeout=shutdown_timeout,
                     log_level=log_level, access_log=access_log, root_path=root_path,
                     proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
-                    log_config=log_config, on_started=on_started)
+                    log_config=log_config, on_started=on_started, tls=tls)
         return
     from nimblemcp.transports._uvicorn import uvicorn_limits
 
@@ -243,6 +256,7 @@ def run_http(
         root_path=root_path, proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
         log_config=uvicorn.config.LOGGING_CONFIG if log_config is None else log_config,
         **uvicorn_limits(app.security),  # head deadline and size, keep-alive (SECURITY.md)
+        **tls.uvicorn_options(),
     )
 
     received: list[int] = []
@@ -258,13 +272,31 @@ def run_http(
             bound_host, bound_port = _bound(sockets or [])
             shown = f"[{bound_host}]" if ":" in bound_host else bound_host
             logging.getLogger("uvicorn.error").info(
-                "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, bound_port)
+                "Uvicorn running on %s://%s:%d (Press CTRL+C to quit)",
+                "https" if tls.certfile else "http", shown, bound_port)
             if on_started is not None:
                 on_started(bound_host, bound_port)
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             received.append(sig)
             super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn's own raises the caught signal again once it has shut down: the
+            # process then dies of it (status 143, no atexit handler, backends not
+            # closed). A graceful stop of `nimblemcp run` exits 0, on either engine.
+            import threading
+
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            before = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in before.items():
+                    signal.signal(sig, handler)
 
         async def shutdown(self, sockets: Any = None) -> None:
             # Listen streams never finish by themselves: end them first, so the wait
@@ -283,7 +315,7 @@ def run_http(
 
     served = _Uvicorn(config)
     try:
-        with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the caught SIGINT
+        with contextlib.suppress(KeyboardInterrupt):  # a SIGINT before uvicorn catches signals
             served.run(sockets=sockets)
     except SystemExit:
         if served.started:
@@ -295,13 +327,50 @@ def run_http(
         raise SystemExit(1)
 
 
+class _Tls:
+    """`run_http`'s TLS options, for either engine."""
+
+    def __init__(self, certfile: str | None, keyfile: str | None, password: str | None,
+                 ca_certs: str | None) -> None:
+        if certfile is None and (keyfile or password or ca_certs):
+            raise ValueError("ssl_keyfile, ssl_keyfile_password and ssl_ca_certs need ssl_certfile")
+        self.certfile, self.keyfile, self.password, self.ca_certs = certfile, keyfile, password, ca_certs
+
+    def check(self) -> None:
+        """Load the files once, so that one that cannot be used stops the start with
+        one clear line (uvicorn would print a traceback)."""
+        if self.certfile is None:
+            return
+        import ssl
+
+        try:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.certfile, self.keyfile, self.password)
+            if self.ca_certs is not None:
+                context.load_verify_locations(cafile=self.ca_certs)
+        except (OSError, ssl.SSLError) as exc:
+            import sys
+
+            print(f"error: cannot serve HTTPS: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        if self.certfile is None:
+            return {}
+        import ssl
+
+        return {"ssl_certfile": self.certfile, "ssl_keyfile": self.keyfile,
+                "ssl_keyfile_password": self.password, "ssl_ca_certs": self.ca_certs,
+                "ssl_cert_reqs": ssl.CERT_REQUIRED if self.ca_certs is not None else ssl.CERT_NONE}
+
+
 def _run_engine(server: Server, drain: Any, sockets: list[Any], *, host: str, port: int,
                 shutdown_timeout: float, log_level: str, access_log: bool, root_path: str,
                 proxy_headers: bool, forwarded_allow_ips: str | None, log_config: dict[str, Any] | None,
-                on_started: Callable[[str, int], None] | None) -> None:
+                on_started: Callable[[str, int], None] | None, tls: _Tls) -> None:
     """`run_http` on nimblemcp's own engine: the same limits, drain and exit status."""
-    from nimblemcp.transports._engine_server import EngineConfig, run
     from nimblemcp.transports._uvicorn import head_limit
+    from nimblemcp.transports.h1.engine_server import EngineConfig, run
 
     _configure_logging(log_level, log_config)
     security = drain.app.security
@@ -310,6 +379,8 @@ def _run_engine(server: Server, drain: Any, sockets: list[Any], *, host: str, po
         root_path=root_path, proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
         head_timeout=security.head_timeout, max_head=head_limit(security),
         idle_timeout=security.idle_timeout, shutdown_timeout=shutdown_timeout, access_log=access_log,
+        ssl_certfile=tls.certfile, ssl_keyfile=tls.keyfile, ssl_keyfile_password=tls.password,
+        ssl_ca_certs=tls.ca_certs,
     )
 
     async def before_stop(signum: int) -> None:
@@ -319,15 +390,24 @@ def _run_engine(server: Server, drain: Any, sockets: list[Any], *, host: str, po
             await drain.drain()
         server.close_listeners()
 
-    # The guard's `handle` where the guard is what is served: the engine awaits what it
-    # calls, so the guard's own coroutine frame is not needed (uvicorn asks for one).
-    entry = drain.entry
     started = None if on_started is None else (lambda _address: on_started(*_bound(sockets)))
-    if not run(getattr(entry, "handle", entry), config, before_stop, started):
+    if not run(drain.entry, config, before_stop, started, _loop_factory()):
         import sys
 
         print(f"error: server {server.name!r} failed to start", file=sys.stderr)
         raise SystemExit(1)
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop's loop when it is installed (as uvicorn's `loop="auto"` picks), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        import asyncio
+
+        return asyncio.new_event_loop
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 def _configure_logging(level: str, config: dict[str, Any] | None) -> None:

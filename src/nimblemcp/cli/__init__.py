@@ -215,13 +215,13 @@ def _main(argv: list[str]) -> None:
         print(new_key())
 
 
-def endpoint_url(host: str, port: int, path: str) -> str:
+def endpoint_url(host: str, port: int, path: str, scheme: str = "http") -> str:
     """The URL a client uses for an endpoint bound to `host:port` at `path`."""
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"  # reachable from this machine; other machines use its address
     if ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{port}{path if path.startswith('/') else '/' + path}"
+    return f"{scheme}://{host}:{port}{path if path.startswith('/') else '/' + path}"
 
 
 if __name__ == "__main__":

@@ -50,9 +50,15 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                       "help": "also serve the deprecated 2024-11-05 HTTP+SSE transport (GET /sse, POST /messages/)"}),
     ("--verbose", {"action": FLAG, "default": None,
                    "help": "also print the settings served with (secrets masked) once listening"}),
-    ("--engine", {"choices": ("nimblemcp", "uvicorn"),
-                  "help": "HTTP server: nimblemcp's own (default; httptools, one write per "
-                          "response) or uvicorn"}),
+    ("--engine", {"choices": ("uvicorn", "nimblemcp"),
+                  "help": "HTTP server: uvicorn (default) or nimblemcp's own, faster engine "
+                          "(opt-in; httptools, one write per response)"}),
+    ("--ssl-certfile", {"metavar": "PEM", "help": "serve HTTPS with this certificate chain"}),
+    ("--ssl-keyfile", {"metavar": "PEM", "help": "its private key (if not in --ssl-certfile)"}),
+    ("--ssl-keyfile-password", {"metavar": "PASSWORD",
+                                "help": "the key's password (visible to other users here: prefer "
+                                        "NIMBLEMCP_SSL_KEYFILE_PASSWORD or the config file)"}),
+    ("--ssl-ca-certs", {"metavar": "PEM", "help": "require client certificates signed by these CAs"}),
 )
 
 

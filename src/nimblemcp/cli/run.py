@@ -65,7 +65,11 @@ class RunSettings:
     state_keys: tuple[str, ...] | None = None
     redis_url: str | None = None
     legacy_sse: bool = False
-    engine: str = "nimblemcp"
+    engine: str = "uvicorn"
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_keyfile_password: str | None = None
+    ssl_ca_certs: str | None = None
 
     # -- sources -----------------------------------------------------------------------
 
@@ -125,6 +129,8 @@ class RunSettings:
             raise SystemExit("nimblemcp: --workers must be at least 1")
         if self.workers > 1 and self.transport != "http":
             raise SystemExit("nimblemcp: --workers needs --transport http")
+        if self.ssl_certfile is None and (self.ssl_keyfile or self.ssl_keyfile_password or self.ssl_ca_certs):
+            raise SystemExit("nimblemcp: --ssl-keyfile, --ssl-keyfile-password and --ssl-ca-certs need --ssl-certfile")
         if self.legacy_sse and (self.transport != "http" or self.workers > 1):
             # Its sessions live in one process: the GET and the POSTs must meet there.
             raise SystemExit("nimblemcp: --legacy-sse needs --transport http and one worker")
@@ -138,6 +144,8 @@ class RunSettings:
         keys = data.pop("state_keys")
         data["state_keys"] = None if keys is None else f"<{len(keys)} key(s), first seals>"
         data["redis_url"] = None if self.redis_url is None else mask_url(self.redis_url)
+        if self.ssl_keyfile_password is not None:
+            data["ssl_keyfile_password"] = "***"
         for key in ("allowed_hosts", "allowed_origins"):
             if data[key] is not None:
                 data[key] = list(data[key])
@@ -261,11 +269,12 @@ def main(args: argparse.Namespace) -> None:
         # it; the settings with -v. Of several workers, the first one says it.
         if worker not in (None, "0"):
             return
+        scheme = "https" if settings.ssl_certfile else "http"
         _say(settings, f"serving {server.name!r} over Streamable HTTP at "
-                       f"{endpoint_url(settings.host, port, settings.path)}")
+                       f"{endpoint_url(settings.host, port, settings.path, scheme)}")
         if settings.legacy_sse:
             _say(settings, "and over the 2024-11-05 HTTP+SSE transport at "
-                           f"{endpoint_url(settings.host, port, '/sse')}")
+                           f"{endpoint_url(settings.host, port, '/sse', scheme)}")
         if args.verbose:
             _announce(settings)
 
@@ -290,6 +299,8 @@ def _serve_http(server: Server, settings: RunSettings, worker: str | None,
         legacy_sse=settings.legacy_sse,
         engine=settings.engine,
         on_started=started,
+        ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile,
+        ssl_keyfile_password=settings.ssl_keyfile_password, ssl_ca_certs=settings.ssl_ca_certs,
     )
 
 

@@ -9,13 +9,16 @@ auth middleware. Imports nothing of nimblemcp but the JSON codec.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
 
 from nimblemcp.jsonrpc import encode
 
 __all__ = [
-    "ACCEPT_VERDICTS", "ACCESS", "ANSWER", "HEAD_BYTES", "LOOP", "SUBJECT", "Receive", "Scope", "Send", "accepted", "accepts_json", "accepts_json_and_sse",
-    "accepts_sse", "endpoint_path", "respond", "respond_json",
+    "ACCEPT_VERDICTS", "ACCESS", "ENGINE", "SUBJECT", "EngineOffer", "Receive", "Scope", "Send", "accepted",
+    "accepts_json", "accepts_json_and_sse", "accepts_sse", "endpoint_path", "respond", "respond_json",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -27,18 +30,21 @@ Send = Callable[[Message], Awaitable[None]]
 # str). Namespaced: `scope["user"]` belongs to Starlette's AuthenticationMiddleware.
 SUBJECT: Final = "nimblemcp.subject"
 ACCESS: Final = "nimblemcp.access"  # the scope key of the verified AccessToken
-# Set by nimblemcp's engine to the very `send` it hands the app, whose owner then
-# offers `answer(status, json_body)`: the whole JSON response in one step. Used only
-# when the app's `send` is that object (nothing wraps the response); see `http.py`.
-ANSWER: Final = "nimblemcp.answer"
-# Set by nimblemcp's engine: an upper bound on the request head's bytes from its target
-# on (every header line included; the method may have come in an earlier read) when it
-# knows one, else None; a guard whose header-size limit is at least this need not add
-# the headers up.
-HEAD_BYTES: Final = "nimblemcp.head_bytes"
-# Set by nimblemcp's engine: the event loop the request runs on (its own), so the app
-# need not look it up (3.11's lookup is ~1.6k instructions per request, `nimblemcp._loop`).
-LOOP: Final = "nimblemcp.loop"
+# The key of `scope["extensions"]` under which nimblemcp's engine offers an
+# `EngineOffer` (`transports.h1.engine.EXTENSION`, the same string).
+ENGINE: Final = "nimblemcp.engine"
+
+
+class EngineOffer(Protocol):
+    """What nimblemcp's engine offers the app beyond ASGI (`transports.h1.engine.EngineExtension`)."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the request runs on (3.11's lookup is ~1.6k instructions, `nimblemcp._loop`)."""
+
+    def answer(self, send: Send, status: int, body: bytes) -> bool:
+        """A whole JSON response in one step when `send` is the engine's own (nothing
+        wraps it): True; else False, and nothing was sent."""
 
 JSON: Final = (b"content-type", b"application/json")
 _TEXT: Final = (b"content-type", b"text/plain; charset=utf-8")

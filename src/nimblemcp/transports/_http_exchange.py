@@ -212,32 +212,31 @@ class Watchlist:
     request costs a list append instead of arming and cancelling its own timer.
     Likewise it keeps the body read deadlines of one event loop's requests."""
 
-    __slots__ = ("body_sweeps", "body_timer", "entries", "loop", "reading", "sweeps", "timer")
+    __slots__ = ("body_timeout", "body_timer", "entries", "loop", "reading", "timer")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.entries: deque[list[Any]] = deque()  # [due, Exchange | None], in due order
         self.timer: asyncio.TimerHandle | None = None
-        # The tasks reading a request body, each with the sweep count it began in;
+        # The tasks reading a request body, each with the loop time it began at;
         # `sweep_bodies` (once per BODY_SWEEP seconds while any read is under way)
-        # cancels those older than the deadline and marks them -1. Counting sweeps
-        # instead of reading the clock keeps the per-request cost at a dict set and pop.
-        self.reading: dict[asyncio.Task[Any], int] = {}
-        self.sweeps = 0
+        # cancels those older than the deadline and marks them -1. The deadline is
+        # read off the clock, not counted in sweeps: a sweep runs late on a busy loop,
+        # and 30 late sweeps made a 30 s deadline 41 s (issue 31).
+        self.reading: dict[asyncio.Task[Any], float] = {}
         self.body_timer: asyncio.TimerHandle | None = None
-        self.body_sweeps = 30  # sweeps a body may take; the app sets it from its deadline
+        self.body_timeout = 30.0  # seconds a body may take; the app sets it from its own
 
     def arm_body_sweep(self) -> None:
         self.body_timer = self.loop.call_later(BODY_SWEEP, self.sweep_bodies)
 
     def sweep_bodies(self) -> None:
-        self.sweeps = now = self.sweeps + 1
-        reading, limit = self.reading, self.body_sweeps
+        reading, limit, now = self.reading, self.body_timeout, self.loop.time()
         for task, began in list(reading.items()):
             if task.done():
                 del reading[task]
-            elif began >= 0 and now - began > limit:  # a whole `limit` sweeps have passed
-                reading[task] = -1
+            elif began >= 0 and now - began >= limit:
+                reading[task] = -1.0
                 task.cancel()
         self.body_timer = None
         if reading:

@@ -10,9 +10,10 @@ handler emits a request-scoped notification first, or is still running after
 more (HTTP-10). Origin/Host checks, size limits and CORS are the middleware in
 `http_security`, not options here. Requests the legacy (2025-11-25) leg must serve
 are handed to the `legacy` hook when one is plugged in. Talks to the server through
-the port (`nimblemcp._port.Core`) only; `nimblemcp.serving` runs it on nimblemcp's
-engine or under uvicorn. On the engine, a plain JSON answer goes out through the engine's
-one-step `answer` when the `send` handed here is the engine's own (`_asgi.ANSWER`).
+the port (`nimblemcp._port.Core`) only; `nimblemcp.serving` runs it under uvicorn or on
+nimblemcp's engine. On the engine, a plain JSON answer goes out through the engine's
+one-step `answer` (its `scope["extensions"]` entry, `_asgi.ENGINE`) when the `send`
+handed here is the engine's own.
 
 Must not import uvicorn, the server, nor any client code.
 """
@@ -23,7 +24,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import math
 import sys
 import types
 from collections.abc import Callable, Generator, Mapping
@@ -49,10 +49,10 @@ from nimblemcp.jsonrpc import (
 )
 from nimblemcp.transports._asgi import (
     ACCEPT_VERDICTS,
-    ANSWER,
+    ENGINE,
     JSON,
-    LOOP,
     SUBJECT,
+    EngineOffer,
     Receive,
     Scope,
     Send,
@@ -61,7 +61,7 @@ from nimblemcp.transports._asgi import (
     respond,
     respond_json,
 )
-from nimblemcp.transports._http_exchange import BODY_SWEEP, WATCH_DELAY, Exchange, Watchlist
+from nimblemcp.transports._http_exchange import WATCH_DELAY, Exchange, Watchlist
 from nimblemcp.transports._http_headers import (
     ENCODED,
     NAME_TEXT,
@@ -189,8 +189,8 @@ class McpHttpApp:
                 del self.watchlists[old]
             watchlist = self.watchlists[loop] = Watchlist(loop)
             self.core.note_serving()  # the first request on this loop (see `Core`)
-            if self.body_timeout is not None:  # whole sweeps, rounded up; at least one
-                watchlist.body_sweeps = max(1, math.ceil(self.body_timeout / BODY_SWEEP))
+            if self.body_timeout is not None:
+                watchlist.body_timeout = self.body_timeout
         return watchlist
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -263,16 +263,18 @@ class McpHttpApp:
         if not acceptable:
             await respond(send, 406, b"Accept must list application/json and text/event-stream")
             return
-        # Once, and handed on: the engine names its loop in the scope; elsewhere it is
-        # looked up without a syscall (see `_loop`).
-        loop: asyncio.AbstractEventLoop = scope.get(LOOP) or running_loop()
+        # Once, and handed on: nimblemcp's engine names its loop in its extension;
+        # elsewhere it is looked up without a syscall (see `_loop`).
+        extensions = scope.get("extensions")
+        engine: EngineOffer | None = extensions.get(ENGINE) if extensions else None
+        loop: asyncio.AbstractEventLoop = engine.loop if engine is not None else running_loop()
         task: asyncio.Task[Any] = _current_task(loop) if _TASKS is None else _TASKS[loop]
         watchlist = self._last
         if watchlist is None or watchlist.loop is not loop:
             watchlist = self._last = self._watchlist(loop)
         reading = watchlist.reading
         if self.body_timeout is not None:
-            reading[task] = watchlist.sweeps
+            reading[task] = loop.time()
             if watchlist.body_timer is None:
                 watchlist.arm_body_sweep()
         # Outside the last resort below: what `receive` raises (a guard's signal, a
@@ -416,8 +418,7 @@ class McpHttpApp:
                 except TypeError:
                     body = encode_reply(response)
                 status = 200 if "result" in response else _STATUS.get(response["error"]["code"], 200)
-                if scope.get(ANSWER) is send:  # our engine, nothing wrapping `send`: one step
-                    send.__self__.answer(status, body)  # type: ignore[attr-defined]
+                if engine is not None and engine.answer(send, status, body):  # one step
                     return
                 # Answer on the loop's next pass, not in the middle of this one: under
                 # load the answers to one batch of requests then leave together, and the

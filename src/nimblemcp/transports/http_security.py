@@ -10,7 +10,7 @@ Must not import the server, the dispatcher or uvicorn.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from marshal import dumps as _dumps
 from typing import TYPE_CHECKING, Any, Final
@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from nimblemcp.errors import error_from_wire
 from nimblemcp.jsonrpc import encode, error_response
-from nimblemcp.transports._asgi import HEAD_BYTES, respond
+from nimblemcp.transports._asgi import respond
 from nimblemcp.transports._drain import DRAIN
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ _FORBIDDEN_HOST = _error_body(
     " NIMBLEMCP_ALLOWED_HOSTS; behind a proxy, the name it sends, e.g. the upstream name)")
 _TOO_LARGE = _error_body(-32600, "Request body too large")
 _TWO_HOSTS = _error_body(-32600, "Bad Request: more than one Host header")
+_NO_HOST = _error_body(-32600, "Bad Request: an HTTP/1.1 request must have a Host header")
 _BAD_LENGTH = _error_body(-32600, "Invalid Content-Length")
 _TOO_MANY_HEADERS = _error_body(-32600, "Request header fields too large")
 _PREFLIGHT_HEADERS = (
@@ -195,15 +196,11 @@ class SecurityMiddleware:
     # -- the middleware ------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.handle(scope, receive, send)
-
-    def handle(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        """The checks, then the awaitable that answers: the wrapped app's (a rejection's
-        when refused). Also an ASGI 3 callable itself, for a server that awaits what
-        it calls without asking whether it is a coroutine function (nimblemcp's engine
-        serves this: one coroutine frame less per request than `__call__`)."""
+        """The checks, then the wrapped app (or a rejection). They read only the scope:
+        whichever server runs the app, the same request gets the same verdict."""
         if scope["type"] != "http":
-            return self.app(scope, receive, send)  # type: ignore[no-any-return]
+            await self.app(scope, receive, send)
+            return
         raw_headers = scope["headers"]
         # The common request names no header twice: one C-level dict build, lookups
         # and sums instead of a Python loop. A repeated name takes the full scan. The
@@ -214,22 +211,21 @@ class SecurityMiddleware:
             found = None
         if found is not None and len(found) == len(raw_headers):
             if len(found) > self.max_headers:
-                return _reject(send, 431, _TOO_MANY_HEADERS)
-            # nimblemcp's engine may know a bound on the whole head: within the limit,
-            # the headers need no adding up. Elsewhere (uvicorn...) they are first bounded
-            # in one C call, and added up only past the limit: marshal writes each byte
-            # string as its bytes and 5 more (version 0: no back-references), a dict with
-            # 2 more, so its output is never shorter than the names and values together
-            # (~4.6k instructions for seven headers, against ~6.6k for a `len` of each).
-            # ASGI names and values are byte strings; one marshal cannot write counts as over.
-            bound = scope.get(HEAD_BYTES)
-            if bound is None or bound > self.max_header_bytes:
-                try:
-                    over = len(_dumps(found, 0)) > self.max_header_bytes
-                except ValueError:
-                    over = True
-                if over and sum(map(len, found)) + sum(map(len, found.values())) > self.max_header_bytes:
-                    return _reject(send, 431, _TOO_MANY_HEADERS)
+                await _reject(send, 431, _TOO_MANY_HEADERS)
+                return
+            # The headers are first bounded in one C call, and added up only past the
+            # limit: marshal writes each byte string as its bytes and 5 more (version 0:
+            # no back-references), a dict with 2 more, so its output is never shorter
+            # than the names and values together (~4.6k instructions for seven headers,
+            # against ~6.6k for a `len` of each). ASGI names and values are byte
+            # strings; one marshal cannot write counts as over.
+            try:
+                over = len(_dumps(found, 0)) > self.max_header_bytes
+            except ValueError:
+                over = True
+            if over and sum(map(len, found)) + sum(map(len, found.values())) > self.max_header_bytes:
+                await _reject(send, 431, _TOO_MANY_HEADERS)
+                return
             # No `.get` calls: a subscript for a header a POST has (Host, Content-Length),
             # an `in` test for Origin (most clients send none). Both are one look-up, and
             # no method call (~0.3k each on 3.11); an `in` test before a subscript would
@@ -241,6 +237,9 @@ class SecurityMiddleware:
             except KeyError:
                 host = found.get(b"host")
                 length = found.get(b"content-length")
+                if host is None and scope.get("http_version") == "1.1":
+                    await _reject(send, 400, _NO_HOST)  # RFC 9112 §3.2
+                    return
         else:
             found = origin = host = length = listen = None
             size = 0
@@ -251,26 +250,35 @@ class SecurityMiddleware:
                         listen = value
                 elif key == b"origin":
                     if origin is not None and origin != value:
-                        return _reject(send, 403, _FORBIDDEN_ORIGIN)
+                        await _reject(send, 403, _FORBIDDEN_ORIGIN)
+                        return
                     origin = value
                 elif key == b"host":
                     if host is not None:  # RFC 9112 §3.2: more than one Host is a 400
-                        return _reject(send, 400, _TWO_HOSTS)
+                        await _reject(send, 400, _TWO_HOSTS)
+                        return
                     host = value
                 elif key == b"content-length":
                     length = value
             if len(raw_headers) > self.max_headers or size > self.max_header_bytes:
-                return _reject(send, 431, _TOO_MANY_HEADERS)
+                await _reject(send, 431, _TOO_MANY_HEADERS)
+                return
+            if host is None and scope.get("http_version") == "1.1":
+                await _reject(send, 400, _NO_HOST)  # RFC 9112 §3.2
+                return
         # A value allowed before is in `passed_hosts` / `passed_origins`: one `in` test (a verdict cache miss, or
         # a value refused before, asks `host_ok` / `origin_ok`).
         if host is not None and host not in self.passed_hosts and not self.host_ok(host):
-            return _reject(send, 403, _FORBIDDEN_HOST)  # DNS rebinding (HTTP-02)
+            await _reject(send, 403, _FORBIDDEN_HOST)  # DNS rebinding (HTTP-02)
+            return
         if origin is not None:
             if origin not in self.passed_origins and not self.origin_ok(origin):
-                return _reject(send, 403, _FORBIDDEN_ORIGIN)  # present and invalid (HTTP-02)
+                await _reject(send, 403, _FORBIDDEN_ORIGIN)  # present and invalid (HTTP-02)
+                return
             if self.cors:
                 if scope["method"] == "OPTIONS":
-                    return self._preflight(scope, origin, send)
+                    await self._preflight(scope, origin, send)
+                    return
                 send = self._with_cors(send, origin)
         limit = self.max_body
         if limit is not None:
@@ -282,15 +290,19 @@ class SecurityMiddleware:
                     except ValueError:
                         declared = -1
                     if declared < 0:
-                        return _reject(send, 400, _BAD_LENGTH)
+                        await _reject(send, 400, _BAD_LENGTH)
+                        return
                     if declared > limit:
-                        return _reject(send, 413, _TOO_LARGE)
+                        await _reject(send, 413, _TOO_LARGE)
+                        return
                 # The HTTP server never delivers more than Content-Length bytes.
             elif scope["method"] in ("POST", "PUT", "PATCH"):
                 if self.drain is not None and scope["method"] == "POST" and (
                         found.get(_MCP_METHOD) if found is not None else listen) == _LISTEN:
-                    return self._listen(scope, receive, send, found, limit)
-                return self._limited(scope, receive, send, limit)
+                    await self._listen(scope, receive, send, found, limit)
+                    return
+                await self._limited(scope, receive, send, limit)
+                return
         drain = self.drain
         if drain is not None:
             kind = scope["method"]
@@ -301,12 +313,14 @@ class SecurityMiddleware:
                     except KeyError:
                         listen = None
                 if listen == _LISTEN:
-                    return self._listen(scope, receive, send, found, None)
+                    await self._listen(scope, receive, send, found, None)
+                    return
             elif kind == "GET":
                 scope[DRAIN] = drain
         if found is not None and self.hands_headers:
-            return self.app(scope, receive, send, found)  # type: ignore[no-any-return]
-        return self.app(scope, receive, send)  # type: ignore[no-any-return]
+            await self.app(scope, receive, send, found)
+            return
+        await self.app(scope, receive, send)
 
     async def _listen(self, scope: Scope, receive: Receive, send: Send, found: dict[bytes, bytes] | None,
                       limit: int | None) -> None:

@@ -1,40 +1,48 @@
-"""The HTTP/1.1 connection of nimblemcp's own serving engine (issue 18).
+"""The HTTP/1.1 connection of nimblemcp's own serving engine (issue 18; opt-in, issue 31).
 
 One `Connection` per TCP connection: it parses requests with `httptools`, runs each
 through the ASGI app as a `_Cycle`, and writes the answer. What it does that a general
 server does not: a response whose start and final body arrive together leaves in ONE
 `transport.write` (under uvicorn that is two, which cost more than all of our request
-handling); timers cost nothing per request (one sweep per engine, `_engine_server`,
+handling); timers cost nothing per request (one sweep per engine, `engine_server`,
 checks every connection's deadline against a coarse clock); the common response head
 (a known content type and a content-length) is joined from ready lines, and the HTTP
 version of a request that began a read is read off its request line (the parser's
 getter formats a string per call).
 
-Behaviour, as `nimblemcp run` had it under uvicorn:
+Behaviour, as `nimblemcp run` has it under uvicorn (tests/test_http1_blackbox.py runs
+the same cases against both):
 - keep-alive (HTTP/1.1 default, `connection: close` and HTTP/1.0 honoured), an idle
   keep-alive timeout, and a deadline and a size cap on each request head: past either
   the connection is closed without an answer (the peer may not speak HTTP at all). A
   head's deadline starts with its target (the method and spaces before it are still
   under the idle timeout: no callback per request marks a method's first byte); the
-  size cap counts whatever is read between requests;
+  size cap counts the reads (in slices of `_SLICE` bytes) that a head spans;
 - pipelined requests are answered in order, one at a time (reading pauses while any
-  wait; more than `_MAX_PIPELINE` queued closes the connection);
+  wait); past `MAX_PIPELINE` queued, the rest of the input is not answered: those queued
+  are, the last with `connection: close`, then our side ends (FIN) and what still comes
+  is read and dropped until the client closes (`_shut`: a close is not a reset);
+- flow control: once the transport's write buffer is above its high-water mark, a
+  streamed `send` waits for it to drain, and a finished response (the one-step answer
+  included) holds back the next pipelined request and further reading until it has
+  drained: a client that never reads stalls, the server's memory stays flat;
+- a response body longer than its `content-length` is an error (`RuntimeError` in the
+  app's `send`: a 500 if nothing was written yet, else the connection is closed); one
+  that ends shorter closes the connection;
 - streamed responses (no content-length, `more_body`) use chunked transfer encoding;
-  write back-pressure pauses the app's `send`;
 - `Expect: 100-continue` is answered when the app first asks for the body;
+- a client that half-closes (shuts its write side) after a complete request still gets
+  the answers to what it sent; then the connection closes;
 - a malformed request gets `400` and the connection closes, after any earlier
   pipelined request has been answered; an app that fails before answering gets `500`;
 - a response that ends before its request body was read (413) says `connection: close`;
   the rest of the body is read and dropped (for at most the head deadline), then the
   connection closes, so the client reads the answer instead of a reset;
-- X-Forwarded-For/Proto are applied only from trusted peers (`_engine_proxy`).
+- X-Forwarded-For/Proto are applied only from trusted peers (`proxies`).
 
-Three scope keys of its own (`_asgi` names them for the app): `ANSWER`, the very `send`
-handed to the app, whose `_Cycle.answer` sends a whole JSON response in one step (an app
-may use it only when its `send` is that object: nothing wraps the response); and
-`HEAD_BYTES`, a bound on the request head's bytes when one is known, so a guard need not
-add the headers up; and `LOOP`, the event loop the app runs on (a key of the connection's
-scope, copied per request at no cost).
+What it offers the app beyond ASGI is one entry of `scope["extensions"]`, `EXTENSION`
+(an `EngineExtension`): the event loop, and `answer(send, status, body)`, a whole JSON
+response in one step when `send` is the engine's own (nothing wraps the response).
 
 Imports `httptools` and the stdlib only; never the server (the app is any ASGI app).
 """
@@ -52,18 +60,18 @@ from urllib.parse import unquote
 
 import httptools
 
-from nimblemcp.transports._read_size import small_reads
-
 if TYPE_CHECKING:
-    from nimblemcp.transports._engine_server import Engine
+    from nimblemcp.transports.h1.engine_server import Engine
 
-__all__ = ["ANSWER", "HEAD_BYTES", "LOOP", "Connection"]
+__all__ = ["EXTENSION", "MAX_PIPELINE", "Connection", "EngineExtension"]
 
 logger = logging.getLogger("nimblemcp.http")
 
 _STATUS_LINES = {int(s): b"HTTP/1.1 %d %s\r\n" % (s, s.phrase.encode("ascii")) for s in HTTPStatus}
 _NO_BODY_STATUS = frozenset({204, 304})
-_MAX_PIPELINE = 100  # queued requests on one connection before it is closed
+MAX_PIPELINE = 100  # pipelined requests queued on one connection; the input past them is not answered
+_READ_SIZE = 64 * 1024  # asyncio's socket reads, as `transports._read_size` sets them (no mmap per read)
+_SLICE = 8 * 1024  # a read that begins in a head is parsed in slices this big (see `data_received`)
 _BODY_HIGH_WATER = 256 * 1024  # request body bytes buffered before reading pauses
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _CHUNK_END = b"0\r\n\r\n"
@@ -81,16 +89,9 @@ _KNOWN_TYPES = {
     (b"content-type", b"application/json"): b"content-type: application/json\r\n",
     (b"content-type", b"text/event-stream"): b"content-type: text/event-stream\r\n",
 }
-# The scope key under which the engine offers `_Cycle.answer` (`_asgi.ANSWER`, the same
-# string: this module imports no nimblemcp code).
-ANSWER = "nimblemcp.answer"
-# The scope key of an upper bound on the bytes of the request head (`_asgi.HEAD_BYTES`):
-# set when the request's target began a read and its head ended in that read (the
-# read's length bounds the head from its target on, every header line included; at
-# most the method and the spaces after it came in an earlier read), None otherwise
-# (pipelined, or a head split across reads).
-HEAD_BYTES = "nimblemcp.head_bytes"
-LOOP = "nimblemcp.loop"  # the engine's event loop (`_asgi.LOOP`)
+# The key of `scope["extensions"]` under which the engine offers its `EngineExtension`
+# (`_asgi.ENGINE`, the same string: this module imports no nimblemcp code).
+EXTENSION = "nimblemcp.engine"
 _JSON = (b"content-type", b"application/json")
 _JSON_LINE = _KNOWN_TYPES[_JSON]
 _MAX_PATHS = 256  # plain request targets remembered per engine with their decoded path,
@@ -133,6 +134,7 @@ class _Cycle:
         "headers",
         "keep_alive",
         "more_body",
+        "remaining",
         "request_done",
         "response_complete",
         "response_started",
@@ -144,7 +146,8 @@ class _Cycle:
     )
     # Made by `Connection.on_headers_complete` with `object.__new__` and every field
     # below set there, in this order (no `__init__` frame per request), except `headers`
-    # (set with the response's start) and `task` (set by `Engine.start`/`start_now`).
+    # (set with the response's start), `remaining` (with its head) and `task` (set by
+    # `Engine.start`).
     conn: Connection
     scope: dict[str, Any]
     keep_alive: bool
@@ -161,9 +164,8 @@ class _Cycle:
     status: int  # 200 until the app says
     waiter: asyncio.Future[None] | None
     headers: list[tuple[bytes, bytes]]  # the response's, from `http.response.start`
-    # None while a first step that runs where the task is made (eager) has it not yet,
-    # else the task.
-    task: asyncio.Task[None] | None
+    remaining: int  # body bytes its content-length still allows; -1: no length (chunked, or to the close)
+    task: asyncio.Task[None] | None  # None: started by a task factory that ran it to the end
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -192,6 +194,8 @@ class _Cycle:
                 elif conn.reading_paused:
                     conn.update_reading()
                 return {"type": "http.request", "body": body, "more_body": self.more_body}
+            if conn.eof:  # the client sends nothing more: gone, as far as anyone can tell
+                return {"type": "http.disconnect"}
             self.waiter = conn.engine.loop.create_future()
             await self.waiter
 
@@ -219,14 +223,21 @@ class _Cycle:
         transport = conn.transport
         if not self.written:
             head = self._head(body, more)  # may refuse the app's headers: then a 500 goes out
-            self.written = True
             if self.head_only or self.status in _NO_BODY_STATUS:
+                self.written = True
                 transport.write(head)
             elif self.chunked:
+                self.written = True
                 transport.write(head + b"%x\r\n%s\r\n" % (len(body), body) if body else head)
                 if not more:
                     transport.write(_CHUNK_END)
             else:
+                remaining = self.remaining
+                if remaining >= 0:  # a body past its content-length: a 500 instead
+                    if len(body) > remaining:
+                        raise RuntimeError("ASGI response body longer than its content-length")
+                    self.remaining = remaining - len(body)
+                self.written = True
                 transport.write(head + body)
         elif not (self.head_only or self.status in _NO_BODY_STATUS):
             if self.chunked:
@@ -235,46 +246,29 @@ class _Cycle:
                 elif not more:
                     transport.write(_CHUNK_END)
             elif body:
+                remaining = self.remaining
+                if remaining >= 0:
+                    if len(body) > remaining:  # the head is out: the connection closes
+                        raise RuntimeError("ASGI response body longer than its content-length")
+                    self.remaining = remaining - len(body)
                 transport.write(body)
         if more:
             if conn.write_paused:
                 await conn.drained()
             return
+        if self.remaining > 0 and not (self.head_only or self.status in _NO_BODY_STATUS):
+            # Shorter than its content-length: the client would take the next response's
+            # bytes for the rest of this one. The connection ends with it.
+            logger.error("ASGI response ended %d bytes short of its content-length: connection closed",
+                         self.remaining)
+            self.keep_alive = False
         self.response_complete = True
         if self.waiter is not None:
             self.wake()
         conn.response_done(self)
 
-    def answer(self, status: int, body: bytes) -> None:
-        """The whole response at once: `status` and a JSON `body` with its length, as
-        `http.response.start` (content-type `application/json`, `content-length`) and
-        one final `http.response.body` would send it. It leaves on the loop's next pass
-        with every other answer of this pass (`Engine.flush_answers`), written as
-        `send` would write it then; given in a request's eager first step (3.12+,
-        `Engine.start_now`), it is written as that step ends. Offered to the app under `ANSWER` in the scope: an
-        app may call it only when the `send` it was handed is that very object (no
-        middleware wraps the response)."""
-        if self.response_started:
-            raise RuntimeError("response already started")
-        self.response_started = True
-        self.response_complete = True  # the app is done: the rest is the engine's
-        self.status = status
-        # Written on the loop's next pass with the other answers of this pass
-        # (`Engine.flush_answers`): under load the answers to one batch of requests then
-        # leave together, and the clients' next requests all make the next poll instead
-        # of trailing a whole batch behind it (what the app's one-pass wait before
-        # `send` is for).
-        engine = self.conn.engine
-        if engine.at_once:  # in an eager first step (3.12+): written when it ends (`start_now`)
-            engine.held = (self, body)
-            return
-        answers = engine.answers
-        if not answers:
-            engine.loop.call_soon(engine.flush_answers)
-        answers.append((self, body))
-
     def deliver(self, body: bytes) -> None:
-        """Write what `answer` was given (see there): the final-body step of `send`."""
+        """Write what the one-step answer was given (`_answer`): the final-body step of `send`."""
         conn = self.conn
         if self.disconnected or conn.closed:
             conn.transport.close()  # the client is gone (or half-closed mid-body)
@@ -314,8 +308,10 @@ class _Cycle:
             if (line is not None and status_line is not None and type(length_header) is tuple
                     and length_header[0] == b"content-length" and length_header[1].isdigit()
                     and self.scope["http_version"] != "1.0"):
+                self.remaining = int(length_header[1])
                 return b"".join((status_line, self.conn.engine.date_header, line, b"content-length: ",
                                  length_header[1], b"\r\n\r\n"))
+        self.remaining = -1
         length = False
         close = False
         app_lines = 0  # header lines of the app's, written as they came
@@ -324,7 +320,12 @@ class _Cycle:
         for name, value in headers:
             low = name.lower()
             if low == b"content-length":
+                digits = value.strip()
+                declared = int(digits) if digits.isdigit() else -1
+                if declared < 0 or (length and declared != self.remaining):
+                    raise RuntimeError("invalid content-length in response")
                 length = True
+                self.remaining = declared
             elif low == b"transfer-encoding":
                 if value.lower() != b"chunked":
                     raise RuntimeError("unsupported transfer-encoding in response")
@@ -345,6 +346,7 @@ class _Cycle:
                 parts.append(b"transfer-encoding: chunked\r\n")
             elif not self.head_only:
                 parts.append(b"content-length: %d\r\n" % len(body))
+                self.remaining = len(body)
         elif length:
             self.chunked = False
         if self.keep_alive and self.more_body:  # the app answered before the body was read
@@ -361,6 +363,57 @@ class _Cycle:
         if head.count(b"\n") != lines or head.count(b"\r") != lines:
             raise RuntimeError("invalid response header: CR or LF in a name or value")
         return head
+
+
+_CYCLE_SEND = _Cycle.send
+
+
+def _answer(send: Callable[..., Any], status: int, body: bytes) -> bool:
+    """`EngineExtension.answer`: the whole response at once, `status` and a JSON `body`
+    with its length, as `http.response.start` (content-type `application/json`,
+    `content-length`) and one final `http.response.body` would send it, when `send` is
+    the engine's own (a bound `_Cycle.send`). It leaves on the loop's next pass with every
+    other answer of this pass (`Engine.flush_answers`), written as `send` would write it
+    then (`_Cycle.deliver`)."""
+    if getattr(send, "__func__", None) is not _CYCLE_SEND:
+        return False
+    cycle: _Cycle = send.__self__  # type: ignore[attr-defined]
+    if cycle.response_started:
+        raise RuntimeError("response already started")
+    cycle.response_started = True
+    cycle.response_complete = True  # the app is done: the rest is the engine's
+    cycle.status = status
+    # Written on the loop's next pass with the other answers of this pass: under load the
+    # answers to one batch of requests then leave together, and the clients' next
+    # requests all make the next poll instead of trailing a whole batch behind it (what
+    # the app's one-pass wait before `send` is for).
+    engine = cycle.conn.engine
+    answers = engine.answers
+    if not answers:
+        engine.loop.call_soon(engine.flush_answers)
+    answers.append((cycle, body))
+    return True
+
+
+class EngineExtension:
+    """What the engine offers an app beyond ASGI: `scope["extensions"][EXTENSION]`, one
+    object per engine.
+
+    `loop` is the event loop the request runs on (an app need not look it up).
+    `answer(send, status, body)` sends a whole JSON response (`status`, content-type
+    `application/json`, `body` with its content-length) in one step, without awaiting,
+    when `send` is the very callable the engine handed the app for this request (no
+    middleware wraps the response) and returns True; with any other `send` it does
+    nothing and returns False (send the response as usual then). The answer is written
+    on the loop's next pass, together with the other answers of this pass."""
+
+    __slots__ = ("answer", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        # A plain function in a slot: called as `extension.answer(...)` with no method
+        # binding, in one frame, as the one-step answer took before issue 31.
+        self.answer: Callable[[Callable[..., Any], int, bytes], bool] = _answer
 
 
 class Connection(asyncio.Protocol):
@@ -387,11 +440,11 @@ class Connection(asyncio.Protocol):
         # line's end is the read's first line (`chunk`). Cleared by `on_url`.
         self.between = True
         self.chunk: bytes | None = None
-        self.cycle: _Cycle | None = None  # the request being answered
-        # To start at the end of this read (`Engine.start_now`). No attribute more: past
+        # The request being answered; one whose response is complete stays here while
+        # the write buffer drains (see `response_done`). No attribute more than 29: past
         # 30 an instance's attributes lose CPython's shared-key layout, and every
         # attribute access on the connection costs more (+1.8k per request, 3.11).
-        self.starting: _Cycle | None = None
+        self.cycle: _Cycle | None = None
         self.parsing: _Cycle | None = None  # the request whose body is being read
         self.queue: deque[_Cycle] = deque()
         self.in_head = True
@@ -404,12 +457,15 @@ class Connection(asyncio.Protocol):
         self.drain_waiter: asyncio.Future[None] | None = None
         self.stopping = False
         self.lingering = False  # reading a body that was answered already, to close after it
+        self.eof = False  # the client shut its write side (`eof_received`)
 
     # -- asyncio.Protocol ------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        small_reads(transport)  # on asyncio's own loop: no mmap per request read (uvloop: no-op)
+        size = getattr(transport, "max_size", None)  # asyncio's Unix socket transport: 256 KiB reads
+        if isinstance(size, int) and size > _READ_SIZE:  # (uvloop's and TLS transports have none)
+            transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
         self.context = contextvars.copy_context()  # what each request's task starts from
         engine = self.engine
         engine.connections.add(self)
@@ -429,7 +485,7 @@ class Connection(asyncio.Protocol):
             "type": "http", "asgi": _ASGI, "http_version": "1.1", "server": self.server,
             "client": self.client, "scheme": self.scheme, "method": "GET", "root_path": engine.root_path,
             "path": "/", "raw_path": b"/", "query_string": b"", "headers": [], "state": {},
-            HEAD_BYTES: None, ANSWER: None, LOOP: engine.loop,
+            "extensions": None,
         }
         self.deadline = engine.now + engine.head_timeout
 
@@ -447,6 +503,20 @@ class Connection(asyncio.Protocol):
         if self.bad:
             return
         if self.in_head or self.parsing is None:  # a head, or between requests
+            if len(data) > _SLICE:
+                # The head cap counts whole reads (one slice here) from a head's first
+                # one on, so that a burst of pipelined requests in one big read is not
+                # taken for one oversized head: a head is then counted to within one
+                # slice. What follows a head is a body, which may take the rest whole.
+                start, end = 0, len(data)
+                while start < end and (self.in_head or self.parsing is None):
+                    self.data_received(data[start:start + _SLICE])
+                    if self.bad or self.transport.is_closing():
+                        return
+                    start += _SLICE
+                if start < end:
+                    self.data_received(data[start:])
+                return
             self.head_bytes += len(data)
         self.chunk = data if self.between else None
         try:
@@ -461,13 +531,21 @@ class Connection(asyncio.Protocol):
                 self.transport.close()  # a head (or what precedes one) past the size cap: cut off, unanswered
             elif self.queue or (self.parsing is not None and len(self.parsing.body) > _BODY_HIGH_WATER):
                 self.update_reading()
-        # A request that began in this read starts now (3.12+, see `on_headers_complete`),
-        # once the read is parsed: with the state its task's first step would have found
-        # on the loop's next pass.
-        cycle = self.starting
-        if cycle is not None:
-            self.starting = None
-            self.engine.start_now(self, cycle)
+
+    def eof_received(self) -> bool:
+        """The client shut its write side (a half-close, or the first half of a close:
+        TCP cannot tell them apart). Answers still go out, and the connection closes
+        after the last; an app that asks for more of a request read whole hears
+        `http.disconnect` (for the MCP endpoint: a tool still running is cancelled, as
+        the spec asks of a client that goes away)."""
+        last = self.queue[-1] if self.queue else self.cycle
+        if last is None or self.parsing is not None or self.lingering or self.scheme == "https":
+            return False  # nothing to answer, a request that can no longer end, or TLS: close
+        self.eof = True
+        last.keep_alive = False  # the connection closes after its response
+        if self.cycle is not None:
+            self.cycle.wake()
+        return True  # keep the write side open until then
 
     def _upgrade(self) -> None:
         # An Upgrade we do not do (h2c, websocket): answer the request as plain
@@ -490,6 +568,9 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.write_paused = False
         self._wake_drain()
+        cycle = self.cycle
+        if cycle is not None and cycle.response_complete and cycle.written:
+            self.response_done(cycle)  # held there until now (the client reads again)
 
     def _wake_drain(self) -> None:
         waiter = self.drain_waiter
@@ -536,6 +617,13 @@ class Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         if self.bad:  # after a close decided within this same read
             return
+        if self.cycle is not None and len(self.queue) >= MAX_PIPELINE:
+            # Pipelined past the cap: those queued are answered, the last of them closes
+            # the connection, and nothing more is read (this request is not answered).
+            self.bad = True
+            self.queue[-1].keep_alive = False
+            self.update_reading()
+            return
         self.in_head = False
         self.head_bytes = 0
         self.deadline = 0.0
@@ -569,9 +657,6 @@ class Connection(asyncio.Protocol):
         scope = self.base_scope.copy()
         if chunk is not None:
             self.chunk = None
-            # This head's target began in this read and the head ended in it: the read
-            # bounds its size (every header line is in it).
-            scope[HEAD_BYTES] = len(chunk)
             end = chunk.find(b"\r\n")
             version = _VERSIONS.get(chunk[end - 9:end]) if end >= 9 else None
         if version is None:
@@ -588,6 +673,7 @@ class Connection(asyncio.Protocol):
         scope["query_string"] = query
         scope["headers"] = headers
         scope["state"] = engine.state.copy()
+        scope["extensions"] = {EXTENSION: engine.extension}
         if self.forwarded:  # only ever set on a trusted connection
             self.forwarded = False
             scope["scheme"], scope["client"] = engine.proxies.apply(  # type: ignore[union-attr]
@@ -612,17 +698,13 @@ class Connection(asyncio.Protocol):
         self.parsing = cycle
         if self.cycle is None:
             self.cycle = cycle
-            if engine.eager:  # at the end of this read, its body parsed (`data_received`)
-                self.starting = cycle
-            elif engine.plain_tasks:  # `engine.start`'s first branch, without the call
+            if engine.plain_tasks:  # `engine.start`'s first branch, without the call
                 cycle.task = task = _Task(engine._run(self, cycle), loop=engine.loop, name="nimblemcp-request")
                 engine.tasks.add(task)
             else:
                 engine.start(self, cycle)
         else:
             self.queue.append(cycle)
-            if len(self.queue) > _MAX_PIPELINE:
-                self.transport.close()
 
     def on_body(self, body: bytes) -> None:
         cycle = self.parsing
@@ -659,7 +741,16 @@ class Connection(asyncio.Protocol):
                 self.cycle = None
                 self.deadline = self.engine.now + self.engine.head_timeout
                 return
-            self.transport.close()
+            if self.bad:  # input past what is answered (pipelined past the cap) may be unread
+                self._shut()
+            else:
+                self.transport.close()
+            return
+        if self.write_paused:
+            # The client is not reading what it asked for: take nothing more from it (no
+            # next pipelined request, no read) until the buffer drains; `resume_writing`
+            # comes back here. `cycle` stays the connection's request until then.
+            self.update_reading()
             return
         self.cycle = None
         if self.queue:
@@ -690,7 +781,8 @@ class Connection(asyncio.Protocol):
 
     def app_failed(self, cycle: _Cycle, exc: BaseException | None) -> None:
         """The app raised, or returned without finishing its response."""
-        if cycle.disconnected or self.transport.is_closing():  # the client went away first
+        if (cycle.disconnected or self.transport.is_closing()  # the client went away first
+                or (self.eof and exc is None and not cycle.response_started)):  # or said so
             self.transport.close()
             return
         if exc is not None:
@@ -698,7 +790,7 @@ class Connection(asyncio.Protocol):
         elif not cycle.response_started:
             logger.error("ASGI callable returned without starting a response")
         if cycle.response_complete and not cycle.written:
-            # Answered (`answer`), not written yet: it goes out on the loop's next
+            # Answered in one step (`_answer`), not written yet: it goes out on the loop's next
             # pass, and the connection closes after it.
             cycle.keep_alive = False
             return
@@ -709,7 +801,10 @@ class Connection(asyncio.Protocol):
 
     def update_reading(self) -> None:
         parsing = self.parsing
-        pause = bool(self.queue) or self.bad or (parsing is not None and len(parsing.body) > _BODY_HIGH_WATER)
+        cycle = self.cycle
+        pause = not self.lingering and (
+            bool(self.queue) or self.bad or (parsing is not None and len(parsing.body) > _BODY_HIGH_WATER)
+            or (self.write_paused and cycle is not None and cycle.response_complete))
         if pause != self.reading_paused and not self.transport.is_closing():
             self.reading_paused = pause
             if pause:
@@ -729,15 +824,33 @@ class Connection(asyncio.Protocol):
             if broken is self.cycle:
                 if not broken.written:
                     self.transport.write(_BAD_REQUEST)
-                self.transport.close()
+                    self._shut()
+                else:
+                    self.transport.close()  # mid-response: the client cannot read it whole anyway
                 return
             if broken in self.queue:
                 self.queue.remove(broken)
         if self.cycle is None and not self.queue:
             self.transport.write(_BAD_REQUEST)
-            self.transport.close()
+            self._shut()
         else:  # answer what came before first (response_done comes back here)
             self.update_reading()
+
+    def _shut(self) -> None:
+        """Close after the answers written when the client may have sent more than was
+        read: a close with unread input is a reset, and a reset can destroy answers the
+        client has not read yet. So end our side (FIN) first, then read and drop what
+        still comes until the client closes too, for at most the head deadline."""
+        transport = self.transport
+        if self.eof or not transport.can_write_eof():  # TLS: a close_notify, then the close
+            transport.close()
+            return
+        transport.write_eof()
+        self.bad = self.lingering = True  # every read is dropped; the client's EOF closes
+        self.cycle = None
+        self.queue.clear()
+        self.deadline = self.engine.now + self.engine.head_timeout
+        self.update_reading()
 
     # -- timers and shutdown (called by the engine) ----------------------------------
 

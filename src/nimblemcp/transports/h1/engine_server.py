@@ -1,9 +1,10 @@
 """nimblemcp's own HTTP/1.1 serving engine: listening, lifespan, timers, shutdown.
 
-`run(app, config)` serves any ASGI app (`nimblemcp run --transport http` gives it the
-guarded app, so every security check stays in the app) on asyncio, with uvloop when
-it is installed, and returns when the process is told to stop. The connections are
-`_engine.Connection`; this module owns what is shared between them:
+`run(app, config)` serves any ASGI app (`nimblemcp run --transport http --engine
+nimblemcp` gives it the guarded app, so every security check stays in the app) on
+asyncio (on the loop its caller's factory makes: `serving` picks uvloop when it is
+installed), and returns when the process is told to stop. The connections are
+`engine.Connection`; this module owns what is shared between them:
 
 - the ASGI lifespan (startup must complete before the port is bound; a failed startup
   makes `run` return False, and the process should exit non-zero);
@@ -13,10 +14,12 @@ it is installed, and returns when the process is told to stop. The connections a
 - graceful shutdown on SIGTERM/SIGINT: stop accepting, `before_stop(signal)` (the
   caller ends listen streams there), close idle connections, let requests in flight
   finish for up to `shutdown_timeout` seconds, cancel what is left, then the lifespan
-  shutdown. A second signal skips the wait.
+  shutdown. A second signal skips the wait;
+- TLS (`tls_context`): a certificate and key, and client certificates verified
+  against `ssl_ca_certs` when given; the handshake must end within the head deadline.
 
-Imports `_engine` (hence `httptools`) and the stdlib; uvloop if installed. Never
-uvicorn, never the server.
+Imports `engine` (hence `httptools`) and the stdlib only. Never uvicorn, never the
+server.
 """
 
 from __future__ import annotations
@@ -24,27 +27,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import sys
+import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from nimblemcp.transports._engine import ANSWER, Connection, _Cycle
-from nimblemcp.transports._engine_proxy import TrustedProxies
+from nimblemcp.transports.h1.engine import Connection, EngineExtension, _Cycle
+from nimblemcp.transports.h1.proxies import TrustedProxies
 
-if TYPE_CHECKING:
-    from dataclasses import dataclass
-else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp.types._records import dataclass
-
-__all__ = ["Engine", "EngineConfig", "run"]
+__all__ = ["Engine", "EngineConfig", "run", "serve", "tls_context"]
 
 logger = logging.getLogger("nimblemcp.http")
 access_logger = logging.getLogger("nimblemcp.http.access")
 
-# Python 3.12+: `asyncio.Task(..., eager_start=True)` runs a task's first step at once.
-_EAGER = sys.version_info >= (3, 12)
 _TICK = 0.25  # seconds between sweeps: the precision of every connection timeout
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -72,11 +69,26 @@ class EngineConfig:
     shutdown_timeout: float = 10.0
     access_log: bool = False
     backlog: int = 2048
-    # 3.12+: start a request's task eagerly, inside the read that completed it. Off by
-    # default: ~4% fewer instructions per request, but fewer req/s and a higher p99 at
-    # 64 connections in every wall-clock pair measured (benchmarks/README.md, "Served
-    # path, round five" and "Session 8's closing run").
-    eager_start: bool = False
+    # TLS (`tls_context`): a certificate chain and its key (and the key's password);
+    # `ssl_ca_certs` asks every client for a certificate signed by one of these CAs.
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_keyfile_password: str | None = None
+    ssl_ca_certs: str | None = None
+
+
+def tls_context(config: EngineConfig) -> ssl.SSLContext | None:
+    """The server's TLS context for `config`, or None for plain HTTP. Raises OSError or
+    `ssl.SSLError` for a file that cannot be read or a key that does not fit."""
+    if config.ssl_certfile is None:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # no system CAs: clients are checked against ssl_ca_certs only
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile, config.ssl_keyfile_password)
+    if config.ssl_ca_certs is not None:
+        context.load_verify_locations(cafile=config.ssl_ca_certs)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
 
 
 class Engine:
@@ -102,10 +114,8 @@ class Engine:
         self.date_header = _date_header(self._second)
         self._sweeper: asyncio.TimerHandle | None = None
         self.plain_tasks = False  # see `use_plain_tasks`
-        self.eager = False  # start requests with `start_now` (see `use_plain_tasks`)
-        self.at_once = False  # inside `start_now`'s first step: its answer is held, then written
-        self.held: tuple[_Cycle, bytes] | None = None  # that answer
-        self.answers: list[tuple[_Cycle, bytes]] = []  # `_Cycle.answer`s of this loop pass
+        self.extension = EngineExtension(loop)  # in every request's scope["extensions"]
+        self.answers: list[tuple[_Cycle, bytes]] = []  # the one-step answers of this loop pass (`engine._answer`)
 
     # -- per request ---------------------------------------------------------------------
 
@@ -114,11 +124,8 @@ class Engine:
 
         Called once the lifespan startup is over (the app may install a factory there).
         What it saves per request: the loop's `create_task` wrapper and, on 3.11, the
-        `Task-<n>` name formatted for every task. On 3.12+ with `EngineConfig.eager_start`
-        the connection then starts a request that began in a read with `start_now`, at
-        the end of that read."""
+        `Task-<n>` name formatted for every task."""
         self.plain_tasks = self.loop.get_task_factory() is None
-        self.eager = self.plain_tasks and _EAGER and self.config.eager_start
 
     def start(self, conn: Connection, cycle: _Cycle) -> None:
         """Start `cycle` as a task whose first step runs on a later loop pass (always
@@ -134,32 +141,6 @@ class Engine:
         cycle.task = task
         self.tasks.add(task)  # dropped by `_run` itself: a done callback costs a loop pass
 
-    def start_now(self, conn: Connection, cycle: _Cycle) -> None:
-        """Start `cycle` as a task whose first step runs now (3.12+, no task factory):
-        called by `Connection.data_received` once its read is parsed, so the request's
-        body is there, and an app that never suspends has answered when this returns,
-        with no task step scheduled. A task that ended in that step is never added to
-        `tasks` (nothing would take it out); `cycle.task` is None while the step runs.
-
-        An answer given in that step (`_Cycle.answer`) is written when the step ends (the
-        app has returned or failed, as on the next pass), not queued for the loop's next
-        pass: holding the answers of eager requests for the next pass raised p99 at 64
-        connections by ~2 ms (3.12; see benchmarks/README.md, "Served path, round five")."""
-        cycle.task = None
-        self.at_once = True
-        try:
-            task = asyncio.Task(self._run(conn, cycle), loop=self.loop, name="nimblemcp-request",
-                                eager_start=True)  # type: ignore[call-arg]  # 3.12+ only
-        finally:
-            self.at_once = False
-        held = self.held
-        if held is not None:
-            self.held = None
-            self._deliver(*held)
-        if not task.done():
-            cycle.task = task
-            self.tasks.add(task)
-
     def flush_answers(self) -> None:
         answers = self.answers
         self.answers = []
@@ -170,21 +151,9 @@ class Engine:
                 logger.exception("error writing an answer")
                 cycle.conn.transport.close()
 
-    @staticmethod
-    def _deliver(cycle: _Cycle, body: bytes) -> None:
-        try:
-            cycle.deliver(body)
-        except Exception:  # not expected; one answer must not stop the rest
-            logger.exception("error writing an answer")
-            cycle.conn.transport.close()
-
     async def _run(self, conn: Connection, cycle: _Cycle) -> None:
-        scope = cycle.scope
-        # The very `send` handed to the app, offered with `_Cycle.answer` (see there).
-        # Taken out again after: the scope is the cycle's, and would hold it in a loop.
-        scope[ANSWER] = send = cycle.send
         try:
-            await self.app(scope, cycle.receive, send)
+            await self.app(cycle.scope, cycle.receive, cycle.send)
         except asyncio.CancelledError:
             conn.transport.close()
             raise
@@ -195,12 +164,8 @@ class Engine:
                 conn.app_failed(cycle, None)
         finally:
             task = cycle.task
-            if task is not None:  # None: ending in the eager first step (`start_now`)
+            if task is not None:  # None: a task factory ran it to its end where it was made
                 self.tasks.discard(task)
-            try:  # noqa: SIM105  (no context manager per request)
-                del scope[ANSWER]
-            except KeyError:  # the app took it out
-                pass
         if self.access_log:
             scope = cycle.scope
             client = scope["client"]
@@ -283,7 +248,9 @@ async def serve(app: Any, config: EngineConfig,
 
     Embedded (a test, another loop's thread): `stop_event` set stops it as SIGINT
     would, and `started((host, port))` is called once it listens. Signal handlers are
-    installed only on the main thread."""
+    installed only on the main thread. A TLS file that cannot be used raises OSError or
+    `ssl.SSLError` before the app starts."""
+    tls = tls_context(config)
     loop = asyncio.get_running_loop()
     engine = Engine(app, config, loop)
     lifespan = _Lifespan(app, engine.state)
@@ -317,17 +284,20 @@ async def serve(app: Any, config: EngineConfig,
     if not started_ok:
         return False
     engine.use_plain_tasks()
+    options: dict[str, Any] = {"backlog": config.backlog}
+    if tls is not None:  # a handshake is part of the head: it gets the head's deadline
+        options.update(ssl=tls, ssl_handshake_timeout=config.head_timeout)
     if config.sockets:
-        listeners = [await loop.create_server(lambda: Connection(engine), sock=sock, backlog=config.backlog)
+        listeners = [await loop.create_server(lambda: Connection(engine), sock=sock, **options)
                      for sock in config.sockets]
     else:
         listeners = [await loop.create_server(lambda: Connection(engine), config.host, config.port,
-                                              backlog=config.backlog, reuse_address=True)]
+                                              reuse_address=True, **options)]
     engine.start_sweeping()
     first = listeners[0].sockets
     name = first[0].getsockname() if first else (config.host, config.port)
     host = f"[{name[0]}]" if ":" in str(name[0]) else name[0]
-    logger.info("running on http://%s:%d (Press CTRL+C to quit)", host, name[1])
+    logger.info("running on %s://%s:%d (Press CTRL+C to quit)", "https" if tls else "http", host, name[1])
     if started is not None:
         started((str(name[0]), int(name[1])))
 
@@ -376,17 +346,10 @@ async def serve(app: Any, config: EngineConfig,
     return True
 
 
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory
-
-
 def run(app: Any, config: EngineConfig, before_stop: Callable[[int], Awaitable[None]] | None = None,
-        started: Callable[[tuple[str, int]], None] | None = None) -> bool:
-    """Serve `app` (blocking) on a new event loop; see `serve`."""
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        started: Callable[[tuple[str, int]], None] | None = None,
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> bool:
+    """Serve `app` (blocking) on a new event loop made by `loop_factory` (default:
+    asyncio's); see `serve`."""
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
         return runner.run(serve(app, config, before_stop, started=started))

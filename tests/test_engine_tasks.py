@@ -1,17 +1,16 @@
-"""Eager request start (issue 18, round five): on Python 3.12+ nimblemcp's HTTP engine
-runs a request's first task step inside the read that completed it, and stdio runs a
-request's first step inside the line that carried it (`asyncio.Task(...,
-eager_start=True)`), so an async tool that never suspends is answered without a
-scheduled task step. On 3.11 requests start as before (a task step on the next pass).
+"""Request tasks on nimblemcp's HTTP engine, and on the stdio server (issue 18; issue 31
+removed the engine's eager-start mode, which nothing public could turn on).
 
-What each request must still get, on every interpreter: its own task
-(`asyncio.current_task()`, the same one after a suspension) and its own contextvars;
-the engine's task set without leftovers (a request that ended in its first step is
-never in it); pipelined requests answered in order, whether they suspend or not,
-through `send` or the one-step answer; a task factory installed at start-up used
-(`asyncio.eager_task_factory` too); the body there in the first step (one read) or
-awaited (later reads, `Expect: 100-continue`); cancellation when the client leaves;
-the graceful drain waiting for what runs and only for that.
+What each request must get, on every interpreter and loop: its own task
+(`asyncio.current_task()`, the same one after a suspension, in the engine's task set
+from its first step, so that the graceful drain sees it) and its own contextvars; the
+engine's task set without leftovers; pipelined requests answered in order, whether
+they suspend or not, through `send` or the one-step answer; a task factory installed at
+start-up used (`asyncio.eager_task_factory` too); the body awaited when it comes in later
+reads or after `Expect: 100-continue`; cancellation when the client leaves; the graceful
+drain waiting for what runs and only for that. stdio starts a request's first step
+inside the line that carried it on 3.12+ (`asyncio.Task(..., eager_start=True)`): the
+same guarantees hold there.
 
 The in-process tests serve raw ASGI apps on a real `Engine` on loopback, under asyncio's
 loop and uvloop's; the rest run real `nimblemcp run` processes (HTTP and stdio).
@@ -39,10 +38,9 @@ import pytest
 from _deploy import HANG_GUARD, META, call, headers, launch, stop, text
 from _redis import free_port
 
-from nimblemcp.transports._engine import ANSWER, Connection
-from nimblemcp.transports._engine_server import Engine, EngineConfig, serve
+from nimblemcp.transports.h1.engine import EXTENSION, Connection
+from nimblemcp.transports.h1.engine_server import Engine, EngineConfig, serve
 
-EAGER = sys.version_info >= (3, 12)
 GUARD = 10.0
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -79,11 +77,10 @@ class Served:
         await self.server.wait_closed()
 
 
-async def serving(app: App, eager: bool = True) -> Served:
-    """`app` on an engine on loopback; `eager` is `EngineConfig.eager_start` (off by
-    default in the engine, on here: most tests below are about that path on 3.12+)."""
+async def serving(app: App) -> Served:
+    """`app` on an engine on loopback."""
     loop = asyncio.get_running_loop()
-    engine = Engine(app, EngineConfig(port=0, eager_start=eager), loop)
+    engine = Engine(app, EngineConfig(port=0), loop)
     engine.use_plain_tasks()  # as `serve` does after the lifespan startup
     server = await loop.create_server(lambda: Connection(engine), "127.0.0.1", 0)
     engine.start_sweeping()
@@ -135,15 +132,10 @@ async def reply(send: Send, data: object) -> None:
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="unset")
 
 
-def cycle_of(scope: dict[str, Any]) -> Any:
-    return scope[ANSWER].__self__  # the engine's `_Cycle`: its `send` is offered under ANSWER
-
-
 async def probe_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     """What a request sees in its first step, then (for `/wait...`) after a suspension.
     `/answer...` answers through the one-step answer, the rest through `send`."""
     served: EngineRef = scope["state"]["engine"]
-    cycle = cycle_of(scope)
     task = asyncio.current_task()
     seen: dict[str, Any] = {
         "path": scope["path"],
@@ -151,17 +143,16 @@ async def probe_app(scope: dict[str, Any], receive: Receive, send: Send) -> None
         "before": REQUEST_ID.get(),
         "task_is_current": task is not None and not task.done(),
         "name": task.get_name() if task is not None else None,
-        # Eager (3.12+): the task is not made yet for the engine, so not in its set either.
-        "first_step_registered": cycle.task is task and task in served.engine_tasks(),
+        "first_step_registered": task in served.engine_tasks(),
     }
     REQUEST_ID.set(scope["path"])  # never seen by another request
     if "wait" in scope["path"]:
         await asyncio.sleep(0.01)
         seen["same_task_after"] = asyncio.current_task() is task
-        seen["registered_after"] = cycle.task is task and task in served.engine_tasks()
+        seen["registered_after"] = task in served.engine_tasks()
         seen["after"] = REQUEST_ID.get()
     if scope["path"].startswith("/answer"):
-        cycle.answer(200, json.dumps(seen).encode())
+        assert scope["extensions"][EXTENSION].answer(send, 200, json.dumps(seen).encode())
         return
     await reply(send, seen)
 
@@ -177,16 +168,16 @@ class EngineRef:
         return self.engine.tasks
 
 
-async def probe_serving(eager: bool = True) -> Served:
+async def probe_serving() -> Served:
     ref = EngineRef()
-    served = await serving(probe_app, eager)
+    served = await serving(probe_app)
     ref.engine = served.engine
     served.engine.state["engine"] = ref
     return served
 
 
 @pytest.mark.parametrize("loop_factory", LOOPS)
-def test_a_request_that_never_suspends_is_answered_in_its_first_step(loop_factory: Any) -> None:
+def test_each_request_runs_in_its_own_registered_task(loop_factory: Any) -> None:
     async def main() -> None:
         served = await probe_serving()
         try:
@@ -199,39 +190,10 @@ def test_a_request_that_never_suspends_is_answered_in_its_first_step(loop_factor
                 assert seen["path"] == path and seen["body"] == "payload"
                 assert seen["before"] == "unset"  # not the previous request's value
                 assert seen["task_is_current"] and seen["name"] == "nimblemcp-request"
-                # 3.12+: the first step ran before the engine had the task (eager);
-                # 3.11: the task was made and registered, then its first step ran.
-                assert seen["first_step_registered"] is (not EAGER)
+                assert seen["first_step_registered"] is True  # the drain sees it from its start
                 if "wait" in path:  # a task that suspended is in the set until it ends
                     assert seen["same_task_after"] and seen["registered_after"]
                     assert seen["after"] == path
-            await finish(writer)
-            await asyncio.sleep(0.05)
-            assert served.engine.tasks == set()
-        finally:
-            await served.close()
-
-    run_on(loop_factory, main)
-
-
-@pytest.mark.parametrize("loop_factory", LOOPS)
-def test_the_engine_starts_requests_on_a_later_pass_by_default(loop_factory: Any) -> None:
-    """Without `eager_start` every Python starts a request's task as 3.11 does: made and
-    registered first, its first step on a later loop pass."""
-    assert EngineConfig().eager_start is False
-
-    async def main() -> None:
-        served = await probe_serving(eager=False)
-        try:
-            assert served.engine.eager is False
-            reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
-            for path in ("/plain", "/answer", "/wait"):
-                writer.write(post(path, b"payload"))
-                [(status, data)] = await answers(reader, 1)
-                seen = json.loads(data)
-                assert status == b"HTTP/1.1 200 OK" and seen["path"] == path
-                assert seen["first_step_registered"] is True
-                assert seen["task_is_current"] and seen["name"] == "nimblemcp-request"
             await finish(writer)
             await asyncio.sleep(0.05)
             assert served.engine.tasks == set()
@@ -275,8 +237,7 @@ def test_pipelined_requests_are_answered_in_order_whether_they_suspend_or_not(lo
             assert [s["path"] for s in seen] == paths
             assert [s["body"] for s in seen] == paths
             assert all(s["before"] == "unset" for s in seen)
-            # Only the first one began a read; the rest start from `response_done`, a step later.
-            assert [s["first_step_registered"] for s in seen] == [not EAGER] + [True] * (len(paths) - 1)
+            assert all(s["first_step_registered"] for s in seen)
             writer.write(post("/plain", b"after"))  # reading resumed after the pipeline
             [(_, data)] = await answers(reader, 1)
             assert json.loads(data)["body"] == "after"
@@ -367,7 +328,7 @@ async def send_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     REQUEST_ID.set(scope["path"])
 
 
-@pytest.mark.skipif(not EAGER, reason="asyncio.eager_task_factory is 3.12+")
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="asyncio.eager_task_factory is 3.12+")
 @pytest.mark.parametrize("loop_factory", LOOPS)
 def test_an_eager_task_factory_installed_at_startup_serves_pipelines(loop_factory: Any) -> None:
     """The engine makes its tasks with the loop's factory when one is set; an eager one
@@ -436,7 +397,7 @@ def test_the_graceful_drain_waits_for_running_requests_only(loop_factory: Any,
         while not port:
             await asyncio.sleep(0.01)
         quick_r, quick_w = await asyncio.open_connection("127.0.0.1", port[0])
-        for i in range(5):  # answered in their first step: nothing left to wait for
+        for i in range(5):  # answered: nothing left to wait for
             quick_w.write(post(f"/quick-{i}", b"x"))
             await answers(quick_r, 1)
         slow_r, slow_w = await asyncio.open_connection("127.0.0.1", port[0])
@@ -657,8 +618,8 @@ def test_stdio_cancellation_and_ids_of_running_and_finished_requests(stdio: Stdi
 def test_a_connection_keeps_fewer_than_30_attributes() -> None:
     """Not a timing: CPython (3.11-3.13) shares one key layout between the instances of a
     class only up to 30 attributes; past it every attribute access on a connection
-    takes a slower path (+1.8k instructions per request measured when the eager start's
-    slot was the 30th). A new attribute must replace one."""
+    takes a slower path (+1.8k instructions per request measured when a 30th slot was
+    added). A new attribute must replace one."""
     async def main() -> None:
         served = await probe_serving()
         try:
@@ -672,39 +633,3 @@ def test_a_connection_keeps_fewer_than_30_attributes() -> None:
             await served.close()
 
     run_on(asyncio.new_event_loop, main)
-
-
-async def held_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
-    await read_body(receive)
-    if scope["path"] == "/suspended":
-        await asyncio.sleep(0.005)
-    engine: Engine = scope["state"]["engine"].engine
-    cycle_of(scope).answer(200, b'{"path":"%s"}' % scope["path"].encode())
-    scope["state"]["seen"].append((scope["path"], engine.held is not None, len(engine.answers)))
-
-
-@pytest.mark.parametrize("loop_factory", LOOPS)
-def test_an_answer_of_an_eager_first_step_is_written_as_the_step_ends(loop_factory: Any) -> None:
-    """3.12+: held for the end of the step (then written), not queued for the next pass
-    with the other answers; a request that suspended first is queued as before, and on
-    3.11 every answer is."""
-    async def main() -> None:
-        ref = EngineRef()
-        served = await serving(held_app)
-        ref.engine = served.engine
-        seen: list[tuple[str, bool, int]] = []
-        served.engine.state.update(engine=ref, seen=seen)
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
-            for path in ("/first", "/suspended", "/first"):
-                writer.write(post(path, b"x"))
-                [(status, data)] = await answers(reader, 1)
-                assert status == b"HTTP/1.1 200 OK" and json.loads(data) == {"path": path}
-            assert seen == [("/first", EAGER, 0 if EAGER else 1), ("/suspended", False, 1),
-                            ("/first", EAGER, 0 if EAGER else 1)]
-            assert served.engine.held is None and served.engine.answers == []
-            await finish(writer)
-        finally:
-            await served.close()
-
-    run_on(loop_factory, main)
