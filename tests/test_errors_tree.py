@@ -110,3 +110,27 @@ def test_declared_attributes() -> None:
     denied = errors.AuthorizationDenied("access_denied", None)
     assert denied.error == "access_denied" and denied.description is None
     assert isinstance(errors.InvalidToolHeaders("x"), ValueError)
+
+
+async def test_a_scope_refusal_reaches_the_client_as_insufficient_scope() -> None:
+    """AUTH-RS (scopes per tool): the client rebuilds -32001 with `requiredScopes` as the
+    tree's InsufficientScope, so `except InsufficientScope` works on the caller's side; the
+    same code without that data (another server's meaning of -32001) stays a ProtocolError."""
+    import pytest
+
+    from nimblemcp import Server
+    from nimblemcp.testing import connect
+
+    server = Server("scoped")
+
+    @server.tool
+    def delete_repo(name: str) -> str:
+        return name
+
+    server.require_scopes(["repo:admin"], tool="delete_repo")
+    async with connect(server) as client:
+        with pytest.raises(errors.InsufficientScope) as caught:
+            await client.call_tool("delete_repo", {"name": "x"})
+    assert caught.value.data == {"requiredScopes": ["repo:admin"]}
+    other = errors.error_from_wire({"code": -32001, "message": "something else"})
+    assert type(other) is errors.ProtocolError and other.code == -32001

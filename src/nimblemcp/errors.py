@@ -331,6 +331,8 @@ def error_from_wire(error: dict[str, Any]) -> ProtocolError:
             [v for v in supported if isinstance(v, str)] if isinstance(supported, list) else [],  # type: ignore[misc]
             msg,
         )
+    if code == -32001 and isinstance(data, dict) and "requiredScopes" in data:
+        return InsufficientScope(msg, data)  # a code of the server range: only with its data
     cls = _BY_CODE.get(code) if isinstance(code, int) else None
     if cls is None:
         exc = ProtocolError(msg, data)
