@@ -101,6 +101,23 @@ async def test_proxy_of_a_stdio_server_over_http(tmp_path: Path, mode: str) -> N
             await client.call_tool("missing", {})
 
 
+async def test_a_proxy_started_again_after_a_stop_serves_the_target(tmp_path: Path) -> None:
+    """A stopped front starts again (tests do, and so does a host that restarts its app):
+    the second start brings the first one's mirror up to date instead of failing on names
+    it already holds, and calls go through the second start's client."""
+    from nimblemcp.testing import connect
+
+    backend = tmp_path / "backend.py"
+    backend.write_text(BACKEND)
+    front = proxy([sys.executable, str(backend)])
+    for _ in range(2):
+        async with connect(front) as client:
+            result = await client.call_tool("add", {"a": 2, "b": 3})
+            prompts = await client.list_prompts()
+        assert result["structuredContent"] == {"total": 5}
+        assert [p["name"] for p in prompts] == ["brainstorm"]
+
+
 async def test_proxy_fails_to_start_when_the_target_is_unreachable() -> None:
     front = proxy("http://127.0.0.1:9/mcp", name="nowhere", timeout=2)
     with pytest.raises(m.StartupError, match="'nowhere' failed to start"):

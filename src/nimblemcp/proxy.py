@@ -142,20 +142,13 @@ async def _forwarded(ctx: Context, method: str, params: dict[str, Any]) -> dict[
 
 
 async def _mirror(server: Server, client: Client) -> None:
-    """Register the target's lists on `server` (at start-up)."""
-    for tool in await _listed(client.list_tools(cache=False)):
-        _add_tool(server, tool)
-    prompts = await _listed(client.list_prompts(cache=False))
-    for prompt in prompts:
-        _add_prompt(server, prompt)
-    for resource in await _listed(client.list_resources(cache=False)):
-        _add_resource(server, resource)
-    templates = await _listed(client.list_resource_templates(cache=False))
-    for template in templates:
-        _add_template(server, template)
-    if prompts or templates:
+    """Make `server`'s lists the target's (at start-up; a second start, after a stop,
+    finds the first one's mirror and brings it up to date)."""
+    await _resync_tools(server, client)
+    await _resync_prompts(server, client)
+    await _resync_resources(server, client)
+    if server.prompts or server.templates:
         server.completion(_forward_completion(client))
-    server.dispatcher.invalidate()
 
 
 async def _follow(server: Server, client: Client) -> None:
