@@ -32,10 +32,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_page_is_built_and_the_api_reference_is_generated(site: Path) -> None:
     for page in ("index.html", "quickstart/index.html", "concepts/index.html", "server/index.html",
                  "client/index.html", "cli/index.html", "deployment/index.html", "security/index.html",
-                 "migration/index.html", "observability/index.html", "server_framework/index.html"):
+                 "migration/index.html", "observability/index.html", "server_framework/index.html",
+                 "host/index.html", "choosing_a_deployment/index.html"):
         assert (site / page).is_file(), page
     api = (site / "api" / "index.html").read_text()
     assert "Tracing" in api and "call_tool" in api  # rendered from the docstrings
+    assert "Many servers, one catalog" in api and "JwtVerifier" in api  # the whole surface
     assert "Threat model" in (site / "security" / "index.html").read_text()  # SECURITY.md included
 
 

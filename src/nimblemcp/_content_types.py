@@ -17,12 +17,16 @@ __all__ = [
 
 
 class Annotations(TypedDict, total=False):
+    """Hints on a content block: who it is for, how much it matters, when it changed."""
+
     audience: list[Literal["user", "assistant"]]
     priority: float
     lastModified: str
 
 
 class TextContent(TypedDict):
+    """A text block: `{"type": "text", "text": "..."}` (build one with `text("...")`)."""
+
     type: Literal["text"]
     text: str
     annotations: NotRequired[Annotations]
@@ -30,6 +34,8 @@ class TextContent(TypedDict):
 
 
 class ImageContent(TypedDict):
+    """An image, base64 in `data` (build one with `image(png_bytes, "image/png")`)."""
+
     type: Literal["image"]
     data: str
     mimeType: str
@@ -38,6 +44,8 @@ class ImageContent(TypedDict):
 
 
 class AudioContent(TypedDict):
+    """Audio, base64 in `data` (build one with `audio(wav_bytes, "audio/wav")`)."""
+
     type: Literal["audio"]
     data: str
     mimeType: str
@@ -46,6 +54,8 @@ class AudioContent(TypedDict):
 
 
 class ResourceLink(TypedDict):
+    """A link to a resource the client may read (build one with `resource_link(uri, name)`)."""
+
     type: Literal["resource_link"]
     uri: str
     name: str
@@ -58,6 +68,8 @@ class ResourceLink(TypedDict):
 
 
 class EmbeddedResource(TypedDict):
+    """A resource's contents inside a result (build one with `embedded(text_resource(...))`)."""
+
     type: Literal["resource"]
     resource: dict[str, Any]
     annotations: NotRequired[Annotations]

@@ -176,26 +176,42 @@ class ProtocolError(McpError):
 
 
 class ParseError(ProtocolError):
+    """-32700: the message is not valid JSON. Raised by the codec; a server answers it
+    with a null id."""
+
     code = -32700
     default_message = "Parse error"
 
 
 class InvalidRequest(ProtocolError):
+    """-32600: valid JSON that is not a JSON-RPC request (a missing `method`, a bad `id`,
+    `_meta` without the protocol version...)."""
+
     code = -32600
     default_message = "Invalid request"
 
 
 class MethodNotFound(ProtocolError):
+    """-32601: the server does not serve this method, e.g. `prompts/list` on a server
+    with no prompts. `except MethodNotFound` is how a client tells "not supported"."""
+
     code = -32601
     default_message = "Method not found"
 
 
 class InvalidParams(ProtocolError):
+    """-32602: the method exists but its params do not fit: an unknown tool, arguments
+    that fail the input schema, a template variable that does not convert. Raise it in a
+    handler or middleware to refuse a request: `raise InvalidParams("not here")`."""
+
     code = -32602
     default_message = "Invalid params"
 
 
 class ResourceNotFound(InvalidParams):
+    """-32602 for a resource URI no resource or template serves (`data.uri` names it).
+    `raise ResourceNotFound(uri)` from a template function for an id that does not exist."""
+
     default_message = "Resource not found"
 
     def __init__(self, uri: str, message: str | None = None) -> None:
@@ -204,16 +220,26 @@ class ResourceNotFound(InvalidParams):
 
 
 class InternalError(ProtocolError):
+    """-32603: the server failed in a way the client cannot fix. An unexpected exception
+    in a prompt or resource handler answers this with a reference id only (a tool's
+    answers `isError` instead); the traceback is in the server's log under that id."""
+
     code = -32603
     default_message = "Internal error"
 
 
 class HeaderMismatch(ProtocolError):
+    """-32020: on Streamable HTTP, the `Mcp-Method`/`Mcp-Name`/`Mcp-Param-*` headers say
+    something else than the JSON body (answered with HTTP 400)."""
+
     code = -32020
     default_message = "HTTP headers do not match the request body"
 
 
 class MissingClientCapability(ProtocolError):
+    """-32021: a handler asked for something the client did not declare (elicitation,
+    sampling, roots); `required` (and `data.requiredCapabilities`) names it."""
+
     code = -32021
     default_message = "The request needs a client capability it did not declare"
 
@@ -232,6 +258,9 @@ class InsufficientScope(ProtocolError):
 
 
 class UnsupportedProtocolVersion(ProtocolError):
+    """-32022: the request's protocol version is not one this server speaks;
+    `data.supported` lists the ones it does, and a client retries with one of them."""
+
     code = -32022
     default_message = "Unsupported protocol version"
 

@@ -19,6 +19,9 @@ __all__ = ["FlushingBus", "NotificationBus", "Subscription"]
 
 
 class Subscription(Protocol):
+    """One listener's events from a bus: `async with bus.subscribe() as sub: async for
+    event in sub: ...`. A listener that falls `max_queue` events behind is ended."""
+
     def __aiter__(self) -> Subscription: ...
     async def __anext__(self) -> Event: ...
     async def __aenter__(self) -> Subscription: ...
@@ -29,6 +32,9 @@ class Subscription(Protocol):
 
 
 class NotificationBus(Protocol):
+    """Publish an event once; every subscription of every instance sharing the bus hears
+    it (in-process by default, Redis pub/sub to scale out). Delivery is at most once."""
+
     def publish(self, event: Event) -> None: ...
     def subscribe(self, max_queue: int = 256, *, match: Match | None = None) -> Subscription: ...
     def close_all(self) -> None: ...

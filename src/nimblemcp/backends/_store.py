@@ -18,6 +18,10 @@ from typing import Protocol, runtime_checkable
 
 @runtime_checkable
 class KeyValueStore(Protocol):
+    """The little shared state a stateless server keeps (handles, the replay guard, task
+    records): bytes under a key, each with a lifetime. `MemoryStore` in one process,
+    `RedisStore` across instances; `backends.from_url(url)` picks one."""
+
     async def get(self, key: str) -> bytes | None:
         """The value, or None when absent or expired."""
         ...

@@ -76,6 +76,12 @@ def _parser(command: str) -> argparse.ArgumentParser:
     words = {"discover": "[TARGET]", "tools": "[TARGET]", "call": "[TARGET] NAME",
              "read": "[TARGET] [URI]", "prompt": "[TARGET] [NAME]", "listen": "[TARGET]"}
     p.add_argument("words", nargs="*", metavar=words[command])
+    if command in ("tools", "call", "listen"):
+        # Read by `main` before this parser (the host commands parse their own words);
+        # listed here so that `--help` shows it.
+        p.add_argument("--config", metavar="MCP_JSON",
+                       help="every server of an mcp.json instead of one TARGET (call takes "
+                       "SERVER.TOOL; see `python -m nimblemcp.host --help`)")
     if command == "call":
         p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                        help="an argument; VALUE is parsed as JSON when it parses, else a string")

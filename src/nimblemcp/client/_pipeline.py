@@ -54,6 +54,7 @@ logger = logging.getLogger("nimblemcp.client")
 Mode = Literal["auto", "modern", "legacy"]
 EraName = Literal["modern", "legacy"]
 ProgressCallback = Callable[[float, float | None, str | None], Any]
+"""`on_progress(progress, total, message)` for one request's progress notifications."""
 #: Takes one notification of a request's stream and the request's id.
 NoteHandler = Callable[[dict[str, Any], int], None]
 #: Re-issued on a broken stream without asking (RT resilience); others need `retry=True`.

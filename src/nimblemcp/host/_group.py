@@ -77,6 +77,23 @@ class ClientGroup:
         auth: AuthFactory | None = None,
         client_options: Mapping[str, Any] | None = None,
     ) -> None:
+        """Servers by name (usually from `ClientGroup.from_config("mcp.json")`), and the
+        host's hooks:
+
+        - `supervision`: timeouts, reconnection backoff (`Supervision()`);
+        - `scheme`: how names are qualified in the catalog (`docs__read_doc`);
+        - `policy` and `confirm`: the consent step before every tool call. The default
+          `AnnotationPolicy()` asks before destructive or open-world tools, and without
+          a `confirm(call) -> bool` callback asking means no (`ToolCallDenied`);
+        - `on_elicit`, `on_sample`, `on_roots`: `(server, params) -> answer`;
+        - `on_log(server, params)`, `on_progress(server, tool, progress, total, message)`;
+        - `auth(config)`: an `httpx.Auth` (e.g. `OAuth(...)`) per remote server;
+        - `client_options`: keywords for every `Client` (`timeout`, `tasks`, ...).
+
+            group = ClientGroup(load_config("mcp.json"), confirm=ask_user)
+            async with group:
+                await group.call_tool("docs__read_doc", {"name": "brief.md"})
+        """
         self.supervision = supervision or Supervision()
         self.scheme = scheme or NameScheme()
         self.policy: ToolPolicy = policy or AnnotationPolicy()

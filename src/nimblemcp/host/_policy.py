@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 Decision = Literal["allow", "deny", "ask"]
+"""What a tool policy answers: run it, refuse it, or ask the user (`confirm`)."""
 
 
 @dataclass(frozen=True, slots=True)

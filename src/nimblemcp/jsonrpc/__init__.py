@@ -169,16 +169,19 @@ def request_id_of(message: Any) -> str | int | None:
 
 
 def request(rid: str | int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A request message: `request(1, "tools/list", {"_meta": meta})`."""
     return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
 
 
 def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A notification message (no id, no answer): `notification("notifications/cancelled", {...})`."""
     if params is None:
         return {"jsonrpc": "2.0", "method": method}
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
 def result_response(rid: str | int, result: dict[str, Any]) -> dict[str, Any]:
+    """A successful response to request `rid`."""
     return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 

@@ -26,7 +26,10 @@ __all__ = ["CallNext", "Middleware", "chain"]
 
 Result = dict[str, Any]
 CallNext = Callable[[], Awaitable[Result]]
+"""What a middleware awaits to run the rest of the chain and the handler."""
 Middleware = Callable[["Context", CallNext], Awaitable[Result]]
+"""`async def mw(ctx, call_next) -> result`: runs around every request; call
+`await call_next()` to go on, or return a result (or raise) to answer instead."""
 Handler = Callable[[Any, dict[str, Any]], Awaitable[Result]]
 
 

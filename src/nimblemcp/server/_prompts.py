@@ -22,10 +22,12 @@ def message(role: Role, content: Any) -> dict[str, Any]:
 
 
 def user(content: Any) -> dict[str, Any]:
+    """A prompt message from the user: `return [user("Review this:"), user(embedded(...))]`."""
     return message("user", content)
 
 
 def assistant(content: Any) -> dict[str, Any]:
+    """A prompt message from the assistant, e.g. the start of an answer to continue."""
     return message("assistant", content)
 
 

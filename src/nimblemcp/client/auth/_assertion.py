@@ -40,6 +40,8 @@ CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 #: Returns a token (a JWT) each time it is called; sync or async.
 TokenSource = Callable[[], Awaitable[str] | str]
+"""Where a workload token comes from, fresh at each use: `token_from_file(path)`,
+`token_from_env(name)`, `token_from_url(url)`, or any callable returning the token."""
 
 
 def client_assertion(

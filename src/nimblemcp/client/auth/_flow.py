@@ -50,6 +50,8 @@ __all__ = [
 #: Receives the authorization URL; returns the URL the authorization server redirected
 #: the user agent to (carrying `code`, `state` and possibly `iss`).
 AuthorizeCallback = Callable[[str], Awaitable[str] | str]
+"""`on_authorize(url)`: show the user the authorization URL (open a browser) and return
+the redirect URL the provider sent them back to (with `code` and `state`)."""
 
 
 def no_browser(url: str) -> str:
