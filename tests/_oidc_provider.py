@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from html import unescape
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import httpx
 
@@ -113,11 +113,13 @@ class OidcProvider:
 
 @contextmanager
 def oidc_provider(resources: dict[str, dict[str, Any]], *, clients: list[dict[str, Any]] | None = None,
-                  refresh_ttl: int = 3600) -> Iterator[OidcProvider]:
+                  refresh_ttl: int = 3600, registration: bool = True) -> Iterator[OidcProvider]:
     """The provider on a free port. `resources`: {resource URL: {"scope": "a b", "ttl": s}}
-    (access-token lifetime in seconds); `clients`: pre-registered client metadata."""
+    (access-token lifetime in seconds); `clients`: pre-registered client metadata;
+    `registration=False`: no Dynamic Client Registration (as most company IdPs)."""
     node, entry = install()
-    config = {"port": 0, "resources": resources, "clients": clients or [], "refresh_ttl": refresh_ttl}
+    config = {"port": 0, "resources": resources, "clients": clients or [], "refresh_ttl": refresh_ttl,
+              "registration": registration}
     proc = subprocess.Popen([node, str(SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OIDC_PROVIDER_ENTRY": str(entry), "OIDC_FIXTURE": json.dumps(config)})
     provider = OidcProvider("", proc)
@@ -159,23 +161,53 @@ def oidc_provider(resources: dict[str, dict[str, Any]], *, clients: list[dict[st
 
 _FORM = re.compile(r'<form[^>]*action="([^"]*)"[^>]*method="post"', re.IGNORECASE)
 _HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', re.IGNORECASE)
+_ALLOW = re.compile(r'<button[^>]*name="decision"[^>]*value="allow"', re.IGNORECASE)
+
+
+def _fill(page: str, login: str, password: str) -> dict[str, str]:
+    """What the user sends back from a sign-in or consent page."""
+    fields = {unescape(k): unescape(v) for k, v in _HIDDEN.findall(page)}
+    if fields.get("prompt") == "login":
+        fields.update(login=login, password=password)
+    if _ALLOW.search(page):  # an OAuth proxy's own consent page: the user allows
+        fields["decision"] = "allow"
+    return fields
 
 
 def browse(url: str, login: str = "alice", password: str = "wonderland") -> str:
-    """Open `url` as a user would: sign in and consent on the provider's pages, follow the
-    redirects (to the client's loopback listener too); the URL it ended at."""
+    """Open `url` as a user would: consent on an OAuth proxy's page when there is one,
+    sign in and consent on the provider's pages, follow the redirects (to the client's
+    loopback listener too); the URL it ended at."""
     with httpx.Client(follow_redirects=True, timeout=30) as http:
         response = http.get(url)
         for _ in range(10):
-            at_provider = urlsplit(str(response.url)).netloc == urlsplit(url).netloc
-            form = _FORM.search(response.text) if at_provider else None
+            form = _FORM.search(response.text)
             if form is None:
                 break
-            fields = {unescape(k): unescape(v) for k, v in _HIDDEN.findall(response.text)}
-            if fields.get("prompt") == "login":
-                fields.update(login=login, password=password)
-            response = http.post(urljoin(str(response.url), unescape(form.group(1))), data=fields)
+            response = http.post(urljoin(str(response.url), unescape(form.group(1))),
+                                 data=_fill(response.text, login, password))
         return str(response.url)
+
+
+def browse_until(url: str, stop: str, login: str = "alice", password: str = "wonderland") -> str:
+    """`browse`, but the redirect to a URL starting with `stop` (a client's redirect URI
+    that nothing listens on) is not followed: it is returned, as a browser's address
+    bar would show it."""
+    with httpx.Client(follow_redirects=False, timeout=30) as http:
+        response = http.get(url)
+        for _ in range(30):
+            if response.is_redirect:
+                target = urljoin(str(response.url), response.headers["location"])
+                if target.startswith(stop):
+                    return target
+                response = http.get(target)
+                continue
+            form = _FORM.search(response.text)
+            if form is None:
+                break
+            response = http.post(urljoin(str(response.url), unescape(form.group(1))),
+                                 data=_fill(response.text, login, password))
+        raise AssertionError(f"never sent to {stop}: ended at {response.url} ({response.status_code})")
 
 
 def browser_command(folder: Path, login: str = "alice") -> Path:
