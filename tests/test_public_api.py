@@ -384,6 +384,10 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.memory": [
         "MemoryTransport",
     ],
+    "nimblemcp.transports.oauth_proxy": [
+        "OAuthProxy",
+        "Upstream",
+    ],
     "nimblemcp.transports.sse_client": [
         "SseTransport",
     ],
