@@ -16,8 +16,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "servers"
 RESULTS = Path(os.environ.get("BENCH_RESULTS", str(HERE / "results")))  # tests write elsewhere
-# Never the pyenv shim: it adds ~60 ms to every start.
-MAIN_PY = os.environ.get("MAIN_PY", "/root/.pyenv/versions/3.11.7/bin/python3")
+# The base interpreter of the one running this driver, never a pyenv shim (a shim adds
+# ~60 ms to every start); `MAIN_PY` names another.
+_BASE_PY = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+MAIN_PY = os.environ.get("MAIN_PY", str(_BASE_PY if _BASE_PY.exists() else sys.executable))
 PEER_PY = str(HERE / ".venv-peers" / "bin" / "python")
 # nimblemcp runs from its own clean venv (same base interpreter as the peers' venv).
 NIMBLE_PY = os.environ.get("NIMBLE_PY", str(HERE / ".venv-nimble" / "bin" / "python"))
