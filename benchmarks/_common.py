@@ -75,10 +75,13 @@ def env_for(name: str) -> dict[str, str]:
     return env
 
 
-def spawn(argv: list[str], name: str) -> subprocess.Popen[bytes]:
+def spawn(argv: list[str], name: str, src: str | None = None) -> subprocess.Popen[bytes]:
+    """A stdio server; `src`: another checkout's `src/`, first on its `PYTHONPATH`."""
+    env = env_for(name)
+    if src is not None:
+        env["PYTHONPATH"] = src
     return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env_for(name), cwd=str(SERVERS),
-                            bufsize=0)
+                            stderr=subprocess.DEVNULL, env=env, cwd=str(SERVERS), bufsize=0)
 
 
 def ensure_peers() -> None:

@@ -20,7 +20,6 @@ import pytest
 
 from nimblemcp import Context, Depends, Server
 from nimblemcp._port import NoIO
-from nimblemcp.server import _dispatch
 from nimblemcp.server._mrtr import InputRequired
 
 META = {
@@ -144,20 +143,6 @@ def _strip_refs(response: dict[str, Any]) -> dict[str, Any]:
     return response
 
 
-class _Counting:
-    """Counts the Contexts the dispatcher builds (which lane ran)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.made = 0
-        real = _dispatch.Context
-
-        def make(*args: Any) -> Context:
-            self.made += 1
-            return real(*args)
-
-        monkeypatch.setattr(_dispatch, "Context", make)
-
-
 CASES: list[dict[str, Any]] = [
     _prompt("greet", {"name": "Ada"}),
     _prompt("greet", {"name": "Ada", "greeting": "Hi"}),
@@ -205,25 +190,6 @@ def test_lean_and_general_lanes_answer_alike(message: dict[str, Any]) -> None:
         return
     # The same bytes on the wire: the same keys in the same order.
     assert orjson.dumps(_strip_refs(lean)) == orjson.dumps(_strip_refs(general))
-
-
-def test_the_lean_lane_builds_no_context(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The plain prompt, resource and template run without a Context; one that asks for
-    it, or a request under middleware, gets one."""
-    counting = _Counting(monkeypatch)
-    server = _server()
-
-    async def run(*messages: dict[str, Any]) -> list[dict[str, Any]]:
-        return [await _answer(server, m) for m in messages]
-
-    answers = asyncio.run(run(_prompt("greet", {"name": "Ada"}), _read("docs://readme"), _read("file:///x")))
-    assert all("result" in a for a in answers)
-    assert counting.made == 0
-    asyncio.run(run(_prompt("pctx", {"name": "x"}), _read("docs://ctx"), _read("ctx://k")))
-    assert counting.made == 3
-    asyncio.run(_answer(_server(True), _prompt("greet", {"name": "Ada"})))
-    assert counting.made == 4
-
 
 def test_lean_answers_are_the_documented_shapes() -> None:
     """PROMPT/RES results and CACHE-01 hints, as the general lane gave them before."""
@@ -514,23 +480,3 @@ def test_positional_and_keyword_calls_answer_alike(name: str, arguments: Any) ->
     general = asyncio.run(_answer(_tools_server(True), message))
     assert _strip_refs(lean) == _strip_refs(general)
     assert message["params"]["arguments"] == arguments  # the request is never changed
-
-
-def test_positional_calls_are_chosen_at_registration() -> None:
-    """Only a plain async or inline tool whose parameters are all arguments, in order."""
-    server = _tools_server()
-    tools = server.tools
-    assert tools["defaults"].positional is not None
-    assert tools["inline_defaults"].positional is not None
-    assert tools["posonly"].positional is None  # keeps the keyword call it always had
-    assert tools["listy"].positional is not None  # list[int] is a simple hint too
-    for name in ("kwonly", "with_ctx", "with_dep"):
-        assert tools[name].positional is None, name
-
-    @server.tool
-    def threaded(a: int) -> int:
-        return a
-
-    assert server.tools["threaded"].positional is None  # a worker thread takes keywords
-    answer = asyncio.run(_answer(server, _request("tools/call", {"name": "defaults", "arguments": {"a": 1}})))
-    assert answer["result"]["content"] == [{"type": "text", "text": "1|b|1.5|False|None"}]

@@ -27,11 +27,8 @@ from _deploy import call, launch, stop
 
 from nimblemcp import Context, Depends, InvalidParams, Server, ToolError
 from nimblemcp._port import NoIO
-from nimblemcp.server import _dispatch
-from nimblemcp.server._invoke import LANE_THREAD
 from nimblemcp.server._mrtr import InputRequired
 from nimblemcp.server._sealing import new_key
-from nimblemcp.server._tools import ToolEntry
 from nimblemcp.server._workers import Workers
 
 META = {
@@ -143,60 +140,18 @@ def _strip(response: dict[str, Any]) -> dict[str, Any]:
     return response
 
 
-class _Spy:
-    """Counts the lean lane's positional hand-offs (`_dispatch._call`), passing each on."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls: list[str] = []
-        real = _dispatch._call
-
-        def spy(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: Any) -> Any:
-            self.calls.append(fn.__name__)
-            return real(loop, fn, args)
-
-        monkeypatch.setattr(_dispatch, "_call", spy)
-
-
 # -- which tools get their values by position ------------------------------------------
 
-
-def test_a_plain_sync_tool_gets_its_values_by_position_and_the_others_do_not() -> None:
-    def plain(a: int, b: str = "x") -> str:
-        return b * a
-
-    async def coro(a: int) -> int:
-        return a
-
-    def ctx_tool(a: int, ctx: Context) -> int:
-        return a
-
-    def by_position(a: int, /) -> int:
-        return a
-
-    entry = ToolEntry(plain)
-    assert entry.lane == LANE_THREAD
-    assert entry.thread_values is not None
-    assert entry.thread_values({"a": 2}) == [2, "x"]
-    assert ToolEntry(plain, run_in_thread=False).thread_values is None  # inline: `positional`
-    assert ToolEntry(coro).thread_values is None  # on the loop: `positional`
-    assert ToolEntry(ctx_tool).thread_values is None  # takes a Context: no lean lane
-    assert ToolEntry(by_position).thread_values is None  # wrapped (`_by_name`): keywords
-    assert ToolEntry(plain, task="optional").thread_values is None  # may become a task
-
-
-async def test_the_lean_lane_hands_values_by_position_to_a_worker_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    spy = _Spy(monkeypatch)
+async def test_a_plain_sync_tool_runs_in_a_worker_thread() -> None:
     server = _server()
     answer = await _answer(server, _call("add", {"a": 2, "b": 3}))
     assert answer["result"]["structuredContent"] == {"result": 5}
     name = await _answer(server, _call("worker_name"))
     assert name["result"]["content"][0]["text"] == "nimblemcp-worker"
-    assert spy.calls == ["add", "worker_name"]
-    # A wrapped function keeps the keyword hand-off, and still runs in a worker.
+    # A function with positional-only parameters, and one with a dependency, too.
     assert (await _answer(server, _call("only_positional", {"a": 4})))["result"]["structuredContent"] == {"result": 8}
     dep = await _answer(server, _call("with_dep", {"text": "t"}))
     assert dep["result"]["content"][0]["text"] == "tools/call:t"
-    assert spy.calls == ["add", "worker_name"]
 
 
 # -- every answer is the general lane's -------------------------------------------------
@@ -267,7 +222,7 @@ async def test_context_variables_reach_the_tool_and_stay_in_its_copy() -> None:
     assert second["result"]["content"][0]["text"] == "from the request"
 
 
-async def test_a_cancelled_request_drops_the_lean_sync_call(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_cancelled_request_drops_the_sync_call() -> None:
     server = Server("round7-cancel", "1.0.0")
     started, release = threading.Event(), threading.Event()
 
@@ -277,7 +232,6 @@ async def test_a_cancelled_request_drops_the_lean_sync_call(monkeypatch: pytest.
         release.wait(10)
         return f"held {n}"
 
-    spy = _Spy(monkeypatch)
     task = asyncio.ensure_future(_answer(server, _call("hold", {"n": 1})))
     while not started.is_set():
         await asyncio.sleep(0.005)
@@ -286,7 +240,6 @@ async def test_a_cancelled_request_drops_the_lean_sync_call(monkeypatch: pytest.
         await task
     release.set()
     await asyncio.sleep(0.05)  # the result comes back to a cancelled future: dropped
-    assert spy.calls == ["hold"]
     again = await _answer(server, _call("hold", {"n": 2}))
     assert again["result"]["content"][0]["text"] == "held 2"
 

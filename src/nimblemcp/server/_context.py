@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from nimblemcp._port import CloseStream, Prepared
     from nimblemcp.server._handles import BoundHandles
     from nimblemcp.server._server import Server
+    from nimblemcp.types._meta import RequestMeta
 
 Emit = Callable[[dict[str, Any]], None]
 _AskT = TypeVar("_AskT", bound=_mrtr.Ask)
@@ -89,20 +90,20 @@ class Context:
 
     @property
     def request_id(self) -> str | int:
-        return self._req[0]
+        return self._req.id
 
     @property
     def method(self) -> str:
-        return self._req[1]
+        return self._req.method
 
     @property
     def params(self) -> dict[str, Any]:
-        return self._req[2]
+        return self._req.params
 
     @property
-    def _meta(self) -> Prepared:
+    def _meta(self) -> RequestMeta:
         """The request's `_meta` fields (`version`, `client_capabilities`, ...)."""
-        return self._req
+        return self._req.meta
 
     @property
     def subject(self) -> str | None:

@@ -45,14 +45,9 @@ _REQUIRED: Any = object()  # the default of a parameter without one
 
 
 class ArgumentSpec:
-    """Input schema + validator for one function, built once.
+    """Input schema + validator for one function, built once."""
 
-    `values`, when set, is the same validator returning the values in the order of
-    the function's parameters (every one of them, defaults filled in), for a call
-    `fn(*values(arguments))`: set only where that call means what `fn(**validate(
-    arguments))` does (every parameter is an argument, positional-or-keyword, in order)."""
-
-    __slots__ = ("context_param", "names", "schema", "validate", "values")
+    __slots__ = ("context_param", "names", "schema", "validate")
 
     def __init__(
         self,
@@ -60,13 +55,11 @@ class ArgumentSpec:
         validate: Callable[[dict[str, Any]], dict[str, Any]],
         names: tuple[str, ...],
         context_param: str | None,
-        values: Callable[[dict[str, Any]], list[Any]] | None = None,
     ) -> None:
         self.schema = schema
         self.validate = validate
         self.names = names
         self.context_param = context_param
-        self.values = values
 
 
 def _is_context(tp: Any) -> bool:
@@ -94,11 +87,7 @@ def build_arguments(fn: Callable[..., Any], arg_docs: Mapping[str, str]) -> Argu
         fields.append((p.name, hint, p.default))
     names = tuple(f[0] for f in fields)
     if all(is_simple(h) for _, h, _ in fields):
-        # Positional calls only when the arguments are the whole signature, in order,
-        # each positional-or-keyword (a positional-only one is passed by name today).
-        positional = list(sig.parameters) == list(names) and all(
-            p.kind is p.POSITIONAL_OR_KEYWORD for p in sig.parameters.values())
-        return _simple_arguments(fields, arg_docs, names, context_param, positional)
+        return _simple_arguments(fields, arg_docs, names, context_param)
     return _pydantic_arguments(fn, fields, arg_docs, names, context_param)
 
 
@@ -150,7 +139,6 @@ def _simple_arguments(
     arg_docs: Mapping[str, str],
     names: tuple[str, ...],
     context_param: str | None,
-    positional: bool = False,
 ) -> ArgumentSpec:
     empty = inspect.Parameter.empty
     props: dict[str, Any] = {}
@@ -187,21 +175,7 @@ def _simple_arguments(
                 out[name] = default
         return out
 
-    def values(arguments: dict[str, Any]) -> list[Any]:  # the same, in order
-        out: list[Any] = []
-        for name, exact, check, default in checks:
-            value = arguments.get(name, _ABSENT)
-            if type(value) is exact:
-                out.append(value)
-            elif value is not _ABSENT:
-                out.append(check(value, name))
-            elif default is _REQUIRED:
-                raise ArgumentError(f"{name}: missing required argument")
-            else:
-                out.append(default)
-        return out
-
-    return ArgumentSpec(root, validate, names, context_param, values if positional else None)
+    return ArgumentSpec(root, validate, names, context_param)
 
 
 def _pydantic_arguments(

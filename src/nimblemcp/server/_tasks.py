@@ -531,17 +531,19 @@ async def call_tool(server: Server, ctx: Context, tool: ToolEntry, arguments: di
     if not client_supports_tasks(ctx):
         if tool.task == "required":
             raise MissingClientCapability(REQUIRED)  # TASK-03
-        return await tool.call(ctx, arguments)
+        result: dict[str, Any] = await tool.invoke(ctx, arguments)
+        return result
     if tool.defer_task:
         ctx.task_mode = "deferred"
         try:
-            return await tool.call(ctx, arguments)
+            result = await tool.invoke(ctx, arguments)
+            return result
         except BecomeTask:
             pass
 
     async def run(ask: Asker) -> dict[str, Any]:
         ctx.task_mode = "running"
         ctx._emit = None  # no response stream any more
-        return await run_answering(lambda: tool.call(ctx, arguments), ctx, ask)
+        return await run_answering(lambda: tool.invoke(ctx, arguments), ctx, ask)
 
     return await server.tasks.create(ctx, run)

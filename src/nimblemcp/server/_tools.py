@@ -28,7 +28,7 @@ import orjson
 from nimblemcp.content import block_from_model, is_content_block, text
 from nimblemcp.errors import InvalidToolHeaders, ToolError
 from nimblemcp.server._hints import is_simple, simple_validator
-from nimblemcp.server._invoke import LANE_ASYNC, LANE_INLINE, LANE_THREAD, NO_LANE, Invocable
+from nimblemcp.server._invoke import Invocable
 from nimblemcp.server._schema import (
     ArgumentError,
     ArgumentSpec,
@@ -41,7 +41,6 @@ from nimblemcp.server._schema import (
 from nimblemcp.types._tool_headers import header_rules
 
 if TYPE_CHECKING:
-    from nimblemcp.server._context import Context
     from nimblemcp.server._options import ToolOptions
 
 # (the raw return value, its structuredContent) -> None when it fits the outputSchema,
@@ -200,11 +199,9 @@ class ToolEntry(Invocable):
         "name",
         "one_time",
         "output",
-        "positional",
         "scalar",
         "schema_validator",
         "task",
-        "thread_values",
     )
 
     def __init__(
@@ -247,18 +244,6 @@ class ToolEntry(Invocable):
         self.mask_errors = True
         self.schema_validator: Any = None
         self._set_fn(fn, self.arguments.context_param, self.arguments.validate, run_in_thread)
-        # The lean lane of `tools/call` runs it on the loop (async), inline (sync, never
-        # blocks) or in a worker thread (`Invocable` chose); not at all as a task.
-        if task is not None:
-            self.lane = NO_LANE
-        # The lean lane calls an async or inline function with positional values when
-        # its parameters allow it (`ArgumentSpec.values`).
-        self.positional: Callable[[dict[str, Any]], list[Any]] | None = (
-            self.arguments.values if self.lane in (LANE_ASYNC, LANE_INLINE) and self.fn is fn else None)
-        # The same for a tool run in a worker thread: the dispatcher's job calls it
-        # with values in order (no keyword dict built, none parsed; issue 18).
-        self.thread_values: Callable[[dict[str, Any]], list[Any]] | None = (
-            self.arguments.values if self.lane == LANE_THREAD and self.fn is fn else None)
         # A plain `int`, `float` or `bool` return: a value of exactly that type is its
         # own structured form and always fits the schema (`to_result` skips both steps).
         self.scalar: type | None = None
@@ -311,11 +296,6 @@ class ToolEntry(Invocable):
     def _mismatch(self, why: str) -> dict[str, Any]:
         logger.error("tool %s returned structuredContent that breaks its outputSchema: %s", self.name, why)
         return error_result(f"Tool {self.name} returned a result that does not match its outputSchema: {why}")
-
-    if TYPE_CHECKING:
-        async def call(self, ctx: Context, arguments: dict[str, Any]) -> dict[str, Any]: ...
-    else:
-        call = Invocable.invoke  # the dispatcher's entry: no extra frame
 
     def to_result(self, value: Any) -> dict[str, Any]:
         if type(value) is str and self.output is None:  # the common case, built directly

@@ -343,10 +343,10 @@ class McpHttpApp:
                 # Headers that agree with the body as sent pass on a few look-ups
                 # (`_http_headers.ROUTES`); any other request (a look-up misses: KeyError)
                 # takes `check_standard`, which gives the verdict and the error in the
-                # ladder's order. (`prepared.meta` is the record itself: `.version` is its version.)
+                # ladder's order.
                 try:
                     method_header, name_param = ROUTES[method]
-                    agreed = (h is None or h.dup < 0) and version == ENCODED[prepared.version] \
+                    agreed = (h is None or h.dup < 0) and version == ENCODED[prepared.meta.version] \
                         and found[_METHOD_KEY] == method_header \
                         and (name_param is None or NAME_TEXT[found[_NAME_KEY]] == params[name_param])
                 except KeyError:
