@@ -21,8 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from nimblemcp._port import CloseStream, Prepared
-    from nimblemcp.server._handles import BoundHandles
-    from nimblemcp.server._server import Server
+    from nimblemcp.server._handles import BoundHandles, HandleStore
     from nimblemcp.types._meta import RequestMeta
 
 Emit = Callable[[dict[str, Any]], None]
@@ -44,6 +43,11 @@ class _Sent:
 
 _SENT = _Sent()
 _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+
+class BecomeTask(BaseException):
+    """Raised by `ctx.as_task()`: the handler asked to continue as a task from here on
+    (the tasks extension, `_tasks`, catches it)."""
 
 
 class Context:
@@ -74,8 +78,12 @@ class Context:
     _task_mode: str | None
     _last_progress: float
 
+    # The `nimblemcp.Server` whose handler runs (for a mounted entry, the server it
+    # was registered on): what `lifespan` and `handles` are read from.
+    server: Any
+
     def __init__(
-        self, server: Server, request: Prepared, io: Any, loop: asyncio.AbstractEventLoop | None = None
+        self, server: Any, request: Prepared, io: Any, loop: asyncio.AbstractEventLoop | None = None
     ) -> None:
         self.server = server
         self._req = request  # id, method, params and the `_meta` fields (`nimblemcp._port.Prepared`)
@@ -341,15 +349,14 @@ class Context:
         those answers. A no-op when the client did not declare the tasks extension
         (the call just goes on synchronously) or inside the task."""
         if self.task_mode == "deferred":
-            from nimblemcp.server._tasks import BecomeTask
-
             raise BecomeTask()
         return _SENT
 
     @property
     def handles(self) -> BoundHandles:
         """State handles for this request's subject (see `nimblemcp.server._handles`)."""
-        return self.server.handles.bind(self.subject)
+        handles: HandleStore = self.server.handles
+        return handles.bind(self.subject)
 
 
 def context_param(fn: Callable[..., Any]) -> str | None:

@@ -15,8 +15,8 @@ import base64
 import binascii
 import logging
 import os
-from collections.abc import Awaitable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nimblemcp._port import Ask, Emit, Handler, Prepared, RequestIO
 from nimblemcp.errors import (
@@ -25,7 +25,6 @@ from nimblemcp.errors import (
     InvalidRequest,
     MethodNotFound,
     ProtocolError,
-    ResourceNotFound,
     StateTooLarge,
     UnsupportedProtocolVersion,
 )
@@ -33,7 +32,6 @@ from nimblemcp.jsonrpc import classify, error_response, request_id_of
 from nimblemcp.server._context import Context
 from nimblemcp.server._logbridge import current
 from nimblemcp.server._mrtr import InputRequired, check_responses, run_answering
-from nimblemcp.server._resources import TemplateEntry
 from nimblemcp.types._meta import (
     META_HINT,
     SERVER_INFO,
@@ -44,8 +42,13 @@ from nimblemcp.types._versions import MODERN_VERSIONS
 from nimblemcp.types.methods import METHODS, MethodSpec
 
 if TYPE_CHECKING:
+    from nimblemcp.backends._store import KeyValueStore
+    from nimblemcp.backends.bus import NotificationBus
+    from nimblemcp.server._config import ServerConfig
     from nimblemcp.server._middleware import Middleware
-    from nimblemcp.server._server import Server
+    from nimblemcp.server._registry import Registry
+    from nimblemcp.server._sealing import Sealer
+    from nimblemcp.server._tasks import TaskManager
 
 logger = logging.getLogger("nimblemcp.server")
 
@@ -88,27 +91,30 @@ def _offset(cursor: Any, size: int) -> int:
     return offset
 
 
-# Completion and subscriptions are loaded on their first request, not at every
-# server's start (issue 18).
+class Host(Protocol):
+    """What the request path uses of its server beside the registry and the
+    configuration: the shared state it runs on, built on first use or replaced when it
+    is served with backends from the environment (a `nimblemcp.Server`; handlers see
+    it as `ctx.server`)."""
 
-
-def _complete(server: Server, params: dict[str, Any]) -> Awaitable[dict[str, Any]]:
-    from nimblemcp.server._completion import complete
-
-    return complete(server, params)
-
-
-async def _listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-    from nimblemcp.server._subscriptions import listen
-
-    return await listen(ctx, params)
+    @property
+    def store(self) -> KeyValueStore: ...
+    @property
+    def bus(self) -> NotificationBus: ...
+    @property
+    def sealer(self) -> Sealer: ...
+    @property
+    def tasks(self) -> TaskManager: ...
 
 
 class Dispatcher:
-    """Owns the handler table and the precomputed list payloads of one Server."""
+    """Owns the handler table and the precomputed list payloads of one server: reads
+    its `registry` and frozen `config`, and the shared state of its `host`."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
+    def __init__(self, registry: Registry, config: ServerConfig, host: Host) -> None:
+        self.registry = registry
+        self.config = config
+        self.host = host
         self.supported_versions: list[str] = list(MODERN_VERSIONS)
         self.handlers: dict[str, Handler] = {
             "server/discover": self._discover,
@@ -119,13 +125,13 @@ class Dispatcher:
             "resources/read": self._read_resource,
             "prompts/list": self._list_prompts,
             "prompts/get": self._get_prompt,
-            "completion/complete": lambda ctx, p: _complete(server, p),
+            "completion/complete": self._complete,
         }
-        if server.subscriptions:
-            self.handlers["subscriptions/listen"] = _listen
-        self.handlers["tasks/get"] = lambda ctx, p: server.tasks.get(ctx, p)
-        self.handlers["tasks/update"] = lambda ctx, p: server.tasks.update(ctx, p)
-        self.handlers["tasks/cancel"] = lambda ctx, p: server.tasks.cancel(ctx, p)
+        if config.listen.enabled:
+            self.handlers["subscriptions/listen"] = self._listen
+        self.handlers["tasks/get"] = lambda ctx, p: host.tasks.get(ctx, p)
+        self.handlers["tasks/update"] = lambda ctx, p: host.tasks.update(ctx, p)
+        self.handlers["tasks/cancel"] = lambda ctx, p: host.tasks.cancel(ctx, p)
         # The bare handlers; `handlers` holds them inside the middleware chain, if any.
         self.bare: dict[str, Handler] = dict(self.handlers)
         self._pages: dict[Any, Any] = {}
@@ -134,7 +140,13 @@ class Dispatcher:
         # method -> (spec, handler) for every method this server answers now (its
         # capability advertised): one look-up per request; rebuilt after a change.
         self._routes: dict[str, tuple[MethodSpec, Handler]] | None = None
-        self._server_meta = {SERVER_INFO: server.info}
+        self._server_meta = {SERVER_INFO: config.info}
+
+    def reconfigure(self, config: ServerConfig) -> None:
+        """Serve with `config` from now on (a setting of the server changed)."""
+        self.config = config
+        self._server_meta = {SERVER_INFO: config.info}
+        self.invalidate()
 
     def use(self, middleware: list[Middleware]) -> None:
         """Rebuild the handler table inside `middleware` (at registration, not per request)."""
@@ -163,7 +175,9 @@ class Dispatcher:
     def capabilities(self) -> dict[str, Any]:
         caps = self._caps
         if caps is None:
-            caps = self._caps = self.server.capabilities()
+            config = self.config
+            caps = self._caps = self.registry.capabilities(
+                subscriptions=config.listen.enabled, logging=config.logging)
         return caps
 
     # -- the pipeline --------------------------------------------------------------------
@@ -207,8 +221,8 @@ class Dispatcher:
         the client as real requests and the handler re-runs with the answers, instead
         of ending the round with `input_required`. `io.loop`, when the transport has
         it, saves looking up the running loop again."""
-        ctx = Context(self.server, req, io, io.loop)
-        forwarding = req.meta.log_level is not None and self.server.forward_logs
+        ctx = Context(self.host, req, io, io.loop)
+        forwarding = req.meta.log_level is not None and self.config.forward_logs
         token = current.set(ctx) if forwarding else None
         try:
             result = await self._handle(ctx, req, io)
@@ -238,7 +252,7 @@ class Dispatcher:
             # A first round carries neither: nothing to load, no coroutine to run.
             if params.get("inputResponses") is not None or params.get("requestState") is not None:
                 await self._resume(ctx, req, io.subject)
-            limit = self.server.max_inflight
+            limit = self.config.max_inflight
             if limit is not None and self.busy >= limit:
                 # Load shedding (MRTR-02): a state-only checkpoint; the client
                 # retries after its backoff and resumes from the same state.
@@ -313,10 +327,10 @@ class Dispatcher:
         return {"m": req.method, "t": target, "d": digest(p.get("arguments") or {}), "sub": subject}
 
     def _one_time(self, req: Prepared) -> bool:
-        if self.server.one_time_state:
+        if self.config.one_time_state:
             return True
         if req.method == "tools/call":
-            tool = self.server.tools.get(req.params.get("name"))  # type: ignore[arg-type]
+            tool = self.registry.tools.get(req.params.get("name"))  # type: ignore[arg-type]
             return tool is not None and tool.one_time
         return False
 
@@ -329,12 +343,12 @@ class Dispatcher:
         from nimblemcp.server._sealing import StateError
 
         try:
-            sealed, nonce = self.server.sealer.open(token, self._binding(req, subject))
+            sealed, nonce = self.host.sealer.open(token, self._binding(req, subject))
         except StateError as exc:
             logger.warning("refused requestState for %s: %s", req.method, exc)
             raise InvalidParams(INVALID_STATE) from None
-        if self._one_time(req) and not await self.server.store.set_if_absent(
-            "rs:" + nonce, b"1", self.server.state_ttl
+        if self._one_time(req) and not await self.host.store.set_if_absent(
+            "rs:" + nonce, b"1", self.config.state_ttl
         ):
             logger.warning("refused replayed one-time requestState for %s", req.method)
             raise InvalidParams(INVALID_STATE)
@@ -350,7 +364,7 @@ class Dispatcher:
         if asked.requests:
             result["inputRequests"] = asked.requests
         # Always sealed, even when empty: it binds the next round to this request.
-        result["requestState"] = self.server.sealer.seal(
+        result["requestState"] = self.host.sealer.seal(
             self._binding(req, subject), {"state": ctx.state, "answers": ctx._responses}
         )
         return result
@@ -359,8 +373,8 @@ class Dispatcher:
         """`resultType`, and the caching hints of a complete result without its own."""
         kind = result.setdefault("resultType", "complete")
         if kind == "complete" and "ttlMs" not in result:
-            ttl, scope = self.server.cache_hints[method]
-            if subject is not None and method not in self.server.explicit_hints:
+            ttl, scope = self.config.cache_hints[method]
+            if subject is not None and method not in self.config.explicit_hints:
                 # An authenticated answer may be user-specific: never shared across
                 # authorization contexts unless the server said so (CACHE-07/10).
                 scope = "private"
@@ -374,8 +388,8 @@ class Dispatcher:
             "supportedVersions": self.supported_versions,
             "capabilities": self.capabilities,
         }
-        if self.server.instructions:
-            result["instructions"] = self.server.instructions
+        if self.config.instructions:
+            result["instructions"] = self.config.instructions
         return result
 
     def _page(self, method: str, key: str, registry: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any]:
@@ -394,7 +408,7 @@ class Dispatcher:
             everything = self._pages.get(method)
             if everything is None:
                 everything = self._pages[method] = [x.definition for x in registry.values()]
-            size = self.server.page_size
+            size = self.config.page_size
             start = 0 if cursor is None else _offset(cursor, len(everything))
             if size is None:
                 page = {key: everything[start:] if start else everything}
@@ -407,22 +421,22 @@ class Dispatcher:
         return dict(page)
 
     async def _list_tools(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("tools/list", "tools", self.server.tools, params)
+        return self._page("tools/list", "tools", self.registry.tools, params)
 
     async def _list_resources(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("resources/list", "resources", self.server.resources, params)
+        return self._page("resources/list", "resources", self.registry.resources, params)
 
     async def _list_templates(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("resources/templates/list", "resourceTemplates", self.server.templates, params)
+        return self._page("resources/templates/list", "resourceTemplates", self.registry.templates, params)
 
     async def _list_prompts(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("prompts/list", "prompts", self.server.prompts, params)
+        return self._page("prompts/list", "prompts", self.registry.prompts, params)
 
     async def _call_tool(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("tools/call needs a string 'name'")
-        tool = self.server.tools.get(name)
+        tool = self.registry.tools.get(name)
         if tool is None:
             raise InvalidParams(f"Unknown tool: {name}")
         arguments = params.get("arguments")
@@ -433,33 +447,25 @@ class Dispatcher:
         if tool.task is not None:
             from nimblemcp.server._tasks import call_tool
 
-            return await call_tool(self.server, ctx, tool, arguments)  # type: ignore[arg-type]
+            return await call_tool(self.host.tasks, ctx, tool, arguments)
         result: dict[str, Any] = await tool.invoke(ctx, arguments)
         return result
-
-    def _template_for(self, uri: str) -> tuple[TemplateEntry, dict[str, str]]:
-        """The first template matching `uri` and its variables."""
-        for template in self.server.templates.values():
-            values = template.match(uri)
-            if values is not None:
-                return template, values
-        raise ResourceNotFound(uri)
 
     async def _read_resource(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise InvalidParams("resources/read needs a string 'uri'")
-        entry = self.server.resources.get(uri)
+        entry = self.registry.resources.get(uri)
         if entry is not None:
             contents = await entry.read(ctx)
             ttl, scope = entry.ttl_ms, entry.cache_scope
         else:
-            template, values = self._template_for(uri)
+            template, values = self.registry.template_for(uri)
             contents = await template.read(ctx, uri, values)
             ttl, scope = template.ttl_ms, template.cache_scope
         result: dict[str, Any] = {"resultType": "complete", "contents": contents}
         if ttl is not None or scope is not None:
-            d_ttl, d_scope = self.server.cache_hints["resources/read"]
+            d_ttl, d_scope = self.config.cache_hints["resources/read"]
             result["ttlMs"] = d_ttl if ttl is None else ttl
             result["cacheScope"] = scope or d_scope
         return result
@@ -468,7 +474,23 @@ class Dispatcher:
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("prompts/get needs a string 'name'")
-        prompt = self.server.prompts.get(name)
+        prompt = self.registry.prompts.get(name)
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {name}")
-        return await prompt.get(ctx, params.get("arguments"))
+        result: dict[str, Any] = await prompt.invoke(ctx, params.get("arguments"))
+        return result
+
+    # Completion and subscriptions are loaded on their first request, not at every
+    # server's start (issue 18).
+
+    async def _complete(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        from nimblemcp.server._completion import complete
+
+        return await complete(self.registry, params)
+
+    async def _listen(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        from nimblemcp.server._subscriptions import listen
+
+        host = self.host
+        return await listen(ctx, params, bus=host.bus, options=self.config.listen,
+                            capabilities=self.capabilities, tasks=lambda: host.tasks)

@@ -269,20 +269,20 @@ def _unsupported_parameter(fn: Callable[..., Any], fields: list[tuple[str, Any, 
     )
 
 
-def _unstructured(tp: Any) -> bool:
+def _unstructured(tp: Any, plain: tuple[type, ...]) -> bool:
     from nimblemcp.content import is_content_hint
-    from nimblemcp.server._tools import ToolResult
 
-    if tp in (inspect.Signature.empty, Any, object, None, NoneType, str, ToolResult):
+    if tp in (inspect.Signature.empty, Any, object, None, NoneType, str) or tp in plain:
         return True
     return is_content_hint(tp)
 
 
-def build_output(fn: Callable[..., Any]) -> OutputSpec | None:
-    """An output schema from the return annotation, or None for unstructured tools."""
+def build_output(fn: Callable[..., Any], plain: tuple[type, ...] = ()) -> OutputSpec | None:
+    """An output schema from the return annotation, or None for unstructured tools
+    (`plain`: return types of the caller's own that are never structured)."""
     hints = typing.get_type_hints(fn, include_extras=True)
     tp = hints.get("return", inspect.Signature.empty)
-    if _unstructured(tp):
+    if _unstructured(tp, plain):
         return None
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:

@@ -236,7 +236,7 @@ class ToolEntry(Invocable):
             build_arguments(fn, arg_docs) if input_schema is None
             else verbatim_arguments(fn, input_schema)
         )
-        self.output: OutputSpec | None = None if structured_output is False else build_output(fn)
+        self.output: OutputSpec | None = None if structured_output is False else build_output(fn, (ToolResult,))
         if structured_output and self.output is None:
             raise TypeError(f"tool {self.name!r}: structured_output needs a structured return type")
         self.check_output: OutputCheck | None = (

@@ -28,10 +28,9 @@ start; under load it sleeps about once per several jobs, and the switch is paid 
 never per job. A thread under any policy but SCHED_OTHER, another OS, or a refusal by
 the system leaves the policy alone; `Workers(batch_wait=False)` turns it off.
 
-`call` hands the values by position, or the keywords when given (the dispatcher's lean lane for a plain sync
-tool; issue 18, round seven): no keyword dict built on the loop, none parsed in the
-worker. A job carries either values or keywords and the worker makes one call form of
-the two (`*args` and `**kwargs` in one call cost ~0.8k instructions more).
+`call` hands the values by position, or the keywords when given (a registered
+function's are keywords). A job carries either values or keywords and the worker makes
+one call form of the two.
 
 The hot path counts Python steps (issue 18): no `contextlib.suppress` (three Python
 calls) around a wake-up, no keyword arguments to the queue, no `cancelled()` call per
