@@ -359,17 +359,38 @@ class Context:
         return handles.bind(self.subject)
 
 
-def context_param(fn: Callable[..., Any]) -> str | None:
-    """The name of the parameter annotated `Context` (string annotations resolved)."""
-    import inspect
+# -- which parameter takes the Context -------------------------------------------------
+# One answer everywhere (tools, prompts, resources, templates, providers): a parameter
+# annotated `Context`, a subclass of it, or the name `Context` in a postponed (string)
+# annotation, resolved in the function's module first (a class of the module's own
+# named Context is that class), else as this one (imported for type checking only).
+
+
+def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """`fn`'s type hints, `Annotated` extras kept, with the name `Context` resolving as
+    said above; raises like `typing.get_type_hints` on any other unresolvable name."""
     import typing
 
+    known = getattr(fn, "__globals__", None) or {}
+    return typing.get_type_hints(
+        fn, localns=None if "Context" in known else {"Context": Context}, include_extras=True)
+
+
+def is_context(hint: Any) -> bool:
+    """Whether a parameter annotated `hint` takes the Context (`hint` as `type_hints`
+    gives it; the bare string when the annotations could not be resolved at all)."""
+    return hint == "Context" or (isinstance(hint, type) and issubclass(hint, Context))
+
+
+def context_param(fn: Callable[..., Any]) -> str | None:
+    """The name of the parameter that takes the Context, if any."""
+    import inspect
+
     try:
-        hints = typing.get_type_hints(fn)
-    except Exception:  # unresolvable forward references: fall back to the raw text
+        hints = type_hints(fn)
+    except Exception:  # another name is unresolvable: the raw annotations
         hints = {}
     for p in inspect.signature(fn).parameters.values():
-        ann = hints.get(p.name, p.annotation)
-        if ann == "Context" or (isinstance(ann, type) and issubclass(ann, Context)):
+        if is_context(hints.get(p.name, p.annotation)):
             return p.name
     return None

@@ -15,6 +15,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nimblemcp.server._context import is_context, type_hints
 from nimblemcp.server._depends import injected_params
 from nimblemcp.server._docstrings import parse_docstring
 from nimblemcp.server._hints import (
@@ -62,16 +63,10 @@ class ArgumentSpec:
         self.context_param = context_param
 
 
-def _is_context(tp: Any) -> bool:
-    from nimblemcp.server._context import Context
-
-    return isinstance(tp, type) and issubclass(tp, Context)
-
-
 def build_arguments(fn: Callable[..., Any], arg_docs: Mapping[str, str]) -> ArgumentSpec:
     """Inspect `fn` and build its `inputSchema` and argument validator."""
     sig = inspect.signature(fn)
-    hints = typing.get_type_hints(fn, include_extras=True)
+    hints = type_hints(fn)
     injected = injected_params(fn)
     context_param: str | None = None
     fields: list[tuple[str, Any, Any]] = []  # name, hint, default (inspect.Parameter.empty)
@@ -79,7 +74,7 @@ def build_arguments(fn: Callable[..., Any], arg_docs: Mapping[str, str]) -> Argu
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise TypeError(f"{fn.__name__}: *args/**kwargs cannot be tool arguments")
         hint = hints.get(p.name, Any)
-        if _is_context(hint):
+        if is_context(hint):
             context_param = p.name
             continue
         if p.name in injected:  # resolved by a provider (`_depends`): not an argument
@@ -110,10 +105,10 @@ def verbatim_arguments(fn: Callable[..., Any], schema: dict[str, Any]) -> Argume
     context_param: str | None = None
     takes_all = False
     names: list[str] = []
-    hints = typing.get_type_hints(fn, include_extras=True)
+    hints = type_hints(fn)
     injected = injected_params(fn)
     for p in inspect.signature(fn).parameters.values():
-        if _is_context(hints.get(p.name, Any)):
+        if is_context(hints.get(p.name, Any)):
             context_param = p.name
         elif p.name in injected:
             continue
@@ -280,7 +275,7 @@ def _unstructured(tp: Any, plain: tuple[type, ...]) -> bool:
 def build_output(fn: Callable[..., Any], plain: tuple[type, ...] = ()) -> OutputSpec | None:
     """An output schema from the return annotation, or None for unstructured tools
     (`plain`: return types of the caller's own that are never structured)."""
-    hints = typing.get_type_hints(fn, include_extras=True)
+    hints = type_hints(fn)
     tp = hints.get("return", inspect.Signature.empty)
     if _unstructured(tp, plain):
         return None

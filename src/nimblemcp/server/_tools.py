@@ -27,6 +27,7 @@ import orjson
 
 from nimblemcp.content import block_from_model, is_content_block, text
 from nimblemcp.errors import InvalidToolHeaders, ToolError
+from nimblemcp.server._context import type_hints
 from nimblemcp.server._hints import is_simple, simple_validator
 from nimblemcp.server._invoke import Invocable
 from nimblemcp.server._schema import (
@@ -141,7 +142,7 @@ def error_result(message: str) -> dict[str, Any]:
 
 def output_check(fn: Callable[..., Any], output: OutputSpec, name: str) -> OutputCheck:
     """The check of a tool's structuredContent against its own outputSchema, built once."""
-    tp = typing.get_type_hints(fn, include_extras=True).get("return")
+    tp = type_hints(fn).get("return")
     if typing.get_origin(tp) is typing.Annotated:
         tp = typing.get_args(tp)[0]
     built: list[Any] = []
@@ -248,7 +249,7 @@ class ToolEntry(Invocable):
         # own structured form and always fits the schema (`to_result` skips both steps).
         self.scalar: type | None = None
         if self.output is not None and self.output.wrap:
-            hint = typing.get_type_hints(fn).get("return")
+            hint = type_hints(fn).get("return")
             if hint is int or hint is float or hint is bool:
                 self.scalar = hint
         definition: dict[str, Any] = {"name": self.name}
