@@ -17,6 +17,7 @@ from dataclasses import field, fields, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from nimblemcp.transports._limits import MAX_CONNECTIONS, MAX_MESSAGE_BYTES, MAX_REDIRECTS
+from nimblemcp.types._meta import TASKS_EXTENSION as TASKS_EXTENSION
 
 from ._cache import CacheStore
 from ._mrtr import Callback
@@ -37,7 +38,6 @@ __all__ = [
     "resolve",
 ]
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 NotificationCallback = Callable[[dict[str, Any]], Any]
 
 

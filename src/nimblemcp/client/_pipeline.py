@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import EllipsisType
 from typing import Any, Literal, Protocol
 
+from nimblemcp._loop import maybe_await
 from nimblemcp.errors import (
     ClientError,
     RequestTimeout,
@@ -39,6 +40,7 @@ from nimblemcp.errors import (
     UnsupportedProtocolVersion,
     error_from_wire,
 )
+from nimblemcp.types._meta import SERVER_INFO
 from nimblemcp.types.methods import METHODS
 
 from ._cache import ResultCache
@@ -363,7 +365,7 @@ class Pipeline:
     def _note_server_info(self, result: Mapping[str, Any]) -> None:
         meta = result.get("_meta")
         if isinstance(meta, dict):
-            info = meta.get("io.modelcontextprotocol/serverInfo")
+            info = meta.get(SERVER_INFO)
             if isinstance(info, dict):
                 self.server_info = info
 
@@ -377,12 +379,12 @@ class Pipeline:
         params = note.get("params") or {}
         if method == "notifications/progress":
             if on_progress is not None and params.get("progressToken") == token:
-                await _maybe_await(on_progress(params.get("progress", 0), params.get("total"),
+                await maybe_await(on_progress(params.get("progress", 0), params.get("total"),
                                                params.get("message")))
             return
         on_log = self.callbacks.on_log
         if method == "notifications/message" and on_log is not None:
-            await _maybe_await(on_log({**params, "requestId": rid}))
+            await maybe_await(on_log({**params, "requestId": rid}))
             return
         self.on_stray(note)
 
@@ -400,9 +402,3 @@ class Pipeline:
 
 def _nothing() -> None:
     return None
-
-
-async def _maybe_await(value: Any | Awaitable[Any]) -> Any:
-    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-        return await value
-    return value

@@ -33,6 +33,7 @@ from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._registry import Registry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
+from nimblemcp.types._meta import TASKS_EXTENSION
 
 if TYPE_CHECKING:
     from nimblemcp._port import Changes, Prepared, RequestIO
@@ -467,8 +468,6 @@ class Server:
             raise ValueError(f"a tool named {entry.name!r} is already registered")
         self._check_shared("add", "tool", entry.name)
         if entry.task is not None:
-            from nimblemcp.server._tasks import TASKS_EXTENSION
-
             self.extensions.setdefault(TASKS_EXTENSION, {})
         self.tools[entry.name] = entry
         self._changed("tools")

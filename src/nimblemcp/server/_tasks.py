@@ -46,7 +46,7 @@ from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.errors import InternalError, InvalidParams, MissingClientCapability, ProtocolError
 from nimblemcp.server._context import BecomeTask
 from nimblemcp.server._mrtr import Asker, run_answering
-from nimblemcp.types._meta import TASKS_EXTENSION as TASKS_EXTENSION  # re-exported
+from nimblemcp.types._meta import TASKS_EXTENSION as TASKS_EXTENSION
 from nimblemcp.types._versions import MODERN_VERSIONS
 
 _MODERN = frozenset(MODERN_VERSIONS)
