@@ -79,6 +79,9 @@ class RequestOptions(TypedDict, total=False):
     meta: Mapping[str, Any] | None
     param_headers: Mapping[str, ParamValue] | None
     retry: bool | None
+
+
+_REQUEST_OPTIONS = frozenset(RequestOptions.__annotations__)
 #: Takes one notification of a request's stream and the request's id.
 NoteHandler = Callable[[dict[str, Any], int], None]
 #: Re-issued on a broken stream without asking (RT resilience); others need `retry=True`.
@@ -223,6 +226,9 @@ class Pipeline:
         attempt) and takes every notification of its stream itself (`on_note(note, id)`;
         it may raise to end the stream).
         """
+        unknown = options.keys() - _REQUEST_OPTIONS
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s) for a request: {', '.join(sorted(unknown))}")
         timeout = options.get("timeout", ...)
         on_progress = options.get("on_progress")
         cache = options.get("cache", True)
