@@ -7,7 +7,6 @@ names loaded on first use still resolve.
 - A stdio server started that way, and an HTTP server (`--transport http`, the line
   scripts and deployments use), load neither argparse, gettext nor the parsers; the
   HTTP server's shared-log check no longer builds the store Protocol.
-- `types._records` builds a record with one `type()` call (methods in the namespace).
 """
 
 from __future__ import annotations
@@ -223,30 +222,6 @@ def test_http_run_loads_no_parser_and_prints_the_same_settings(tmp_path: Path, e
     assert (NOT_AT_START - ({"gettext", "shutil"} if engine == "uvicorn" else set())) & mods == set()
     served_by = "uvicorn" if engine == "uvicorn" else "nimblemcp.transports.h1.engine_server"
     assert {"nimblemcp.cli._run_options", served_by} <= mods
-
-
-def test_a_record_is_made_once_with_its_methods_in_place() -> None:
-    from nimblemcp.server._options import ListenOptions, StateOptions
-
-    for cls in (ListenOptions, StateOptions):
-        own = vars(cls)
-        for name in ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__",
-                     "__getstate__", "__setstate__", "__dataclass_fields__", "__slots__", "__match_args__"):
-            assert name in own, (cls, name)
-        assert own["__init__"].__qualname__ == f"{cls.__qualname__}.__init__"
-        record = cls()
-        with pytest.raises(Exception, match="cannot assign to field"):
-            record.__setattr__(next(iter(own["__slots__"])), None)
-
-    class Sub(ListenOptions):  # a subclass may add its own attributes, not change fields
-        pass
-
-    sub = Sub()
-    sub.extra = 1
-    assert sub.extra == 1
-    with pytest.raises(Exception, match="cannot assign to field"):
-        sub.__setattr__(ListenOptions.__slots__[0], None)
-
 
 def test_every_public_name_still_resolves() -> None:
     code = textwrap.dedent("""

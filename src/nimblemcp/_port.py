@@ -28,17 +28,13 @@ the class is made (start-up, issue 18); the few forward references are quoted.
 import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from nimblemcp.types._meta import RequestMeta
 from nimblemcp.types._tool_headers import HeaderRule
 from nimblemcp.types.methods import MethodSpec
-
-if TYPE_CHECKING:
-    from dataclasses import dataclass
-else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "Ask", "ChangeEvent", "Changes", "CloseStream", "Core", "Emit", "LegacyOptions", "NoIO",

@@ -15,8 +15,8 @@ is read.
   entry points (`Server.run()`, `Server.asgi_app()`, `nimblemcp run`) call; never by
   `Server.__init__`. What the code passed explicitly always wins over the environment.
 
-`None` always means "not given: use the default". Imports only the port, backends,
-`types._records` (dataclasses without `exec`) and the standard library. The backends a
+`None` always means "not given: use the default". Imports only the port, backends
+and the standard library. The backends a
 server opens itself for `NIMBLEMCP_REDIS_URL` are `_own_backends`'.
 (`backends.from_env()` remains for code that builds its own backends by hand.)
 """
@@ -25,17 +25,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from nimblemcp._port import LegacyOptions as LegacyOptions  # an option group, defined with the port
 
 if TYPE_CHECKING:
-    from dataclasses import dataclass
-
     from nimblemcp.backends._store import KeyValueStore
     from nimblemcp.backends.bus import NotificationBus
-else:  # the same records, built without dataclass's `exec` (start-up cost)
-    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "LegacyOptions", "ListenOptions", "ServerSettings", "StateOptions", "TaskOptions",

@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from nimblemcp.server._handles import HandleStore
 from nimblemcp.server._options import Backends, StateOptions
 
 if TYPE_CHECKING:
-    from dataclasses import dataclass
-
     from nimblemcp.backends._store import KeyValueStore
     from nimblemcp.backends.bus import NotificationBus
-else:  # the same records, built without dataclass's `exec` (start-up cost)
-    from nimblemcp.types._records import dataclass
 
 __all__ = ["Opened", "Owner", "close_opened", "open_shared"]
 
