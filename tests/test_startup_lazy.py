@@ -26,25 +26,23 @@ def _fresh(code: str) -> list[object]:
     return result
 
 
-# -- errors: the half a stdio server never meets -------------------------------------------
+# -- errors: one tree, one module -----------------------------------------------------------
 
 
-def test_lazy_errors_load_on_first_use_as_the_same_classes() -> None:
+def test_a_client_error_is_caught_as_its_branch_and_pickles() -> None:
     out = _fresh("""
-        import json, pickle, sys
+        import json, pickle
         import nimblemcp.errors as errors
-        before = "nimblemcp._errors_more" in sys.modules
         from nimblemcp.errors import StreamBroken, TransportError
-        after = "nimblemcp._errors_more" in sys.modules
         try:
             raise StreamBroken("cut")
         except errors.ClientError as exc:
             caught = [type(exc).__module__, type(exc).__qualname__, exc.retryable,
                       isinstance(exc, TransportError), isinstance(exc, errors.McpError)]
         again = pickle.loads(pickle.dumps(StreamBroken("cut")))
-        print(json.dumps([before, after, caught, type(again) is errors.StreamBroken, again.args]))
+        print(json.dumps([caught, type(again) is errors.StreamBroken, again.args]))
     """)
-    assert out == [False, True, ["nimblemcp.errors", "StreamBroken", True, True, True], True, ["cut"]]
+    assert out == [["nimblemcp.errors", "StreamBroken", True, True, True], True, ["cut"]]
 
 
 def test_every_error_name_resolves_in_a_fresh_interpreter() -> None:
@@ -56,23 +54,14 @@ def test_every_error_name_resolves_in_a_fresh_interpreter() -> None:
     assert set(names.values()) == {"nimblemcp.errors"}  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("name", sorted(errors._MORE))
-def test_lazy_error_names_are_public_documented_and_picklable(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(n for n in errors.__all__ if isinstance(getattr(errors, n), type)))
+def test_error_names_are_public_documented_and_picklable(name: str) -> None:
     cls = getattr(errors, name)
     assert name in errors.__all__ and name in dir(errors)
     assert cls.__module__ == "nimblemcp.errors" and cls.__qualname__ == name
     assert issubclass(cls, errors.McpError)
     assert pickle.loads(pickle.dumps(cls)) is cls
     assert f" {name} " in (errors.__doc__ or "")
-
-
-def test_the_lazy_half_defines_exactly_its_names() -> None:
-    import nimblemcp._errors_more as more
-
-    defined = {name for name, obj in vars(more).items()
-               if isinstance(obj, type) and obj.__module__ == "nimblemcp.errors"}
-    assert defined - {"McpError", "ProtocolError", "StartupError"} == errors._MORE  # those are imported
-
 
 def test_unknown_error_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="NoSuchError"):
@@ -123,7 +112,7 @@ def test_root_names_load_with_the_collector_paused_then_restored() -> None:
 # Not needed to answer `server/discover` (nor a plain tools/call); each loads when used.
 LAZY = ["nimblemcp.server._completion", "nimblemcp.server._subscriptions", "nimblemcp.server._task_events",
         "nimblemcp.server._middleware", "nimblemcp.server._refs", "nimblemcp.server._uri_values",
-        "nimblemcp.transports._legacy", "nimblemcp._errors_more"]
+        "nimblemcp.transports._legacy"]
 # Never imported by a stdio server's start, nor later by these features.
 NEVER = ["queue", "argparse", "shutil", "pathlib", "nimblemcp.client"]
 
