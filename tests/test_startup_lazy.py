@@ -77,36 +77,6 @@ def test_picklable_instances_round_trip() -> None:
         assert type(again) is type(exc) and again.args == exc.args
 
 
-# -- the package root: imports with the garbage collector paused -----------------------------
-
-
-def test_root_names_load_with_the_collector_paused_then_restored() -> None:
-    out = _fresh("""
-        import gc, json, sys
-        import nimblemcp
-        seen = []
-        real = __import__("importlib").import_module
-
-        def spy(name, package=None):
-            seen.append(gc.isenabled())
-            return real(name, package)
-
-        __import__("importlib").import_module = spy
-        server_class = nimblemcp.Server
-        after = gc.isenabled()
-        gc.disable()
-        nimblemcp.text  # noqa: B018
-        still_off = not gc.isenabled()
-        gc.enable()
-        try:
-            nimblemcp._load("nimblemcp.no_such_module")
-        except ImportError:
-            failed = True
-        print(json.dumps([seen, after, still_off, failed, gc.isenabled(), server_class.__name__]))
-    """)
-    assert out == [[False, False, False], True, True, True, True, "Server"]
-
-
 # -- server modules loaded on first use, over a real stdio process ---------------------------
 
 # Not needed to answer `server/discover` (nor a plain tools/call); each loads when used.

@@ -152,40 +152,7 @@ def test_the_redis_url_variable_is_the_backend_selections() -> None:
     assert _options.ENV_REDIS_URL == ENV_URL
 
 
-# -- the package root: what an import made is promoted, not walked at once, nor frozen -------
-
-
-def test_a_lazy_import_promotes_its_objects_and_freezes_nothing() -> None:
-    """Where the interpreter starts with nothing frozen (3.11, 3.13), the import's objects
-    are promoted; CPython 3.12.1 starts with objects of its own in the permanent
-    generation, which `_load` must not release, so there it leaves the collector as it is."""
-    out = _fresh("""
-        import gc, json, weakref
-        base = gc.get_freeze_count()  # what the interpreter froze before any of our code
-        import nimblemcp
-
-        class Node:
-            pass
-
-        cycle = Node()
-        cycle.self = cycle  # garbage made before the import, collected only by gc
-        probe = weakref.ref(cycle)
-        del cycle
-        young = []
-        gc.callbacks.append(lambda phase, info: phase == "start" and young.append(info["generation"]))
-        nimblemcp.Server  # noqa: B018  (imports the server: ~20k objects)
-        after = [gc.isenabled(), gc.get_freeze_count(), gc.get_count()[0] <= gc.get_threshold()[0]]
-        nimblemcp.Server("x", "1")  # the first allocations after the import
-        collected_at_once = 0 in young
-        gc.collect()
-        print(json.dumps([base, after, collected_at_once, probe() is None, gc.get_freeze_count()]))
-    """)
-    base = out[0]
-    if base == 0:
-        assert out[1:] == [[True, 0, True], False, True, 0]
-    else:  # nothing promoted, nothing frozen or released: the young collection ran as usual
-        assert out[1:] == [[True, base, False], True, True, base]
-
+# -- the package root: an import leaves the collector as the process set it -----------------
 
 def test_a_lazy_import_leaves_the_processes_own_freeze_alone() -> None:
     out = _fresh("""
@@ -313,32 +280,3 @@ def test_an_http_transport_for_a_plain_url_loads_no_url_parser() -> None:
     """)
     assert out == [[], "http://127.0.0.1:8000", ["http", "localhost", 8000],
                    " /mcp?x=1 HTTP/1.1\r\nHost: Localhost:8000\r\n", True]
-
-
-def test_nimblemcp_run_imports_the_server_through_the_paused_collector(tmp_path: Path) -> None:
-    script = tmp_path / "quiet_server.py"
-    script.write_text("from nimblemcp import Server\ns = Server('t', '1')\n")
-    code = textwrap.dedent(f"""
-        import gc, json, sys
-        base = gc.get_freeze_count()  # the interpreter's own (CPython 3.12.1: not 0)
-        import nimblemcp
-        from nimblemcp.cli import main
-
-        seen = []
-        real = nimblemcp._load
-
-        def spy(name):
-            seen.append([name, name in sys.modules])
-            return real(name)
-
-        nimblemcp._load = spy
-        try:
-            main(["run", {str(script)!r}])
-        finally:
-            print(json.dumps([seen, gc.isenabled(), gc.get_freeze_count() - base]), file=sys.stderr)
-    """)
-    proc = subprocess.run([sys.executable, "-c", code], input="", capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    seen, enabled, frozen = json.loads(proc.stderr.strip().splitlines()[-1])  # stdout is the protocol's
-    # `frozen`: what is frozen at the end beyond what the interpreter froze itself
-    assert seen[0] == ["nimblemcp.cli.run", False] and enabled is True and frozen == 0

@@ -32,9 +32,6 @@ _OWN_PARSERS = {"dev": "nimblemcp.cli._dev:main", "install": "nimblemcp.cli._ins
 
 def load_server(target: str) -> Server:
     """Load `path/to/file.py[:name]` or `package.module[:name]` and return its Server."""
-    from nimblemcp import _load
-
-    _load("nimblemcp.server._server")  # with the garbage collector paused (issue 18)
     from nimblemcp.server._server import Server
 
     spec_part, _, attr = target.partition(":")
@@ -187,11 +184,9 @@ def _main(argv: list[str]) -> None:
 
         args = parse(argv)
     if args.command == "run":
-        from nimblemcp import _load
+        from nimblemcp.cli.run import main as run
 
-        # `cli.run` imports the server: with the collector paused, as the root's names
-        # are (issue 18); `_load` leaves nothing frozen.
-        _load("nimblemcp.cli.run").main(args)
+        run(args)
     elif args.command == "proxy":
         from nimblemcp.proxy import proxy
 
