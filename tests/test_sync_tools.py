@@ -1,14 +1,11 @@
-"""Issue 18, the sync tool's hop, round seven (server/_workers.py, _dispatch.py, _tools.py):
-the dispatcher's lean lane hands a plain sync tool's argument values to the worker by
-position (`Workers.call`, `ToolEntry.thread_values`) instead of building a keyword
-dict on the loop and parsing it in the worker. Pinned here: which tools get values by
-position (and which keep keywords), that the lean lane really takes that path and runs
-the tool in a worker thread, that every answer (coerced and default values, argument
-errors, tool errors, masked exceptions, protocol errors, MRTR pauses, structured output
-and its check) is the one the general lane gives through `invoke`, that context
-variables reach the tool as before, that `Workers.call` keeps the pool's guarantees
+"""Sync tools run in the worker threads (server/_workers.py, _invoke.py): a plain one,
+one with positional-only parameters and one with a dependency each run off the loop;
+every answer (coerced and default values, argument errors, tool errors, masked
+exceptions, protocol errors, MRTR pauses, structured output and its check) is the same
+with and without middleware; context variables reach the tool and stay in its copy; a
+cancelled request drops its call; `Workers.call` keeps the pool's guarantees
 (cancelled before start: never run; cancelled while running: result dropped;
-StopIteration; no head-of-line blocking), and the same through a real served server."""
+StopIteration; no head-of-line blocking); and the same through a real served server."""
 
 from __future__ import annotations
 
@@ -36,7 +33,7 @@ META = {
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 
-REQUEST_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("round7_request", default="unset")
+REQUEST_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("sync_tools_request", default="unset")
 
 
 class Point(TypedDict):
@@ -49,7 +46,7 @@ def _where(ctx: Context) -> str:
 
 
 def _server(with_middleware: bool = False) -> Server:
-    server = Server("round7", "1.0.0", state_keys=[new_key()])
+    server = Server("sync-tools", "1.0.0", state_keys=[new_key()])
 
     @server.tool
     def add(a: int, b: int, scale: float = 1.0) -> int:
@@ -105,7 +102,7 @@ def _server(with_middleware: bool = False) -> Server:
     def with_dep(text: str, where: Annotated[str, Depends(_where)]) -> str:  # wrapped too
         return f"{where}:{text}"
 
-    if with_middleware:  # the general lane: `invoke`, arguments bound by name
+    if with_middleware:
         async def note(ctx: Context, call_next: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
             return await call_next()
 
@@ -154,7 +151,7 @@ async def test_a_plain_sync_tool_runs_in_a_worker_thread() -> None:
     assert dep["result"]["content"][0]["text"] == "tools/call:t"
 
 
-# -- every answer is the general lane's -------------------------------------------------
+# -- every answer is the same with and without middleware ------------------------------
 
 CASES: list[tuple[str, Any]] = [
     ("add", {"a": 2, "b": 3}),
@@ -180,15 +177,15 @@ CASES: list[tuple[str, Any]] = [
 
 
 @pytest.mark.parametrize(("name", "arguments"), CASES)
-async def test_each_answer_is_the_general_lanes(name: str, arguments: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    lean = _strip(await _answer(_server(), _call(name, arguments)))
+async def test_each_answer_is_the_same_with_and_without_middleware(name: str, arguments: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = _strip(await _answer(_server(), _call(name, arguments)))
     general = _strip(await _answer(_server(with_middleware=True), _call(name, arguments)))
-    assert lean == general
-    assert lean["id"] == 7
+    assert bare == general
+    assert bare["id"] == 7
 
 
 async def test_the_answers_say_what_each_case_is() -> None:
-    # The comparison above would hold for two lanes broken alike: the outcomes themselves.
+    # The comparison above would hold for two paths broken alike: the outcomes themselves.
     server = _server()
 
     async def result(name: str, arguments: Any) -> dict[str, Any]:
@@ -223,7 +220,7 @@ async def test_context_variables_reach_the_tool_and_stay_in_its_copy() -> None:
 
 
 async def test_a_cancelled_request_drops_the_sync_call() -> None:
-    server = Server("round7-cancel", "1.0.0")
+    server = Server("sync-cancel", "1.0.0")
     started, release = threading.Event(), threading.Event()
 
     @server.tool
@@ -339,7 +336,7 @@ def refuses(n: int) -> str:
 '''
 
 
-async def test_a_served_server_answers_sync_tools_by_the_positional_hand_off(tmp_path: Path) -> None:
+async def test_a_served_server_answers_sync_tools(tmp_path: Path) -> None:
     src = tmp_path / "hop7_server.py"
     src.write_text(SERVER)
     with socket.socket() as s:

@@ -1,18 +1,8 @@
-"""Issue 18, core round five: two more requests skip the general lane's steps.
-
-- The plain lane: `server/discover`, `tools/list`, `resources/list`,
-  `resources/templates/list` and `prompts/list` answer from the dispatcher's own
-  functions, with no Context, no handler coroutine and no busy count, under the lean
-  lane's conditions (no middleware, no back channel, no log forwarding for the
-  request, no MRTR keys, no load shedding).
-- The Context lane: `tools/call` of a tool that takes a Context (or a
-  provider-resolved parameter), and is not a task tool, runs in the lean lane with one
-  Context built there, `Invocable.invoke`'s steps inline.
-
-These tests pin that both give the answers of the general lane (forced by a
-middleware), byte for byte: results, caching hints (CACHE-01/07/10), pagination
-(PAG-03), protocol errors, masked errors, MRTR rounds and their state, warnings of
-dropped questions, notifications and cancellation.
+"""`server/discover`, the four lists, and the prompts and tools that take a Context,
+through the request path: the same answers with and without middleware around it, byte
+for byte (results, caching hints (CACHE-01/07/10), pagination (PAG-03), protocol
+errors, masked errors, MRTR rounds and their state, warnings of dropped questions,
+notifications and cancellation).
 """
 
 from __future__ import annotations
@@ -91,7 +81,7 @@ def _server(with_middleware: bool = False, seen: list[str] | None = None, **opti
         return "talked"
 
     @server.tool(task="optional")
-    async def tasked(ctx: Context) -> str:  # a task tool: the general lane
+    async def tasked(ctx: Context) -> str:  # a task tool
         return "task"
 
     @server.prompt
@@ -211,18 +201,18 @@ PLAIN_CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
 @pytest.mark.parametrize("subject", [None, "alice"])
 @pytest.mark.parametrize(("message", "options"), PLAIN_CASES,
                          ids=lambda v: f"{v['method']}:{v['params'].get('cursor')}" if "method" in v else str(v))
-def test_plain_and_general_lanes_answer_alike(message: dict[str, Any], options: dict[str, Any],
+def test_lists_and_discover_answer_alike_with_and_without_middleware(message: dict[str, Any], options: dict[str, Any],
                                               subject: str | None) -> None:
-    """The same request with and without a middleware (which forces the general lane),
+    """The same request with and without a middleware,
     anonymous and authenticated (the private cache scope, CACHE-07/10)."""
     seen: list[str] = []
-    lean = asyncio.run(_answer(_server(**options), message, _IO(subject)))
+    bare = asyncio.run(_answer(_server(**options), message, _IO(subject)))
     general = asyncio.run(_answer(_server(True, seen, **options), message, _IO(subject)))
-    assert seen == [message["method"]]  # the middleware ran: the general lane
-    assert orjson.dumps(lean) == orjson.dumps(general)
+    assert seen == [message["method"]]  # the middleware ran
+    assert orjson.dumps(bare) == orjson.dumps(general)
 
 
-def test_plain_answers_are_the_documented_shapes() -> None:
+def test_lists_and_discover_are_the_documented_shapes() -> None:
     server = _server(page_size=2, instructions="Be brief.")
     discover = asyncio.run(_answer(server, _request("server/discover")))["result"]
     assert list(discover) == ["supportedVersions", "capabilities", "instructions", "_meta", "resultType",
@@ -256,7 +246,7 @@ def test_lists_answer_with_load_shedding_and_log_forwarding_configured() -> None
     assert shed.dispatcher.busy == 0 and logs.dispatcher.busy == 0
 
 
-def test_a_failing_list_is_masked_in_both_lanes(monkeypatch: pytest.MonkeyPatch,
+def test_a_failing_list_is_masked_with_and_without_middleware(monkeypatch: pytest.MonkeyPatch,
                                                 caplog: pytest.LogCaptureFixture) -> None:
     """An unexpected error inside a list answer is the masked -32603, logged alike."""
     answers = []
@@ -302,12 +292,12 @@ PROMPT_CASES: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("message", PROMPT_CASES, ids=lambda m: str(m["params"]))
-def test_context_prompts_answer_alike_in_both_lanes(message: dict[str, Any]) -> None:
+def test_context_prompts_answer_alike_with_and_without_middleware(message: dict[str, Any]) -> None:
     seen: list[str] = []
-    lean = asyncio.run(_answer(_server(), message))
+    bare = asyncio.run(_answer(_server(), message))
     general = asyncio.run(_answer(_server(True, seen), message))
     assert seen == ["prompts/get"]
-    assert orjson.dumps(_strip_refs(lean)) == orjson.dumps(_strip_refs(general))
+    assert orjson.dumps(_strip_refs(bare)) == orjson.dumps(_strip_refs(general))
 
 
 def test_context_prompts_keep_their_state() -> None:
@@ -324,12 +314,12 @@ def test_context_prompts_keep_their_state() -> None:
 
 
 @pytest.mark.parametrize("message", CTX_CASES, ids=lambda m: f"{m['params']['name']}:{m['params'].get('arguments')}")
-def test_context_tools_answer_alike_in_both_lanes(message: dict[str, Any]) -> None:
+def test_context_tools_answer_alike_with_and_without_middleware(message: dict[str, Any]) -> None:
     seen: list[str] = []
-    lean = asyncio.run(_answer(_server(), message))
+    bare = asyncio.run(_answer(_server(), message))
     general = asyncio.run(_answer(_server(True, seen), message))
     assert seen == ["tools/call"]
-    assert orjson.dumps(_strip_refs(lean)) == orjson.dumps(_strip_refs(general))
+    assert orjson.dumps(_strip_refs(bare)) == orjson.dumps(_strip_refs(general))
 
 
 def test_context_tools_see_their_request() -> None:
@@ -355,8 +345,8 @@ def test_notifications_of_a_context_tool_reach_the_request_s_io() -> None:
 
 
 def test_mrtr_rounds_of_a_context_tool_keep_its_state() -> None:
-    """MRTR-10/11: the state a Context tool wrote in the lean lane rides in its
-    requestState; the next round (the general lane) reads it."""
+    """MRTR-10/11: the state a Context tool wrote rides in its requestState; the next
+    round reads it."""
     server = _server()
     first = asyncio.run(_answer(server, _call("keeps", {})))
     assert first["result"]["resultType"] == "input_required"
@@ -371,7 +361,7 @@ def test_mrtr_rounds_of_a_context_tool_keep_its_state() -> None:
     assert general["inputRequests"] == asked["inputRequests"]
 
 
-def test_dropped_questions_warn_in_the_lean_lane() -> None:
+def test_dropped_questions_warn() -> None:
     server = Server("round5w", "1.0.0")
 
     @server.tool
