@@ -90,7 +90,7 @@ LAZY = ["nimblemcp.server._completion", "nimblemcp.server._subscriptions", "nimb
         "nimblemcp.server._middleware", "nimblemcp.server._refs", "nimblemcp.server._uri_values",
         "nimblemcp.transports._legacy"]
 # Never imported by a stdio server's start, nor later by these features.
-NEVER = ["queue", "argparse", "shutil", "pathlib", "nimblemcp.client"]
+NEVER = ["argparse", "shutil", "pathlib", "nimblemcp.client"]
 
 SERVER = textwrap.dedent('''
     import json, sys
@@ -277,7 +277,7 @@ def test_a_server_using_everything_answers_after_discover() -> None:
 # -- the backends, the bus and the client's parts -------------------------------------------
 
 # Not loaded by a stdio server that answers `server/discover` and a `tools/call`.
-NOT_AT_START = ["nimblemcp.backends._select", "nimblemcp.backends._store", "nimblemcp.backends._bus_protocols"]
+NOT_AT_START = ["nimblemcp.backends._select", "nimblemcp.backends._store"]
 
 LOADED_SERVER = textwrap.dedent('''
     import json, sys
@@ -332,13 +332,11 @@ def test_backends_unknown_name_is_an_attribute_error() -> None:
         raise AssertionError("no AttributeError")
 
 
-def test_bus_protocols_load_on_first_use_as_the_bus_module_names() -> None:
+def test_the_bus_protocols_are_the_bus_module_s() -> None:
     out = _fresh("""
         import json, pickle, sys
         import nimblemcp.backends.bus as bus
-        before = "nimblemcp.backends._bus_protocols" in sys.modules
         from nimblemcp.backends.bus import FlushingBus, NotificationBus, Subscription
-        after = "nimblemcp.backends._bus_protocols" in sys.modules
         names = [(c.__module__, c.__qualname__) for c in (FlushingBus, NotificationBus, Subscription)]
 
         class Flushes:
@@ -350,13 +348,12 @@ def test_bus_protocols_load_on_first_use_as_the_bus_module_names() -> None:
             checked = "no error"
         except TypeError:
             checked = "TypeError"  # not runtime_checkable, as before
-        print(json.dumps([before, after, names, isinstance(Flushes(), FlushingBus),
+        print(json.dumps([names, isinstance(Flushes(), FlushingBus),
                           isinstance(bus.InProcessBus(), FlushingBus), checked,
                           pickle.loads(pickle.dumps(NotificationBus)) is NotificationBus,
                           {"FlushingBus", "NotificationBus", "Subscription"} <= set(dir(bus))]))
     """)
-    assert out == [False, True,
-                   [["nimblemcp.backends.bus", "FlushingBus"], ["nimblemcp.backends.bus", "NotificationBus"],
+    assert out == [[["nimblemcp.backends.bus", "FlushingBus"], ["nimblemcp.backends.bus", "NotificationBus"],
                     ["nimblemcp.backends.bus", "Subscription"]],
                    True, False, "TypeError", True, True]
 

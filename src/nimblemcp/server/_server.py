@@ -72,16 +72,6 @@ def _check_callable(decorator: str, fn: Any) -> None:
         raise TypeError(f"{decorator} applies to a function (def or async def), not {fn!r}")
 
 
-class _RulesByName(dict[str, "tuple[HeaderRule, ...]"]):
-    """Tool name -> its `x-mcp-header` rules (`Server.tool_header_rules`); () for a
-    name no tool has."""
-
-    __slots__ = ()
-
-    def __missing__(self, name: str) -> tuple[HeaderRule, ...]:
-        return ()
-
-
 _T = TypeVar("_T")
 
 
@@ -123,16 +113,9 @@ class Server:
     one_time_state: _Setting[bool] = _Setting("one_time_state")
     state_ttl: _Setting[float] = _Setting("state_ttl")
 
-    # The port (`nimblemcp._port.Core`): set in __init__ to the dispatcher's own bound
-    # methods, so a transport's call costs no extra frame.
+    # The port (`nimblemcp._port.Core`): the dispatcher's own methods, set in __init__.
     prepare: Callable[..., Prepared]
     execute: Callable[[Prepared, RequestIO], Awaitable[dict[str, Any]]]
-    # The `x-mcp-header` rules of tool `name`, built at registration; () if unknown. The
-    # same tuple object every call (the HTTP check caches its wire form by identity).
-    # Set in __init__ to the `__getitem__` of a name -> rules table kept in step with
-    # `tools` (`_changed`): the HTTP endpoint asks it per `tools/call`, and a C look-up
-    # costs ~0.3k instructions where a method with its own `.get` cost ~1k (issue 18).
-    tool_header_rules: Callable[[str], tuple[HeaderRule, ...]]
 
     def __init__(
         self,
@@ -189,8 +172,6 @@ class Server:
         self.templates = self.registry.templates
         self.prompts = self.registry.prompts
         self.extensions = self.registry.extensions
-        self._header_rules = _RulesByName()
-        self.tool_header_rules = self._header_rules.__getitem__
         if registrations not in ("shared", "local"):
             raise ValueError(f"registrations must be 'shared' or 'local', not {registrations!r}")
         # "shared": the registry must be the same on every instance, so runtime changes
@@ -600,11 +581,14 @@ class Server:
         self.dispatcher.invalidate()
         return fn
 
+    def tool_header_rules(self, name: str, /) -> tuple[HeaderRule, ...]:
+        """The `x-mcp-header` rules of tool `name`, built at registration; () for a name
+        no tool has. The same tuple every call (the HTTP check caches its wire form by
+        identity)."""
+        tool = self.tools.get(name)
+        return () if tool is None else tool.header_rules
+
     def _changed(self, kind: str) -> None:
-        if kind == "tools":  # every change of `tools` comes here (add, remove, a mount's sync)
-            rules = self._header_rules
-            rules.clear()
-            rules.update({name: tool.header_rules for name, tool in self.tools.items()})
         self.dispatcher.invalidate()
         for listener in self.change_listeners:
             listener(kind)

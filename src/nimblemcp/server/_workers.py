@@ -49,16 +49,10 @@ from asyncio import InvalidStateError
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextvars import copy_context
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from nimblemcp._loop import running_loop
-
-# The C queue that `queue` re-exports: importing `queue` itself costs ~1.7M
-# instructions of pure-Python classes at every start (issue 18).
-try:
-    from _queue import Empty, SimpleQueue
-except ImportError:  # pragma: no cover - an interpreter without the C module
-    from queue import Empty, SimpleQueue  # type: ignore[assignment]
 
 _MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 _IDLE_TIMEOUT = 60.0  # seconds an idle worker thread lives before it exits
