@@ -24,12 +24,8 @@ import asyncio
 import contextlib
 import gc
 import logging
-import sys
-import types
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
-
-from orjson import dumps as _dumps
 
 from nimblemcp._loop import running_loop
 from nimblemcp._port import Core
@@ -61,7 +57,7 @@ from nimblemcp.transports._asgi import (
     respond,
     respond_json,
 )
-from nimblemcp.transports._http_exchange import WATCH_DELAY, Exchange, Watchlist
+from nimblemcp.transports._http_exchange import Exchange, Watchlist
 from nimblemcp.transports._http_headers import (
     ENCODED,
     NAME_TEXT,
@@ -108,12 +104,6 @@ _METHOD_KEY = header_key(HEADER_METHOD)
 _NAME_KEY = header_key(HEADER_NAME)
 _SESSION_KEY = header_key(HEADER_SESSION_ID)
 
-_current_task: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any]] = asyncio.current_task  # type: ignore[assignment]
-# 3.11: `asyncio.current_task` is Python over this (C) dict, which every task updates:
-# read by subscript (the endpoint runs in a task). None on 3.12+ (a C function there).
-_TASKS: dict[asyncio.AbstractEventLoop, asyncio.Task[Any]] | None = (
-    None if sys.version_info >= (3, 12) else asyncio.tasks._current_tasks)  # type: ignore[attr-defined]
-
 
 # Seconds a POST body may take to arrive in full (408 after; None: no deadline);
 # `HttpSecurity.body_timeout` carries the same default.
@@ -135,15 +125,6 @@ def _settle_gc() -> None:
     if young:  # 0 means the application turned the GC off: leave it so
         gc.set_threshold(max(young, YOUNG_GC_THRESHOLD), middle, old)
 
-
-@types.coroutine
-def _next_pass() -> Generator[None, None, None]:
-    """`asyncio.sleep(0)` without its extra coroutine: the task resumes on the loop's
-    next pass."""
-    yield
-
-
-_new = object.__new__  # a lean Exchange without its `__init__` frame (h2's tail of `__call__`)
 
 
 def _is_json(value: bytes | None) -> bool:
@@ -268,7 +249,8 @@ class McpHttpApp:
         extensions = scope.get("extensions")
         engine: EngineOffer | None = extensions.get(ENGINE) if extensions else None
         loop: asyncio.AbstractEventLoop = engine.loop if engine is not None else running_loop()
-        task: asyncio.Task[Any] = _current_task(loop) if _TASKS is None else _TASKS[loop]
+        task = asyncio.current_task(loop)
+        assert task is not None  # an ASGI server runs each request in a task
         watchlist = self._last
         if watchlist is None or watchlist.loop is not loop:
             watchlist = self._last = self._watchlist(loop)
@@ -367,24 +349,11 @@ class McpHttpApp:
             subject = scope[SUBJECT] if SUBJECT in scope else None  # noqa: SIM401  (most have none)
             if subject is not None and not isinstance(subject, str):
                 subject = None
-            # A lean Exchange (see `_http_exchange`): the request's own fields, no
-            # `__init__` frame; its stream's state comes with a first `emit` or the watch.
-            ex = _new(Exchange)
-            ex.loop = loop
-            ex.scope = scope
-            ex.subject = subject
-            ex.receive = receive
-            ex.send = send
-            ex.keepalive = self.keepalive
-            ex.owner = task
-            ex.armed = False
+            # A lean Exchange (see `_http_exchange`): its stream's state comes with a
+            # first `emit` or the watch.
+            ex = Exchange(loop, receive, send, self.keepalive, subject, scope, task, lean=True)
             step = self.core.execute(prepared, ex)
-            # `watchlist.add(ex)`, without the call
-            due = loop.time() + WATCH_DELAY
-            ex.watch_entry = entry = [due, ex]
-            watchlist.entries.append(entry)
-            if watchlist.timer is None:
-                watchlist.timer = loop.call_at(due, watchlist.sweep)
+            watchlist.add(ex)
             try:
                 response = await step
             except asyncio.CancelledError:
@@ -408,24 +377,21 @@ class McpHttpApp:
                     task.uncancel()
                     return  # HTTP-10: nothing more is sent for a cancelled request
                 raise
-            if ex.watch_entry is not None:  # still waiting for its watch: nothing runs to stop
+            entry = ex.watch_entry
+            if entry is not None:  # still waiting for its watch: nothing runs to stop
                 entry[1] = None
             else:
                 ex.finish()
             if not ex.armed or ex.pump is None:
-                try:  # `encode_reply` without its frame; what only it handles takes it
-                    body = _dumps(response)
-                except TypeError:
-                    body = encode_reply(response)
+                body = encode_reply(response)
                 status = 200 if "result" in response else _STATUS.get(response["error"]["code"], 200)
                 if engine is not None and engine.answer(send, status, body):  # one step
                     return
                 # Answer on the loop's next pass, not in the middle of this one: under
                 # load the answers to one batch of requests then leave together, and the
                 # client's next requests all make the next poll instead of trailing a
-                # whole batch behind it. Measured at 64 connections: ~9% more req/s,
-                # p99 6.3 -> 4.5 ms.
-                await _next_pass()
+                # whole batch behind it (benchmarks/README.md).
+                await asyncio.sleep(0)
                 await send({
                     "type": "http.response.start",
                     "status": status,
