@@ -15,7 +15,7 @@ import base64
 import binascii
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nimblemcp._port import Ask, Emit, Handler, Prepared, RequestIO
@@ -215,17 +215,31 @@ class Dispatcher:
     async def run(self, req: Prepared, io: RequestIO, /) -> dict[str, Any]:
         """Run a prepared request (the port's `Core.execute`); always returns a response
         message: the handler's result shaped (`_shape`), a paused MRTR round
-        (`_input_required`), or the error it raised (an unexpected one masked).
+        (`_paused`), or the error it raised (an unexpected one masked).
 
-        With `io.ask` (a peer with a back channel) a handler's questions are sent to
-        the client as real requests and the handler re-runs with the answers, instead
-        of ending the round with `input_required`. `io.loop`, when the transport has
-        it, saves looking up the running loop again."""
+        An MRTR method first resumes its earlier rounds (`_resume`) and sheds load beyond
+        `max_inflight` (`_shed_load`). With `io.ask` (a peer with a back channel) a
+        handler's questions are sent to the client as real requests and the handler
+        re-runs with the answers (`_answer`), instead of ending the round with
+        `input_required`. `io.loop`, when the transport has it, saves looking up the
+        running loop again."""
         ctx = Context(self.host, req, io, io.loop)
-        forwarding = req.meta.log_level is not None and self.config.forward_logs
-        token = current.set(ctx) if forwarding else None
+        token = current.set(ctx) if req.meta.log_level is not None and self.config.forward_logs else None
         try:
-            result = await self._handle(ctx, req, io)
+            if req.spec.input_required:
+                params = req.params
+                # A first round carries neither: nothing to load, no coroutine to run.
+                if params.get("inputResponses") is not None or params.get("requestState") is not None:
+                    await self._resume(ctx, req, io.subject)
+                self._shed_load()
+            if req.method == "subscriptions/listen":  # long-lived: not load
+                result = await req.handler(ctx, req.params)
+            else:
+                self.busy += 1
+                try:
+                    result = await self._answer(ctx, req, io.ask)
+                finally:
+                    self.busy -= 1
         except InputRequired as asked:
             return self._paused(ctx, req, io.subject, asked)
         except ProtocolError as exc:
@@ -243,28 +257,19 @@ class Dispatcher:
                 current.reset(token)
         return {"jsonrpc": "2.0", "id": req.id, "result": self._shape(req, result, io.subject)}
 
-    async def _handle(self, ctx: Context, req: Prepared, io: RequestIO) -> dict[str, Any]:
-        """The method's handler for this request: an MRTR method resumes its earlier
-        rounds first and sheds load beyond `max_inflight`; a peer with a back channel
-        answers its questions in place (`_ask_loop`)."""
-        handler, params = req.handler, req.params
-        if req.spec.input_required:
-            # A first round carries neither: nothing to load, no coroutine to run.
-            if params.get("inputResponses") is not None or params.get("requestState") is not None:
-                await self._resume(ctx, req, io.subject)
-            limit = self.config.max_inflight
-            if limit is not None and self.busy >= limit:
-                # Load shedding (MRTR-02): a state-only checkpoint; the client
-                # retries after its backoff and resumes from the same state.
-                raise InputRequired({})
-        if req.method == "subscriptions/listen":  # long-lived: not load
-            return await handler(ctx, params)
-        self.busy += 1
-        try:
-            ask = io.ask
-            return await (self._ask_loop(ctx, req, ask) if ask else handler(ctx, params))
-        finally:
-            self.busy -= 1
+    def _shed_load(self) -> None:
+        """Load shedding (MRTR-02): beyond `max_inflight` running handlers, a state-only
+        checkpoint; the client retries after its backoff and resumes from the same state."""
+        limit = self.config.max_inflight
+        if limit is not None and self.busy >= limit:
+            raise InputRequired({})
+
+    def _answer(self, ctx: Context, req: Prepared, ask: Ask | None) -> Awaitable[dict[str, Any]]:
+        """The method's handler at work on this request; with a back channel, an MRTR
+        method's questions go to the peer as requests (`run_answering`)."""
+        if ask is not None and req.spec.input_required:
+            return run_answering(lambda: req.handler(ctx, req.params), ctx, ask)
+        return req.handler(ctx, req.params)
 
     def _shape(self, req: Prepared, result: dict[str, Any], subject: str | None) -> dict[str, Any]:
         """`_meta.serverInfo`, `resultType`, and the caching hints where the method's
@@ -309,12 +314,6 @@ class Dispatcher:
         except ProtocolError as exc:
             return error_response(message["id"], exc)
         return await self.run(req, _CallIO(emit, subject))
-
-    async def _ask_loop(self, ctx: Context, req: Prepared, ask: Ask) -> dict[str, Any]:
-        """A peer with a back channel: questions go to it as requests (MRTR methods only)."""
-        if not req.spec.input_required:
-            return await req.handler(ctx, req.params)
-        return await run_answering(lambda: req.handler(ctx, req.params), ctx, ask)
 
     # -- MRTR: resuming and pausing a request -----------------------------------------------
 
@@ -432,7 +431,8 @@ class Dispatcher:
     async def _list_prompts(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         return self._page("prompts/list", "prompts", self.registry.prompts, params)
 
-    async def _call_tool(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+    def _call_tool(self, ctx: Context, params: dict[str, Any]) -> Awaitable[dict[str, Any]]:
+        """Checks the request at once and hands back the tool's own call to await."""
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("tools/call needs a string 'name'")
@@ -447,9 +447,9 @@ class Dispatcher:
         if tool.task is not None:
             from nimblemcp.server._tasks import call_tool
 
-            return await call_tool(self.host.tasks, ctx, tool, arguments)
-        result: dict[str, Any] = await tool.invoke(ctx, arguments)
-        return result
+            return call_tool(self.host.tasks, ctx, tool, arguments)
+        invoked: Awaitable[dict[str, Any]] = tool.invoke(ctx, arguments)
+        return invoked
 
     async def _read_resource(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         uri = params.get("uri")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from nimblemcp.errors import ProtocolError
 from nimblemcp.server._depends import inject
 from nimblemcp.server._mrtr import warn_dropped
-from nimblemcp.server._workers import run_sync_on
+from nimblemcp.server._workers import _workers
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
@@ -82,7 +82,8 @@ def _runner(fn: Callable[..., Any], in_thread: bool) -> Runner:
     if inspect.iscoroutinefunction(fn):
         return lambda ctx, kwargs: fn(**kwargs)  # type: ignore[no-any-return]
     if in_thread:
-        return lambda ctx, kwargs: run_sync_on(ctx._loop, fn, kwargs)
+        call = _workers.call
+        return lambda ctx, kwargs: call(ctx._loop, fn, (), kwargs)
 
     async def inline(ctx: Context, kwargs: dict[str, Any]) -> Any:
         return fn(**kwargs)
