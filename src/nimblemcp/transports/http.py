@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -67,6 +66,7 @@ from nimblemcp.transports._http_headers import (
     check_standard,
 )
 from nimblemcp.transports._routes import App
+from nimblemcp.transports._serving_gc import YOUNG_GC_THRESHOLD, settle_gc
 from nimblemcp.transports._sse import frame
 from nimblemcp.types._http import (
     HEADER_METHOD,
@@ -108,24 +108,6 @@ _SESSION_KEY = header_key(HEADER_SESSION_ID)
 # Seconds a POST body may take to arrive in full (408 after; None: no deadline);
 # `HttpSecurity.body_timeout` carries the same default.
 DEFAULT_BODY_TIMEOUT = 30.0
-
-# Young-generation GC threshold while serving (CPython's default is 700).
-YOUNG_GC_THRESHOLD = 10_000
-
-
-def _settle_gc() -> None:
-    """Start-up built everything long-lived: freeze it out of the cyclic GC, and
-    collect the young generation less often. Under load that generation is the
-    requests in flight, freed by reference counting, never garbage: at the default
-    threshold a 64-connection run spent ~3 us per request, plus a 0.7 ms pause every
-    few thousand requests, traversing them and collecting nothing."""
-    gc.collect()
-    gc.freeze()
-    young, middle, old = gc.get_threshold()
-    if young:  # 0 means the application turned the GC off: leave it so
-        gc.set_threshold(max(young, YOUNG_GC_THRESHOLD), middle, old)
-
-
 
 def _is_json(value: bytes | None) -> bool:
     if value == b"application/json":
@@ -186,7 +168,7 @@ class McpHttpApp:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 if self.freeze_gc:
-                    _settle_gc()
+                    settle_gc()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 try:
@@ -467,7 +449,8 @@ def asgi_app(
     """The bare MCP endpoint as an ASGI app (no Origin/size checks: wrap it, see
     `http_security.secure_app`). `keepalive` <= 0 turns keep-alive comments off.
     `freeze_gc=True` (what `run_http` uses) tunes the process's cyclic GC for serving
-    at lifespan start-up: collect, `gc.freeze()`, young threshold `YOUNG_GC_THRESHOLD`.
+    at lifespan start-up (`_serving_gc`): collect, `gc.freeze()`, young threshold
+    `YOUNG_GC_THRESHOLD`.
     A POST whose body has not fully arrived `body_timeout` seconds after the request
     began is answered 408 and its connection closed (None: wait forever).
 
