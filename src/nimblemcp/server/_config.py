@@ -2,18 +2,16 @@
 
 `Server.__init__` resolves its keyword arguments and option groups into one record;
 the dispatcher reads it for every request and never the `Server` itself. A setting that
-changes later (`server.instructions = ...`) makes a new record, which the server hands
-to its dispatcher: a record is never changed in place. Imports only the option groups.
+changes later (`server.instructions = ...`) makes a new record (`_replace`), which the
+server hands to its dispatcher: a record is never changed in place. Imports only the
+option groups. No postponed annotations: a NamedTuple with postponed ones compiles a
+`ForwardRef` per field when the class is made.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:
-    from nimblemcp.server._options import ListenOptions
+from nimblemcp.server._options import ListenOptions
 
 __all__ = ["DEFAULT_CACHE_HINTS", "ServerConfig"]
 
@@ -30,8 +28,7 @@ DEFAULT_CACHE_HINTS: dict[str, tuple[int, str]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ServerConfig:
+class ServerConfig(NamedTuple):
     """What the request path needs to know of a server's settings.
 
     `info`: the `serverInfo` sent in every result's `_meta`. `cache_hints`: method ->

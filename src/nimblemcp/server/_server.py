@@ -93,7 +93,7 @@ class _Setting(Generic[_T]):
 
     def __set__(self, server: Server, value: _T) -> None:
         changed: dict[str, Any] = {self.field: value}
-        server._reconfigure(replace(server.config, **changed))
+        server._reconfigure(server.config._replace(**changed))
 
 
 class Server:
