@@ -32,11 +32,8 @@ the system leaves the policy alone; `Workers(batch_wait=False)` turns it off.
 function's are keywords). A job carries either values or keywords and the worker makes
 one call form of the two.
 
-The hot path counts Python steps (issue 18): no `contextlib.suppress` (three Python
-calls) around a wake-up, no keyword arguments to the queue, no `cancelled()` call per
-result in the drain, no lock for a job queued on a full pool, on either side (the
-submitter's lock-free branch saved ~2.4k instructions per job at 64 in flight; issue 18,
-session 12).
+The hot path takes no lock for a job queued on a full pool, on either side (see
+`_reserve`), and the drain hands results over without asking each future first.
 Must not import the registry, the dispatcher or transports.
 """
 
@@ -239,7 +236,7 @@ class Workers:
             if future.cancelled():  # the request is gone: never start its work
                 self.skipped += 1
             else:
-                try:  # one form per call: `*args, **kwargs` together cost ~0.8k more
+                try:  # one call form per job
                     if kwargs is None:
                         item = (future, True, ctx.run(fn, *args))
                     else:
