@@ -16,8 +16,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "servers"
 RESULTS = Path(os.environ.get("BENCH_RESULTS", str(HERE / "results")))  # tests write elsewhere
-# Never the pyenv shim: it adds ~60 ms to every start.
-MAIN_PY = os.environ.get("MAIN_PY", "/root/.pyenv/versions/3.11.7/bin/python3")
+# The base interpreter of the one running this driver, never a pyenv shim (a shim adds
+# ~60 ms to every start); `MAIN_PY` names another.
+_BASE_PY = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+MAIN_PY = os.environ.get("MAIN_PY", str(_BASE_PY if _BASE_PY.exists() else sys.executable))
 PEER_PY = str(HERE / ".venv-peers" / "bin" / "python")
 # nimblemcp runs from its own clean venv (same base interpreter as the peers' venv).
 NIMBLE_PY = os.environ.get("NIMBLE_PY", str(HERE / ".venv-nimble" / "bin" / "python"))
@@ -73,10 +75,13 @@ def env_for(name: str) -> dict[str, str]:
     return env
 
 
-def spawn(argv: list[str], name: str) -> subprocess.Popen[bytes]:
+def spawn(argv: list[str], name: str, src: str | None = None) -> subprocess.Popen[bytes]:
+    """A stdio server; `src`: another checkout's `src/`, first on its `PYTHONPATH`."""
+    env = env_for(name)
+    if src is not None:
+        env["PYTHONPATH"] = src
     return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env_for(name), cwd=str(SERVERS),
-                            bufsize=0)
+                            stderr=subprocess.DEVNULL, env=env, cwd=str(SERVERS), bufsize=0)
 
 
 def ensure_peers() -> None:

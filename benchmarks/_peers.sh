@@ -9,7 +9,8 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-PY="${PYTHON:-/root/.pyenv/versions/3.11.7/bin/python3}"
+# The floor version's own interpreter (never a pyenv shim), found as scripts/test-pythons does.
+PY="${PYTHON:-$("$ROOT/scripts/find-python" 3.11)}"
 MCP_VERSION="${MCP_VERSION:-2.3.0}"
 FASTMCP_VERSION="${FASTMCP_VERSION:-4.1.6}"
 

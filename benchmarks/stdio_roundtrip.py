@@ -3,10 +3,14 @@
     python benchmarks/stdio_roundtrip.py [--calls 3000] [--rounds 10]
     python benchmarks/stdio_roundtrip.py --callgrind [--calls 2000]
     python benchmarks/stdio_roundtrip.py --no-peers --also main=/path/to/python
+    python benchmarks/stdio_roundtrip.py --no-peers --against /other/checkout/src   # A/B
 
 `--no-peers` leaves out mcp and fastmcp (no peers' venv needed; no "vs mcp" column).
 `--also LABEL=PY` adds a row `nimblemcp@LABEL`: the sync echo served by interpreter PY
 (another tree's venv), interleaved with the others: an A/B of the sync tool's hop.
+`--against SRC` adds the three nimblemcp rows again as `...@against`, served from
+another checkout's `src/` (first on `PYTHONPATH`, same interpreter): an A/B of two
+trees in one interleaved run.
 
 Every server gets the same 2026-07-28 `tools/call` body (all three speak it on
 stdio); a peer that rejected `server/discover` would get an `initialize` handshake
@@ -51,9 +55,9 @@ from _common import (
 
 
 class Conn:
-    def __init__(self, name: str, argv: list[str]) -> None:
+    def __init__(self, name: str, argv: list[str], src: str | None = None) -> None:
         self.name = name
-        self.proc = spawn(argv, name)
+        self.proc = spawn(argv, name, src)
         self.next_id = 1
         self.wire = "2026-07-28"
         reply = self.request(discover_request(self._id()))
@@ -148,6 +152,7 @@ def main() -> None:
     ap.add_argument("--no-peers", action="store_true", help="nimblemcp's servers only")
     ap.add_argument("--also", action="append", default=[], metavar="LABEL=PY",
                     help="the sync echo on another interpreter too (repeatable)")
+    ap.add_argument("--against", metavar="SRC", help="nimblemcp's rows again from another checkout's src/")
     args = ap.parse_args()
     if args.callgrind:
         callgrind(args.calls, min(args.warmup, 200))
@@ -165,6 +170,10 @@ def main() -> None:
     cmds["nimblemcp-async"] = [NIMBLE_PY, str(SERVERS / "nimble_async_server.py")]
     cmds["nimblemcp-inline"] = [NIMBLE_PY, str(SERVERS / "nimble_inline_server.py")]
     conns = [Conn(n, a) for n, a in cmds.items()]
+    if args.against:
+        other = os.path.abspath(args.against)
+        conns += [Conn(f"{n}@against", a, other) for n, a in cmds.items() if n.startswith("nimblemcp")
+                  and "@" not in n]
     try:
         lat: dict[str, list[float]] = {c.name: [] for c in conns}
         for c in conns:

@@ -170,12 +170,13 @@ def test_client_modules_import_in_one_direction() -> None:
 
 
 async def test_testing_connect_is_over_the_real_client() -> None:
-    """`nimblemcp.testing`: raw wire results and the high-level Client on one transport,
-    one id sequence."""
+    """`nimblemcp.testing.connect` gives a real Client (issue 32): its requests, raw
+    (`manual=True`: no MRTR loop) or not, go over one transport with one id sequence."""
     async with connect(make_server(), capabilities={"elicitation": {"form": {}}}) as c:
-        raw = await c.call_tool("greet")
+        assert isinstance(c, Client)
+        raw = await c.call_tool("greet", manual=True)
         assert raw["resultType"] == "input_required"  # wire-level: no MRTR loop
-        high = await c.client.call_tool("slow", {"seconds": 0})
+        high = await c.call_tool("slow", {"seconds": 0})
         assert high["content"][0]["text"] == "done"
         ids = [m["id"] for m in c.transport.sent]
         assert len(ids) == len(set(ids)) == 2

@@ -110,12 +110,12 @@ async def test_the_server_never_seals_state_it_would_refuse() -> None:
         assert ex.error is not None and ex.error["code"] == -32603
         assert "max_state_size" in ex.error["message"] and "ctx.handles" in ex.error["message"]
         # Just under the limit: sealed, and the retry is accepted.
-        first = await client.call_tool("hoard", {"size": 40_000})
+        first = await client.call_tool("hoard", {"size": 40_000}, manual=True)
         assert first["resultType"] == "input_required"
         assert len(first["requestState"]) <= 65_536
         done = await client.request("tools/call", {
             "name": "hoard", "arguments": {"size": 40_000}, "requestState": first["requestState"],
-            "inputResponses": {"ok": {"action": "accept", "content": {}}}})
+            "inputResponses": {"ok": {"action": "accept", "content": {}}}}, manual=True)
         assert done["content"][0]["text"] == "accept 40000"
 
 
@@ -123,5 +123,5 @@ async def test_the_state_limit_is_configurable_and_applies_both_ways() -> None:
     async with connect(mrtr_server(limit=2_000), capabilities=ALL_CAPS) as client:
         ex = await client.exchange("tools/call", {"name": "hoard", "arguments": {"size": 3_000}})
         assert ex.error is not None and "limit of 2000" in ex.error["message"]
-        first = await client.call_tool("hoard", {"size": 100})
+        first = await client.call_tool("hoard", {"size": 100}, manual=True)
         assert len(first["requestState"]) <= 2_000

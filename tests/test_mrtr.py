@@ -90,13 +90,13 @@ async def retry(client: TestClient, first: dict[str, Any], params: dict[str, Any
     body = {**params, "inputResponses": answers}
     if "requestState" in first:
         body["requestState"] = first["requestState"]
-    return await client.request(method, body)
+    return await client.request(method, body, manual=True)
 
 
 async def test_single_round_trip_elicitation() -> None:
     """MRTR-02/03, ELIC-02/04: input_required with a keyed elicitation, then complete."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("greet", {})
+        first = await client.call_tool("greet", {}, manual=True)
         assert first["resultType"] == "input_required"
         assert "ttlMs" not in first and "cacheScope" not in first  # MRTR-14
         request = first["inputRequests"]["user_name"]
@@ -111,7 +111,7 @@ async def test_single_round_trip_elicitation() -> None:
 async def test_decline_and_cancel_reach_the_handler_as_values() -> None:
     """ELIC-11: decline/cancel are answers, not errors."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("greet", {})
+        first = await client.call_tool("greet", {}, manual=True)
         for action in ("decline", "cancel"):
             done = await retry(client, first, {"name": "greet"}, {"user_name": {"action": action}})
             assert done["content"][0]["text"] == f"no name ({action})"
@@ -120,7 +120,7 @@ async def test_decline_and_cancel_reach_the_handler_as_values() -> None:
 async def test_several_requests_in_one_round() -> None:
     """MRTR-03: elicitation, sampling and roots asked together, answered together."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("everything", {})
+        first = await client.call_tool("everything", {}, manual=True)
         assert set(first["inputRequests"]) == {"user_name", "greeting", "client_roots"}
         assert first["inputRequests"]["greeting"]["params"]["maxTokens"] == 50
         assert first["inputRequests"]["client_roots"] == {"method": "roots/list"}
@@ -142,7 +142,7 @@ async def test_several_requests_in_one_round() -> None:
 async def test_three_rounds_with_changing_state() -> None:
     """MRTR-10: state travels in requestState and changes each round."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        r1 = await client.call_tool("wizard", {})
+        r1 = await client.call_tool("wizard", {}, manual=True)
         assert list(r1["inputRequests"]) == ["step1"]
         a1 = {"step1": {"action": "accept", "content": {"name": "Ada"}}}
         r2 = await retry(client, r1, {"name": "wizard"}, a1)
@@ -157,7 +157,7 @@ async def test_three_rounds_with_changing_state() -> None:
 async def test_wrong_answer_asks_again() -> None:
     """MRTR-11 / ELIC-07: content not matching the schema brings a new input_required."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("greet", {})
+        first = await client.call_tool("greet", {}, manual=True)
         again = await retry(client, first, {"name": "greet"}, {"user_name": {"action": "accept", "content": {"name": 7}}})
         assert again["resultType"] == "input_required" and "user_name" in again["inputRequests"]
 
@@ -171,12 +171,12 @@ async def test_structurally_invalid_input_responses_are_invalid_params(responses
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
         ex = await client.exchange("tools/call", {"name": "greet", "inputResponses": responses})
         assert ex.error["code"] == -32602
-        assert (await client.call_tool("greet", {}))["resultType"] == "input_required"
+        assert (await client.call_tool("greet", {}, manual=True))["resultType"] == "input_required"
 
 
 async def test_pydantic_model_schema_in_a_sync_handler() -> None:
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("sync_login", {})
+        first = await client.call_tool("sync_login", {}, manual=True)
         schema = first["inputRequests"]["login"]["params"]["requestedSchema"]
         assert schema["properties"]["login"] == {"type": "string"} and schema["required"] == ["login"]
         done = await retry(client, first, {"name": "sync_login"},
@@ -187,7 +187,7 @@ async def test_pydantic_model_schema_in_a_sync_handler() -> None:
 async def test_tampered_state_is_rejected_with_a_fixed_message() -> None:
     """MRTR-12: integrity-protected state; a modified one is -32602."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("wizard", {})
+        first = await client.call_tool("wizard", {}, manual=True)
         state = first["requestState"]
         tampered = state[:10] + ("A" if state[10] != "A" else "B") + state[11:]
         ex = await client.exchange("tools/call", {"name": "wizard", "requestState": tampered, "inputResponses": {}})
@@ -199,7 +199,7 @@ async def test_tampered_state_is_rejected_with_a_fixed_message() -> None:
 async def test_state_swapped_between_tools_or_arguments_is_rejected() -> None:
     """MRTR-13: state is bound to method, target and an argument digest."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("pay", {"amount": 5})
+        first = await client.call_tool("pay", {"amount": 5}, manual=True)
         other_tool = await client.exchange("tools/call", {"name": "wizard", "requestState": first["requestState"]})
         assert other_tool.error["code"] == -32602
         other_args = await client.exchange(
@@ -217,7 +217,7 @@ async def test_state_from_another_server_key_is_rejected_but_rotation_works() ->
     after._state_keys = [new, old]
     stranger = make_server()
     async with connect(before, capabilities=ALL_CAPS) as c1:
-        first = await c1.call_tool("greet", {})
+        first = await c1.call_tool("greet", {}, manual=True)
     answers = {"user_name": {"action": "accept", "content": {"name": "Ada"}}}
     async with connect(after, capabilities=ALL_CAPS) as c2:
         done = await retry(c2, first, {"name": "greet"}, answers)
@@ -230,7 +230,7 @@ async def test_state_from_another_server_key_is_rejected_but_rotation_works() ->
 async def test_expired_state_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     """MRTR-13: a short expiry is enforced."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("wizard", {})
+        first = await client.call_tool("wizard", {}, manual=True)
         real = time.time
         monkeypatch.setattr(time, "time", lambda: real() + 3600)
         ex = await client.exchange("tools/call", {"name": "wizard", "requestState": first["requestState"]})
@@ -240,7 +240,7 @@ async def test_expired_state_is_rejected(monkeypatch: pytest.MonkeyPatch) -> Non
 async def test_one_time_state_cannot_be_replayed() -> None:
     """MRTR-13: single use enforced server-side for one_time tools."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("pay", {"amount": 5})
+        first = await client.call_tool("pay", {"amount": 5}, manual=True)
         params = {"name": "pay", "arguments": {"amount": 5}}
         answers = {"confirm": {"action": "accept", "content": {}}}
         assert (await retry(client, first, params, answers))["content"][0]["text"] == "paid"
@@ -266,7 +266,7 @@ async def test_missing_capability_is_32021() -> None:
 async def test_url_mode_elicitation() -> None:
     """ELIC-02/04: URL mode; accept carries no content."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("visit", {})
+        first = await client.call_tool("visit", {}, manual=True)
         params = first["inputRequests"]["auth"]["params"]
         assert params == {"mode": "url", "message": "Authorize at the provider", "url": "https://example.com/auth"}
         done = await retry(client, first, {"name": "visit"}, {"auth": {"action": "accept"}})
@@ -276,22 +276,22 @@ async def test_url_mode_elicitation() -> None:
 async def test_state_only_checkpoint_for_load_shedding() -> None:
     """MRTR-02: a requestState-only result; the immediate retry resumes."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("heavy", {})
+        first = await client.call_tool("heavy", {}, manual=True)
         assert first["resultType"] == "input_required"
         assert "inputRequests" not in first and first["requestState"]
-        done = await client.request("tools/call", {"name": "heavy", "requestState": first["requestState"]})
+        done = await client.request("tools/call", {"name": "heavy", "requestState": first["requestState"]}, manual=True)
         assert done["content"][0]["text"] == "42"
 
 
 async def test_prompts_and_resources_may_ask_too() -> None:
     """RT-04 / MRTR-01: prompts/get and resources/read may return input_required."""
     async with connect(make_server(), capabilities=ALL_CAPS) as client:
-        first = await client.request("prompts/get", {"name": "context_prompt"})
+        first = await client.request("prompts/get", {"name": "context_prompt"}, manual=True)
         assert first["resultType"] == "input_required"
         done = await retry(client, first, {"name": "context_prompt"},
                            {"user_context": {"action": "accept", "content": {"context": "ctx"}}}, "prompts/get")
         assert done["messages"][0]["content"]["text"] == "Context: ctx"
-        read = await client.read_resource("test://needs-roots")
+        read = await client.read_resource("test://needs-roots", manual=True)
         assert read["resultType"] == "input_required" and "ttlMs" not in read
         done = await retry(client, read, {"uri": "test://needs-roots"},
                            {"roots": {"roots": [{"uri": "file:///a"}]}}, "resources/read")
@@ -328,14 +328,14 @@ async def test_state_handles_lifecycle_and_expiry() -> None:
         return list(data["items"])
 
     async with connect(server) as client:
-        handle = (await client.call_tool("open_basket", {}))["content"][0]["text"]
+        handle = (await client.call_tool("open_basket", {}, manual=True))["content"][0]["text"]
         assert len(handle) >= 20
-        added = await client.call_tool("add_item", {"basket": handle, "item": "apple"})
+        added = await client.call_tool("add_item", {"basket": handle, "item": "apple"}, manual=True)
         assert added["structuredContent"] == {"result": ["apple"]}
-        unknown = await client.call_tool("add_item", {"basket": "x" * 22, "item": "pear"})
+        unknown = await client.call_tool("add_item", {"basket": "x" * 22, "item": "pear"}, manual=True)
         assert unknown["isError"] is True and "Unknown or expired handle" in unknown["content"][0]["text"]
         await asyncio.sleep(0.1)
-        expired = await client.call_tool("add_item", {"basket": handle, "item": "pear"})
+        expired = await client.call_tool("add_item", {"basket": handle, "item": "pear"}, manual=True)
         assert expired["isError"] is True
 
 
@@ -360,8 +360,8 @@ async def test_framework_sheds_load_with_a_state_only_checkpoint() -> None:
         return "slow done"
 
     async with connect(server, capabilities=ALL_CAPS) as client:
-        first = await client.call_tool("wizard", {})
-        busy = asyncio.create_task(client.call_tool("slow", {}))
+        first = await client.call_tool("wizard", {}, manual=True)
+        busy = asyncio.create_task(client.call_tool("slow", {}, manual=True))
         await asyncio.sleep(0.01)
         answers = {"step1": {"action": "accept", "content": {"name": "Ada"}}}
         shed = await retry(client, first, {"name": "wizard"}, answers)
@@ -371,5 +371,5 @@ async def test_framework_sheds_load_with_a_state_only_checkpoint() -> None:
         assert listed
         gate.set()
         assert (await busy)["content"][0]["text"] == "slow done"
-        resumed = await client.request("tools/call", {"name": "wizard", "requestState": shed["requestState"]})
+        resumed = await client.request("tools/call", {"name": "wizard", "requestState": shed["requestState"]}, manual=True)
         assert list(resumed["inputRequests"]) == ["step2"]  # step1's answer survived the shed

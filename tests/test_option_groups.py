@@ -1,5 +1,4 @@
-"""Issue 18: the option groups are built without dataclass's `exec` (`nimblemcp.types._records`)
-and behave as the frozen, slotted dataclasses they were: same keywords and defaults,
+"""The option groups are frozen, slotted dataclasses: their keywords and defaults,
 immutability, equality, hashing, repr, `dataclasses.replace`, pickling."""
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from nimblemcp import (
     ToolOptions,
 )
 from nimblemcp.backends.memory import MemoryStore
-from nimblemcp.types._records import dataclass as frozen_dataclass
 
 DEFAULTS: dict[type, dict[str, Any]] = {
     StateOptions: {"keys": None, "ttl": 600.0, "one_time": False, "audience": None, "handle_ttl": 3600.0,
@@ -109,29 +107,6 @@ def test_classmethods_survive() -> None:
     assert ServerSettings.from_env({"NIMBLEMCP_STATE_KEYS": "a, b", "NIMBLEMCP_REDIS_URL": ""}) == \
         ServerSettings(state_keys=("a", "b"))
 
-
-def test_a_required_field_and_the_builder_refusals() -> None:
-    @frozen_dataclass(frozen=True, slots=True)
-    class Pair:
-        left: int
-        right: int = 2
-
-    assert Pair(1) == Pair(left=1, right=2)
-    with pytest.raises(TypeError, match="missing 1 required positional argument: 'left'"):
-        Pair()
-    with pytest.raises(TypeError):
-        frozen_dataclass(frozen=True, slots=False)
-    with pytest.raises(TypeError, match="field\\(default="):
-        @frozen_dataclass(frozen=True, slots=True)
-        class WithField:
-            items: list[int] = dataclasses.field(default_factory=list)
-    with pytest.raises(TypeError, match="non-default argument"):
-        @frozen_dataclass(frozen=True, slots=True)
-        class Misordered:
-            a: int = 1
-            b: int
-
-
 def test_field_flags_are_honoured() -> None:
     """`field(default=..., repr=False / compare=False)`, as the client's records use."""
     from nimblemcp.client._listen import ListenEvent
@@ -146,19 +121,6 @@ def test_field_flags_are_honoured() -> None:
                            "task_id=None)")
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'kind'"):
         ListenEvent()  # type: ignore[call-arg]
-
-    @frozen_dataclass(frozen=True, slots=True)
-    class Three:
-        a: int
-        b: int
-        c: int
-
-    with pytest.raises(TypeError, match="missing 3 required positional arguments: 'a', 'b', and 'c'"):
-        Three()  # type: ignore[call-arg]
-    with pytest.raises(TypeError, match="only field"):
-        @frozen_dataclass(frozen=True, slots=True)
-        class Factory:
-            a: list[int] = dataclasses.field(default_factory=list)
 
 
 def test_an_unfrozen_slotted_record() -> None:

@@ -149,7 +149,7 @@ async def test_log_05_bad_log_level_is_invalid_params(level: Any) -> None:
 async def test_log_level_accepted_values() -> None:
     async with connect(tools_only()) as c:
         for level in ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"):
-            assert (await c.request("tools/list", **{LOG_LEVEL: level}))["tools"]
+            assert (await c.request("tools/list", meta={LOG_LEVEL: level}))["tools"]
 
 
 @pytest.mark.parametrize("token", [1.5, True, {"a": 1}, [1]])

@@ -27,6 +27,7 @@ import pytest
 import nimblemcp as m
 from nimblemcp import Client
 from nimblemcp.testing import connect
+from nimblemcp.transports.memory import MemoryTransport
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -172,7 +173,7 @@ async def test_testing_lists_have_the_clients_shape() -> None:
     async with connect(server) as wire:
         listed = (await wire.list_tools(), await wire.list_resources(),
                   await wire.list_resource_templates(), await wire.list_prompts())
-        client = wire.client
+    async with server.lifespan_context(), Client(MemoryTransport(server)) as client:
         expected = (await client.list_tools(), await client.list_resources(),
                     await client.list_resource_templates(), await client.list_prompts())
     assert listed == expected

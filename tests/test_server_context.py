@@ -99,7 +99,7 @@ async def test_sync_handler_runs_in_worker_thread_and_reports_progress() -> None
 async def test_base_08_context_comes_from_this_request_only() -> None:
     """BASE-08 / META-05: the context reflects exactly this request's `_meta`."""
     async with connect(ctx_server({})) as c:
-        first = await c.call_tool("who", progressToken=5, **{LOG_LEVEL: "error"})
+        first = await c.call_tool("who", meta={"progressToken": 5, LOG_LEVEL: "error"})
         second = await c.call_tool("who")
     a, b = first["structuredContent"], second["structuredContent"]
     assert a["token"] == 5 and a["level"] == "error" and a["method"] == "tools/call"

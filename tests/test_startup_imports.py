@@ -155,7 +155,7 @@ def test_content_types_load_on_first_use_and_still_mean_content() -> None:
 
         async def main() -> None:
             async with connect(server) as client:
-                tools = await client.client.list_tools()
+                tools = await client.list_tools()
                 result = await client.call_tool("blocks")
             print(json.dumps(["outputSchema" in tools[0], result["content"]]))
 

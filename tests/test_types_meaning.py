@@ -65,7 +65,7 @@ def _blocks_server() -> Server:
 
 async def test_content_block_return_types_are_content_not_json_text() -> None:
     async with connect(_blocks_server()) as client:
-        tools = {t["name"]: t for t in await client.client.list_tools()}
+        tools = {t["name"]: t for t in await client.list_tools()}
         for name in ("ours", "sdk_models", "one_model"):
             assert "outputSchema" not in tools[name], name
         assert "outputSchema" in tools["reading"]
@@ -131,21 +131,21 @@ async def test_a_question_never_awaited_warns_and_a_deferred_one_does_not() -> N
     async with connect(server, capabilities=caps) as client:
         with pytest.warns(RuntimeWarning, match=r"ctx\.elicit\('confirm', \.\.\.\) was created but never"
                                                 r" awaited.*write `await ctx\.elicit"):
-            done = await client.call_tool("forgetful")
+            done = await client.call_tool("forgetful", manual=True)
         assert done["content"][0]["text"] == "done"
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            first = await client.call_tool("sequential")
+            first = await client.call_tool("sequential", manual=True)
             assert set(first["inputRequests"]) == {"first"}
             second = await client.request("tools/call", {
                 "name": "sequential", "requestState": first["requestState"],
-                "inputResponses": {"first": {"action": "decline"}}})
+                "inputResponses": {"first": {"action": "decline"}}}, manual=True)
             assert set(second["inputRequests"]) == {"second"}
             third = await client.request("tools/call", {
                 "name": "sequential", "requestState": second["requestState"],
-                "inputResponses": {"second": {"action": "cancel"}}})
+                "inputResponses": {"second": {"action": "cancel"}}}, manual=True)
             assert third["content"][0]["text"] == "decline cancel"
-            failed = await client.call_tool("refused")
+            failed = await client.call_tool("refused", manual=True)
             assert failed["isError"] is True
 
 

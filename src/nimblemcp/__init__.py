@@ -20,8 +20,6 @@ once on the way back. A 2025-11-25 peer goes through `transports/_legacy.py` fir
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from nimblemcp.client import Callbacks, Client, RetryPolicy
     from nimblemcp.content import (
         ContentBlock,
@@ -107,36 +105,11 @@ def __getattr__(name: str) -> object:
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module 'nimblemcp' has no attribute {name!r}")
-    value = getattr(_load(where[0]), where[1])
-    globals()[name] = value
-    return value
-
-
-def _load(module: str) -> "ModuleType":
-    """Import one of our modules with the cyclic garbage collector paused.
-
-    An import allocates thousands of objects that live as long as the process, none of
-    them garbage; the collections they trigger meanwhile walk every object the process
-    holds (asyncio's too) over and over: ~4M instructions of a server's start-up
-    (issue 18). The collector runs again afterwards, as it was (left off if it was off).
-
-    Paused, it still counts the allocations, so its first young collection after the
-    import would walk every object the import made (~20k for the server: ~7M
-    instructions, at the first allocations after the import). When a young collection
-    is due after the import, every tracked object (the import's, and any young ones the
-    process had) is promoted to the oldest generation at once instead (`gc.freeze()`
-    then `gc.unfreeze()`: two list splices); the collector still walks them, and frees
-    any garbage among them, at its next full collection. Nothing is left frozen. Not done
-    when anything is frozen already (an HTTP server's `freeze_gc`; CPython 3.12.1 starts
-    with objects of its own frozen), which `unfreeze` would release: there the young
-    collection runs as usual. At most once per name: the root caches what it loaded.
-    """
     from importlib import import_module
 
-    from nimblemcp._lazy import collector_paused
-
-    with collector_paused():
-        return import_module(module)
+    value = getattr(import_module(where[0]), where[1])
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

@@ -1,4 +1,9 @@
-"""`running_loop()`: the running event loop without a system call per lookup.
+"""Event loop helpers: `running_loop()` and `maybe_await()`.
+
+`maybe_await(value)` awaits what a callback returned when it is awaitable: callbacks
+given to the client and the host may be sync or async.
+
+`running_loop()` is the running event loop without a system call per lookup.
 
 On Python 3.11 `asyncio.get_running_loop()` calls getpid() every time (a fork
 check). On a loaded VM that one syscall was ~12% of an HTTP request's server time,
@@ -10,12 +15,22 @@ fork clears the cache. Python 3.12+ has no such cost and uses asyncio's own.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["running_loop"]
+__all__ = ["maybe_await", "running_loop"]
+
+
+async def maybe_await(value: Any) -> Any:
+    """`value`, awaited first when it is awaitable (a sync or async callback's return)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
 
 running_loop: Callable[[], asyncio.AbstractEventLoop]
 

@@ -28,17 +28,13 @@ the class is made (start-up, issue 18); the few forward references are quoted.
 import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from nimblemcp.types._meta import RequestMeta
 from nimblemcp.types._tool_headers import HeaderRule
 from nimblemcp.types.methods import MethodSpec
-
-if TYPE_CHECKING:
-    from dataclasses import dataclass
-else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "Ask", "ChangeEvent", "Changes", "CloseStream", "Core", "Emit", "LegacyOptions", "NoIO",
@@ -60,29 +56,16 @@ Handler = Callable[[Any, dict[str, Any]], Awaitable[dict[str, Any]]]
 class Prepared(NamedTuple):
     """A request that passed every check that needs no I/O.
 
-    Opaque to transports apart from `id`, `method`, `params` and `meta` (read-only).
-    The request's `_meta` fields (those of `RequestMeta`) are held in this one record,
-    so a request builds one tuple, not two; `meta` is the record itself, read as its
-    `version`, `client_capabilities`, `client_info`, `log_level`, `progress_token`
-    and `raw`."""
+    Opaque to transports apart from `id`, `method`, `params` and `meta` (read-only);
+    `meta` is what the request said about itself (`version`, `client_capabilities`,
+    `client_info`, `log_level`, `progress_token`, `raw`)."""
 
     id: str | int
     method: str
     params: dict[str, Any]
     spec: MethodSpec
     handler: Handler
-    version: str
-    client_capabilities: dict[str, Any]
-    client_info: dict[str, Any] | None
-    log_level: int | None  # rank in LOG_LEVELS, None = no logging for this request
-    progress_token: str | int | None
-    raw: dict[str, Any]
-    lane: int  # the core's own: which lean lane may run it (`server._dispatch`), 0 none
-
-    @property
-    def meta(self) -> "Prepared":
-        """What the request said about itself (the fields of `RequestMeta`)."""
-        return self
+    meta: RequestMeta
 
 
 class RequestIO(Protocol):

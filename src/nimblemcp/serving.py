@@ -57,10 +57,8 @@ def run(server: Server, transport: str = "stdio", **options: Any) -> None:
 def run_stdio(server: Server, *, shutdown_timeout: float | None = None) -> None:
     """Serve `server` on this process's stdin/stdout (blocking); when stdin ends or on
     SIGTERM, running requests get `shutdown_timeout` seconds (default 2)."""
-    from nimblemcp._lazy import collector_paused
+    from nimblemcp.transports.stdio import run_stdio as serve
 
-    with collector_paused():  # as the root's names are imported (issue 18)
-        from nimblemcp.transports.stdio import run_stdio as serve
     configure(server)
     try:
         serve(server, shutdown_timeout=shutdown_timeout)
@@ -211,33 +209,29 @@ def run_http(
     with a one-line error (exit status 1).
     """
     from nimblemcp._extras import needs_extra
-    from nimblemcp._lazy import collector_paused
 
     if engine not in _ENGINES:
         raise ValueError(f"unknown engine {engine!r} (use {' or '.join(_ENGINES)})")
     tls = _Tls(ssl_certfile, ssl_keyfile, ssl_keyfile_password, ssl_ca_certs)
     tls.check()
-    # The HTTP stack's imports and the app run with the cyclic collector paused, as the
-    # root's names are imported (issue 18); the app's lifespan start collects everything
-    # once and freezes it (`freeze_gc=True`).
-    with collector_paused():
-        with needs_extra("http", "HTTP serving"):
-            if engine == "uvicorn":
-                import uvicorn
-            else:
-                import httptools  # noqa: F401
+    with needs_extra("http", "HTTP serving"):
+        if engine == "uvicorn":
+            import uvicorn
+        else:
+            import httptools  # noqa: F401
 
-        if allowed_hosts is None and (security is None or security.allowed_hosts is None) and host not in _LOOPBACK:
-            allowed_hosts = ["*"]
-        app = asgi_app(
-            server, path=path, keepalive=keepalive, freeze_gc=True, legacy_sessions=legacy_sessions,
-            security=security, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body,
-            cors=cors, auth=auth, legacy_sse=legacy_sse,
-        )
-        from nimblemcp.transports._drain import ListenDrain
+    if allowed_hosts is None and (security is None or security.allowed_hosts is None) and host not in _LOOPBACK:
+        allowed_hosts = ["*"]
+    # The app's lifespan start collects and freezes what start-up built (`freeze_gc`).
+    app = asgi_app(
+        server, path=path, keepalive=keepalive, freeze_gc=True, legacy_sessions=legacy_sessions,
+        security=security, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body,
+        cors=cors, auth=auth, legacy_sse=legacy_sse,
+    )
+    from nimblemcp.transports._drain import ListenDrain
 
-        if engine == "nimblemcp":
-            from nimblemcp.transports.h1 import engine_server  # noqa: F401  (imported here, paused)
+    if engine == "nimblemcp":
+        from nimblemcp.transports.h1 import engine_server  # noqa: F401
     drain = ListenDrain(app)
     drain.on_drain(lambda: server.drain(shutdown_timeout))  # running tasks get the grace time
     sockets = _listen(host, port, reuse_port)

@@ -21,10 +21,8 @@ thread (a worker, the Redis bus thread) is handed to each event loop once, in on
 is only ever read or changed on its own loop's thread. Each subscription still gets
 its events in publish order, each once.
 
-Start-up (issue 18): the Protocols (`Subscription`, `NotificationBus`, `FlushingBus`)
-are built on first use by `_bus_protocols` (this module's `__getattr__`), and this
-module's annotations are evaluated, not postponed, so that the two NamedTuples need no
-`ForwardRef` compiled per field; names defined further down are quoted.
+This module's annotations are evaluated, not postponed: names defined further down are
+quoted.
 """
 
 import asyncio
@@ -33,13 +31,9 @@ import threading
 from collections import deque
 from collections.abc import Collection, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from nimblemcp.errors import SlowListener
-
-if TYPE_CHECKING:
-    from nimblemcp.backends._bus_protocols import FlushingBus as FlushingBus
-    from nimblemcp.backends._bus_protocols import NotificationBus, Subscription
 
 __all__ = [
     "Event",
@@ -69,6 +63,38 @@ class Match(NamedTuple):
     kinds: Collection[str] = ()
     uris: Collection[str] = ()
     tasks: Collection[str] = ()
+
+
+class Subscription(Protocol):
+    """One listener's events from a bus: `async with bus.subscribe() as sub: async for
+    event in sub: ...`. A listener that falls `max_queue` events behind is ended."""
+
+    def __aiter__(self) -> "Subscription": ...
+    async def __anext__(self) -> Event: ...
+    async def __aenter__(self) -> "Subscription": ...
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+    def close(self) -> None: ...
+
+
+class NotificationBus(Protocol):
+    """Publish an event once; every subscription of every instance sharing the bus hears
+    it (in-process by default, Redis pub/sub to scale out). Delivery is at most once."""
+
+    def publish(self, event: Event) -> None: ...
+    def subscribe(self, max_queue: int = 256, *, match: Match | None = None) -> Subscription: ...
+    def close_all(self) -> None: ...
+
+
+@runtime_checkable
+class FlushingBus(Protocol):
+    """A bus with something to send before the process exits (the Redis bus)."""
+
+    async def flush(self, timeout: float = ...) -> bool:
+        """Wait until what was published before the call has left the process (True),
+        at most `timeout` seconds (False)."""
+        ...
 
 
 _CLOSED = Event("__closed__")
@@ -292,21 +318,3 @@ class InProcessBus:
 
     def __len__(self) -> int:
         return sum(fanout.size for fanout in self._fanouts)
-
-
-_PROTOCOLS = frozenset({"FlushingBus", "NotificationBus", "Subscription"})
-
-
-def __getattr__(name: str) -> Any:
-    """The Protocols are built on first use (`_bus_protocols`; issue 18)."""
-    if name in _PROTOCOLS:
-        from nimblemcp.backends import _bus_protocols
-
-        value = getattr(_bus_protocols, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__, *_PROTOCOLS})

@@ -6,8 +6,7 @@ read, prompt, listen) live in `_client_commands`, `dev` in `_dev`, `run` in `run
 (`RunSettings`: flags, environment and config file), `install` in `_install`, `login`
 and `logout` in `_login`: each is imported only when asked for, so `run` imports none of them (nor
 the client); `proxy` imports `nimblemcp.proxy` when asked for. The parsers are in
-`_parsers`; `run TARGET` alone (what `install` writes) needs none, and loading the
-server file needs no pathlib (issue 18). A missing optional dependency ends the
+`_parsers`; loading the server file needs no pathlib (issue 18). A missing optional dependency ends the
 command with one line naming the extra to install, not a traceback.
 """
 
@@ -32,9 +31,6 @@ _OWN_PARSERS = {"dev": "nimblemcp.cli._dev:main", "install": "nimblemcp.cli._ins
 
 def load_server(target: str) -> Server:
     """Load `path/to/file.py[:name]` or `package.module[:name]` and return its Server."""
-    from nimblemcp import _load
-
-    _load("nimblemcp.server._server")  # with the garbage collector paused (issue 18)
     from nimblemcp.server._server import Server
 
     spec_part, _, attr = target.partition(":")
@@ -128,24 +124,6 @@ def _stem(path: str) -> str:
     return name[:i] if 0 < i < len(name) - 1 else name
 
 
-class _RunDefaults:
-    """What the parser gives for `run TARGET` alone, without building it (argparse and
-    its parser are ~12M instructions on the spawn path of every stdio server; issue 18):
-    `command`, `target`, and every option at its default, which `run.add_arguments`
-    makes None for all of them ("not given"; a test holds it to that). `given` holds
-    the options of a plain run line that `_run_options.quick_parse` read instead."""
-
-    def __init__(self, target: str, **given: Any) -> None:
-        self.command = "run"
-        self.target = target
-        self.__dict__.update(given)
-
-    def __getattr__(self, name: str) -> None:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return None  # an option not given
-
-
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -173,25 +151,13 @@ def _main(argv: list[str]) -> None:
         module, _, function = _OWN_PARSERS[argv[0]].partition(":")
         command: Any = getattr(importlib.import_module(module), function)
         raise SystemExit(command(argv[1:]))
-    args: Any = None
-    if len(argv) == 2 and argv[0] == "run" and not argv[1].startswith("-"):
-        args = _RunDefaults(argv[1])  # `nimblemcp run TARGET`, as `nimblemcp install` writes it
-    elif argv and argv[0] == "run":  # `run TARGET --transport http --port 8000`: no argparse either
-        from nimblemcp.cli._run_options import quick_parse
+    from nimblemcp.cli._parsers import parse
 
-        given = quick_parse(argv[1:])
-        if given is not None:
-            args = _RunDefaults(**given)
-    if args is None:
-        from nimblemcp.cli._parsers import parse
-
-        args = parse(argv)
+    args: Any = parse(argv)
     if args.command == "run":
-        from nimblemcp import _load
+        from nimblemcp.cli.run import main as run
 
-        # `cli.run` imports the server: with the collector paused, as the root's names
-        # are (issue 18); `_load` leaves nothing frozen.
-        _load("nimblemcp.cli.run").main(args)
+        run(args)
     elif args.command == "proxy":
         from nimblemcp.proxy import proxy
 

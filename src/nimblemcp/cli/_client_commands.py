@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from nimblemcp.cli import _render as r
+from nimblemcp.types._meta import LOG_LEVELS
 
 __all__ = ["COMMANDS", "main"]
 
@@ -48,7 +49,6 @@ COMMANDS = ("discover", "tools", "call", "read", "prompt", "listen")
 SPAWNED_PROBE_TIMEOUT = 30.0
 
 
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 HELP = {"discover": "server/discover", "tools": "list the tools", "call": "call a tool",
         "read": "read a resource (no URI: list resources and templates)",
         "prompt": "get a prompt (no NAME: list them)",

@@ -1,21 +1,15 @@
-"""`nimblemcp run`'s options as data, and the quick reading of a plain `run` line.
+"""`nimblemcp run`'s options as data.
 
 `OPTIONS` is the one list of run's options: `cli.run.add_arguments` gives each to
-argparse as it stands (`BOOL` becomes `argparse.BooleanOptionalAction`). `quick_parse`
-reads a plain `run` line, the target first and then only exact long options and the
-short ones of `SHORT` (`run srv.py --port 8000`, `--port=8000`, `--no-proxy-headers`,
-`-v`), without argparse, which with gettext and the parser costs ~9M instructions on the start of every `nimblemcp run ... --transport http`
-(issue 18). It gives what argparse gives for such a line; anything else (an abbreviated
-or unknown option, `--`, `-h`, a value that is empty or starts with `-`, a value of the
-wrong type or not among the choices, a second positional) returns None, and argparse
-parses and reports it exactly as before. Imports nothing.
+argparse as it stands (`BOOL` becomes `argparse.BooleanOptionalAction`, `SHORT` adds
+short spellings). Imports nothing.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BOOL", "OPTIONS", "quick_parse"]
+__all__ = ["BOOL", "OPTIONS", "SHORT"]
 
 BOOL = "bool"  # `action=BOOL`: argparse.BooleanOptionalAction (`--x` / `--no-x`)
 FLAG = "store_true"  # `action=FLAG`: a flag without a value (`-v`)
@@ -60,55 +54,3 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                         "NIMBLEMCP_SSL_KEYFILE_PASSWORD or the config file)"}),
     ("--ssl-ca-certs", {"metavar": "PEM", "help": "require client certificates signed by these CAs"}),
 )
-
-
-def quick_parse(words: list[str]) -> dict[str, Any] | None:
-    """What argparse gives for `run`'s arguments `words` (after `run`), as
-    `{"target": ..., dest: value, ...}` for the options given; None when argparse must
-    parse them (see the module docstring). The target comes first: `words[0]`."""
-    flags: dict[str, tuple[str, dict[str, Any]]] = {}
-    for flag, spec in OPTIONS:
-        dest = flag[2:].replace("-", "_")
-        flags[flag] = (dest, spec)
-        if spec.get("action") == BOOL:
-            flags["--no-" + flag[2:]] = (dest, spec)
-    for short, flag in SHORT.items():
-        flags[short] = flags[flag]
-    if not words or words[0].startswith("-"):
-        return None  # options before the target: argparse reads them
-    target = words[0]
-    parsed: dict[str, Any] = {}
-    i = 1
-    while i < len(words):
-        word = words[i]
-        i += 1
-        if not word.startswith("-"):
-            return None  # a second positional: argparse's error
-        flag, eq, value = word.partition("=")
-        known = flags.get(flag)
-        if known is None:
-            return None  # unknown, abbreviated, `--`, `-h`, ...
-        dest, spec = known
-        if spec.get("action") in (BOOL, FLAG):
-            if eq:
-                return None  # `--flag=x`: argparse's error
-            parsed[dest] = not flag.startswith("--no-")
-            continue
-        if not eq:
-            if i == len(words):
-                return None  # no value: argparse's error
-            value = words[i]
-            i += 1
-        if not value or value.startswith("-"):
-            return None  # argparse decides what these mean
-        convert = spec.get("type")
-        if convert is not None:
-            try:
-                value = convert(value)
-            except (TypeError, ValueError):
-                return None
-        choices = spec.get("choices")
-        if choices is not None and value not in choices:
-            return None
-        parsed[dest] = value
-    return {"target": target, **parsed}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from nimblemcp.server._options import ServerSettings
@@ -30,12 +30,9 @@ from nimblemcp.server._options import ServerSettings
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
-    from dataclasses import dataclass
     from pathlib import Path
 
     from nimblemcp.server._server import Server
-else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp.types._records import dataclass
 
 __all__ = ["RunSettings", "add_arguments", "main"]
 

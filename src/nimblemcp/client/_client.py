@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from types import EllipsisType, TracebackType
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Unpack
 
 from nimblemcp.errors import ClientError, ProtocolError
 from nimblemcp.types._versions import MODERN_VERSIONS, version_index
@@ -32,10 +32,10 @@ from ._options import (
     TaskPolicy,
     resolve,
 )
-from ._pipeline import EraName, Mode, Pipeline, ProgressCallback
+from ._pipeline import EraName, Mode, Pipeline, ProgressCallback, RequestOptions
 from ._tasks import Tasks, TaskStatusCallback, with_tasks
 from ._tools import Tools
-from ._transport import ParamValue, PeerRequests, StrayNotifications, Transport, transport_for
+from ._transport import PeerRequests, StrayNotifications, Transport, transport_for
 
 if TYPE_CHECKING:
     import os
@@ -277,20 +277,11 @@ class Client:
         return await self._pipe.ensure_era()
 
     async def request(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None = None,
-        *,
-        timeout: float | EllipsisType | None = ...,
-        on_progress: ProgressCallback | None = None,
-        cache: bool = True,
-        manual: bool = False,
-        traceparent: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-        param_headers: Mapping[str, ParamValue] | None = None,
-        retry: bool | None = None,
+        self, method: str, params: Mapping[str, Any] | None = None, **options: Unpack[RequestOptions],
     ) -> dict[str, Any]:
-        """Send one request and return its final result.
+        """Send one request and return its final result; `options` are `timeout`,
+        `on_progress`, `cache`, `manual`, `traceparent`, `meta`, `param_headers` and
+        `retry` (see `nimblemcp.client._pipeline.RequestOptions`).
 
         With `manual=True` an `input_required` result is returned to the caller, who
         may retry with `params` carrying `inputResponses`/`requestState`. When the
@@ -298,9 +289,7 @@ class Client:
         a new id (at most `max_retries` times, with backoff) if it is idempotent:
         `retry=None` means "the methods in IDEMPOTENT_METHODS", True/False force it.
         """
-        return await self._pipe.run(method, params, timeout=timeout, on_progress=on_progress,
-                                    cache=cache, manual=manual, traceparent=traceparent,
-                                    meta=meta, param_headers=param_headers, retry=retry)
+        return await self._pipe.run(method, params, **options)
 
     # -- discovery and the simple calls ------------------------------------------------
 

@@ -32,20 +32,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from nimblemcp.errors import ClientError, McpError, ServerBusy, TransportError
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 from ._era import LegacyEra
 from ._pipeline import Pipeline
-
-if TYPE_CHECKING:
-    from dataclasses import dataclass
-else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp.types._records import dataclass
 
 __all__ = ["ListenEvent", "Listener", "listen_filter"]
 

@@ -9,10 +9,10 @@ user left out (ELIC-03). Must not import transports or the server.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from nimblemcp._loop import maybe_await
 from nimblemcp.errors import InputRequestRefused
 
 __all__ = [
@@ -67,10 +67,7 @@ def fill_defaults(schema: Any, content: Any) -> Any:
 
 
 async def _call(callback: Callback, params: dict[str, Any]) -> Any:
-    result = callback(params)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+    return await maybe_await(callback(params))
 
 
 def _shape(method: str, params: dict[str, Any], answer: Any) -> dict[str, Any]:

@@ -13,18 +13,14 @@ transports' limit constants (`nimblemcp.transports._limits`, pure).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import field, fields, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar
 
 from nimblemcp.transports._limits import MAX_CONNECTIONS, MAX_MESSAGE_BYTES, MAX_REDIRECTS
+from nimblemcp.types._meta import TASKS_EXTENSION as TASKS_EXTENSION
 
 from ._cache import CacheStore
 from ._mrtr import Callback
-
-if TYPE_CHECKING:
-    from dataclasses import dataclass
-else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "TASKS_EXTENSION",
@@ -37,7 +33,6 @@ __all__ = [
     "resolve",
 ]
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 NotificationCallback = Callable[[dict[str, Any]], Any]
 
 

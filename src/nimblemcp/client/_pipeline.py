@@ -29,8 +29,9 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from types import EllipsisType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict, Unpack
 
+from nimblemcp._loop import maybe_await
 from nimblemcp.errors import (
     ClientError,
     RequestTimeout,
@@ -39,6 +40,7 @@ from nimblemcp.errors import (
     UnsupportedProtocolVersion,
     error_from_wire,
 )
+from nimblemcp.types._meta import SERVER_INFO
 from nimblemcp.types.methods import METHODS
 
 from ._cache import ResultCache
@@ -55,6 +57,31 @@ Mode = Literal["auto", "modern", "legacy"]
 EraName = Literal["modern", "legacy"]
 ProgressCallback = Callable[[float, float | None, str | None], Any]
 """`on_progress(progress, total, message)` for one request's progress notifications."""
+
+
+class RequestOptions(TypedDict, total=False):
+    """What a caller may say about one request (`Client.request`, `Pipeline.run`).
+
+    `timeout`: seconds for the whole request (None: no limit; left out: the retry
+    policy's). `on_progress(progress, total, message)`: its progress notifications.
+    `cache`: answer a cacheable method from the result cache (CACHE-*). `manual`:
+    return an `input_required` result instead of answering its rounds. `traceparent`:
+    the W3C trace context to send (else the current span's, when tracing). `meta`: more
+    `_meta` keys. `param_headers`: the `Mcp-Param-*` values of a tool's `x-mcp-header`
+    parameters. `retry`: re-send on a broken stream (None: the methods in
+    IDEMPOTENT_METHODS)."""
+
+    timeout: float | EllipsisType | None
+    on_progress: ProgressCallback | None
+    cache: bool
+    manual: bool
+    traceparent: str | None
+    meta: Mapping[str, Any] | None
+    param_headers: Mapping[str, ParamValue] | None
+    retry: bool | None
+
+
+_REQUEST_OPTIONS = frozenset(RequestOptions.__annotations__)
 #: Takes one notification of a request's stream and the request's id.
 NoteHandler = Callable[[dict[str, Any], int], None]
 #: Re-issued on a broken stream without asking (RT resilience); others need `retry=True`.
@@ -183,30 +210,33 @@ class Pipeline:
         method: str,
         params: Mapping[str, Any] | None = None,
         *,
-        timeout: float | EllipsisType | None = ...,
-        on_progress: ProgressCallback | None = None,
-        cache: bool = True,
-        manual: bool = False,
-        traceparent: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-        param_headers: Mapping[str, ParamValue] | None = None,
-        retry: bool | None = None,
         renegotiate: bool = True,
         quiet: bool = False,
         require_open: bool = True,
         request_id: int | None = None,
         on_note: NoteHandler | None = None,
+        **options: Unpack[RequestOptions],
     ) -> dict[str, Any]:
-        """Send one request and return its final result (see the module docstring).
+        """Send one request and return its final result (see the module docstring);
+        `options` as `RequestOptions` says.
 
-        `manual=True` returns an `input_required` result to the caller. `retry=None`
-        re-sends on a broken stream only the methods in IDEMPOTENT_METHODS. The era
-        settling uses `renegotiate=False` (it reads -32022 itself), `quiet=True` (the
-        probe: abandoning it sends nothing) and `require_open=False` (which also skips
-        settling the era first). A listen names its id (`request_id`, first attempt) and
-        takes every notification of its stream itself (`on_note(note, id)`; it may raise
-        to end the stream).
+        The era settling uses `renegotiate=False` (it reads -32022 itself), `quiet=True`
+        (the probe: abandoning it sends nothing) and `require_open=False` (which also
+        skips settling the era first). A listen names its id (`request_id`, first
+        attempt) and takes every notification of its stream itself (`on_note(note, id)`;
+        it may raise to end the stream).
         """
+        unknown = options.keys() - _REQUEST_OPTIONS
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s) for a request: {', '.join(sorted(unknown))}")
+        timeout = options.get("timeout", ...)
+        on_progress = options.get("on_progress")
+        cache = options.get("cache", True)
+        manual = options.get("manual", False)
+        traceparent = options.get("traceparent")
+        meta = options.get("meta")
+        param_headers = options.get("param_headers")
+        retry = options.get("retry")
         if self.era is None and self.is_open and require_open:
             await self.ensure_era()
         policy = self.retry
@@ -363,7 +393,7 @@ class Pipeline:
     def _note_server_info(self, result: Mapping[str, Any]) -> None:
         meta = result.get("_meta")
         if isinstance(meta, dict):
-            info = meta.get("io.modelcontextprotocol/serverInfo")
+            info = meta.get(SERVER_INFO)
             if isinstance(info, dict):
                 self.server_info = info
 
@@ -377,12 +407,12 @@ class Pipeline:
         params = note.get("params") or {}
         if method == "notifications/progress":
             if on_progress is not None and params.get("progressToken") == token:
-                await _maybe_await(on_progress(params.get("progress", 0), params.get("total"),
+                await maybe_await(on_progress(params.get("progress", 0), params.get("total"),
                                                params.get("message")))
             return
         on_log = self.callbacks.on_log
         if method == "notifications/message" and on_log is not None:
-            await _maybe_await(on_log({**params, "requestId": rid}))
+            await maybe_await(on_log({**params, "requestId": rid}))
             return
         self.on_stray(note)
 
@@ -400,9 +430,3 @@ class Pipeline:
 
 def _nothing() -> None:
     return None
-
-
-async def _maybe_await(value: Any | Awaitable[Any]) -> Any:
-    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-        return await value
-    return value

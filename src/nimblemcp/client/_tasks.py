@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nimblemcp._loop import maybe_await
 from nimblemcp.errors import (
     ClientError,
     RequestTimeout,
@@ -140,9 +141,7 @@ class Tasks:
                 last_status = status if isinstance(status, str) else None
                 logger.debug("task %s: %s", task_id, status)
                 if on_status is not None:
-                    outcome = on_status(current)
-                    if asyncio.iscoroutine(outcome):
-                        await outcome
+                    await maybe_await(on_status(current))
             if status == "completed":
                 result = current.get("result")
                 if not isinstance(result, dict):

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
+from nimblemcp._loop import maybe_await
 from nimblemcp.client import Client
 from nimblemcp.errors import ServerUnavailable, TransportError, UnknownName
 
@@ -253,14 +253,14 @@ class ClientGroup:
     async def _log(self, server: str, params: dict[str, Any]) -> None:
         self._emit(HostEvent(server, "log", raw=params))
         if self.on_log is not None:
-            await _maybe_await(self.on_log(server, params))
+            await maybe_await(self.on_log(server, params))
 
     async def _progress(self, server: str, tool: str, progress: float, total: float | None,
                         message: str | None) -> None:
         self._emit(HostEvent(server, "progress", raw={
             "tool": tool, "progress": progress, "total": total, "message": message}))
         if self.on_progress is not None:
-            await _maybe_await(self.on_progress(server, tool, progress, total, message))
+            await maybe_await(self.on_progress(server, tool, progress, total, message))
 
     # -- routing -----------------------------------------------------------------------
 
@@ -342,9 +342,3 @@ class ClientGroup:
             if uri in owner.subscriptions:
                 owner.subscriptions.discard(uri)
                 await owner.relisten(self.supervision.connect_timeout)
-
-
-async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        return await value
-    return value

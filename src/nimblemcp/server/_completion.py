@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 from nimblemcp.errors import InvalidParams
 
 if TYPE_CHECKING:
-    from nimblemcp.server._server import Server
+    from nimblemcp.server._registry import Registry
 
 _MAX_COMPLETIONS = 100
 
 
-async def complete(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+async def complete(registry: Registry, params: dict[str, Any]) -> dict[str, Any]:
     ref = params.get("ref")
     argument = params.get("argument")
     if not isinstance(ref, dict) or not isinstance(argument, dict):
@@ -34,24 +34,24 @@ async def complete(server: Server, params: dict[str, Any]) -> dict[str, Any]:
     completer: Callable[..., Any] | None = None
     ref_type = ref.get("type")  # type: ignore[union-attr]
     if ref_type == "ref/prompt":
-        prompt = server.prompts.get(ref.get("name"))  # type: ignore[union-attr, arg-type]
+        prompt = registry.prompts.get(ref.get("name"))  # type: ignore[union-attr, arg-type]
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {ref.get('name')}")  # type: ignore[union-attr]
         completer = prompt.completers.get(arg_name)
     elif ref_type == "ref/resource":
         uri = ref.get("uri")  # type: ignore[union-attr]
-        template = server.templates.get(uri)  # type: ignore[arg-type]
+        template = registry.templates.get(uri)  # type: ignore[arg-type]
         if template is not None:
             completer = template.completers.get(arg_name)
-        elif uri not in server.resources:
+        elif uri not in registry.resources:
             raise InvalidParams(f"Unknown resource or template: {uri}")
     else:
         raise InvalidParams("ref.type must be 'ref/prompt' or 'ref/resource'")
     values: Any = []
     if completer is not None:
         values = completer(value, context_args)
-    elif server.completion_handler is not None:
-        values = server.completion_handler(ref, arg_name, value, context_args)
+    elif registry.completer is not None:
+        values = registry.completer(ref, arg_name, value, context_args)
     if asyncio.iscoroutine(values):
         values = await values
     return {"resultType": "complete", "completion": _completion(values)}

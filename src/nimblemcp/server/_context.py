@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from nimblemcp._port import CloseStream, Prepared
-    from nimblemcp.server._handles import BoundHandles
-    from nimblemcp.server._server import Server
+    from nimblemcp.server._handles import BoundHandles, HandleStore
+    from nimblemcp.types._meta import RequestMeta
 
 Emit = Callable[[dict[str, Any]], None]
 _AskT = TypeVar("_AskT", bound=_mrtr.Ask)
@@ -43,6 +43,11 @@ class _Sent:
 
 _SENT = _Sent()
 _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+
+class BecomeTask(BaseException):
+    """Raised by `ctx.as_task()`: the handler asked to continue as a task from here on
+    (the tasks extension, `_tasks`, catches it)."""
 
 
 class Context:
@@ -73,8 +78,12 @@ class Context:
     _task_mode: str | None
     _last_progress: float
 
+    # The `nimblemcp.Server` whose handler runs (for a mounted entry, the server it
+    # was registered on): what `lifespan` and `handles` are read from.
+    server: Any
+
     def __init__(
-        self, server: Server, request: Prepared, io: Any, loop: asyncio.AbstractEventLoop | None = None
+        self, server: Any, request: Prepared, io: Any, loop: asyncio.AbstractEventLoop | None = None
     ) -> None:
         self.server = server
         self._req = request  # id, method, params and the `_meta` fields (`nimblemcp._port.Prepared`)
@@ -89,20 +98,20 @@ class Context:
 
     @property
     def request_id(self) -> str | int:
-        return self._req[0]
+        return self._req.id
 
     @property
     def method(self) -> str:
-        return self._req[1]
+        return self._req.method
 
     @property
     def params(self) -> dict[str, Any]:
-        return self._req[2]
+        return self._req.params
 
     @property
-    def _meta(self) -> Prepared:
+    def _meta(self) -> RequestMeta:
         """The request's `_meta` fields (`version`, `client_capabilities`, ...)."""
-        return self._req
+        return self._req.meta
 
     @property
     def subject(self) -> str | None:
@@ -340,28 +349,48 @@ class Context:
         those answers. A no-op when the client did not declare the tasks extension
         (the call just goes on synchronously) or inside the task."""
         if self.task_mode == "deferred":
-            from nimblemcp.server._tasks import BecomeTask
-
             raise BecomeTask()
         return _SENT
 
     @property
     def handles(self) -> BoundHandles:
         """State handles for this request's subject (see `nimblemcp.server._handles`)."""
-        return self.server.handles.bind(self.subject)
+        handles: HandleStore = self.server.handles
+        return handles.bind(self.subject)
+
+
+# -- which parameter takes the Context -------------------------------------------------
+# One answer everywhere (tools, prompts, resources, templates, providers): a parameter
+# annotated `Context`, a subclass of it, or the name `Context` in a postponed (string)
+# annotation, resolved in the function's module first (a class of the module's own
+# named Context is that class), else as this one (imported for type checking only).
+
+
+def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """`fn`'s type hints, `Annotated` extras kept, with the name `Context` resolving as
+    said above; raises like `typing.get_type_hints` on any other unresolvable name."""
+    import typing
+
+    known = getattr(fn, "__globals__", None) or {}
+    return typing.get_type_hints(
+        fn, localns=None if "Context" in known else {"Context": Context}, include_extras=True)
+
+
+def is_context(hint: Any) -> bool:
+    """Whether a parameter annotated `hint` takes the Context (`hint` as `type_hints`
+    gives it; the bare string when the annotations could not be resolved at all)."""
+    return hint == "Context" or (isinstance(hint, type) and issubclass(hint, Context))
 
 
 def context_param(fn: Callable[..., Any]) -> str | None:
-    """The name of the parameter annotated `Context` (string annotations resolved)."""
+    """The name of the parameter that takes the Context, if any."""
     import inspect
-    import typing
 
     try:
-        hints = typing.get_type_hints(fn)
-    except Exception:  # unresolvable forward references: fall back to the raw text
+        hints = type_hints(fn)
+    except Exception:  # another name is unresolvable: the raw annotations
         hints = {}
     for p in inspect.signature(fn).parameters.values():
-        ann = hints.get(p.name, p.annotation)
-        if ann == "Context" or (isinstance(ann, type) and issubclass(ann, Context)):
+        if is_context(hints.get(p.name, p.annotation)):
             return p.name
     return None

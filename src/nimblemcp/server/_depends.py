@@ -31,6 +31,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
+from nimblemcp.server._context import is_context, type_hints
 from nimblemcp.server._workers import run_sync_on
 
 if TYPE_CHECKING:
@@ -67,10 +68,8 @@ class Depends:
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    from nimblemcp.server._context import Context
-
-    try:  # `Context` resolves even where the module imported it for type checking only
-        return typing.get_type_hints(fn, localns={"Context": Context}, include_extras=True)
+    try:
+        return type_hints(fn)
     except Exception:  # unresolvable forward references: the raw annotations
         return dict(getattr(fn, "__annotations__", {}))
 
@@ -81,12 +80,6 @@ def _marker(hint: Any) -> Depends | None:
             if isinstance(extra, Depends):
                 return extra
     return None
-
-
-def _is_context(hint: Any) -> bool:
-    from nimblemcp.server._context import Context
-
-    return hint == "Context" or (isinstance(hint, type) and issubclass(hint, Context))
 
 
 def dependencies(fn: Callable[..., Any]) -> dict[str, Depends]:
@@ -103,7 +96,7 @@ def dependencies(fn: Callable[..., Any]) -> dict[str, Depends]:
 def injected_params(fn: Callable[..., Any]) -> frozenset[str]:
     """Parameters the framework fills (the Context and dependencies): never arguments."""
     hints = _hints(fn)
-    return frozenset(n for n, h in hints.items() if n != "return" and (_is_context(h) or _marker(h)))
+    return frozenset(n for n, h in hints.items() if n != "return" and (is_context(h) or _marker(h)))
 
 
 class _Plan:
@@ -129,7 +122,7 @@ class _Plan:
         for p in inspect.signature(provider).parameters.values():
             hint = hints.get(p.name)
             marker = _marker(hint)
-            if _is_context(hint):
+            if is_context(hint):
                 self.ctx_param = p.name
             elif marker is not None:
                 self.subs[p.name] = _Plan(marker.provider, (*seen, provider))

@@ -1,23 +1,20 @@
 """The one way a registered function runs: tools, prompts, resources and templates.
 
-`Invocable` is the base of every registry entry. Its `invoke` binds the request's
-arguments to keyword arguments (`bind`, a callable each kind sets at registration), adds the Context when the function
-asks for one, runs the function by ONE policy, and turns what it returned into a
-result (`finish`, per kind):
-- an `async def` runs on the event loop;
-- a sync function runs in a worker thread (`_workers`), so it cannot stall the loop,
-  unless registered with `run_in_thread=False` (it never blocks: it runs inline);
-- protocol errors and cancellation propagate; any other exception goes to `failed`,
-  which by default propagates too (the dispatcher logs it and answers -32603) and
-  which tools override to answer an `isError` result instead (TOOL-08).
-Everything is decided at registration; a call costs one coroutine frame.
+`Invocable` is the base of every registry entry. At registration it decides how its
+function is called (`run`, chosen once by `_runner`): an `async def` on the event loop;
+a sync function in a worker thread (`_workers`), so it cannot stall the loop, or inline
+when registered with `run_in_thread=False` (it never blocks). Its `invoke` is then the
+same for every entry and every request:
 
-`lane` says how the dispatcher's lean lane (`_dispatch.Dispatcher.run`) may run the
-function itself, without a Context and without the `invoke` frame: on the loop
-(`LANE_ASYNC`), inline (`LANE_INLINE`) or in a worker thread (`LANE_THREAD`);
-`NO_LANE` when the function takes a Context (or a provider-resolved parameter,
-which needs one) or, for tools, may become a task. The lane repeats `invoke`'s
-policy exactly.
+1. `bind` turns the request's arguments into keyword arguments (a callable each kind
+   sets at registration; a tool's is its argument validator);
+2. the Context is added when the function asks for one;
+3. `run` calls the function;
+4. protocol errors and cancellation propagate; any other exception goes to `failed`,
+   which by default propagates too (the dispatcher logs it and answers -32603) and
+   which tools override to answer an `isError` result instead (TOOL-08);
+5. `finish` (per kind) turns what the function returned into the result.
+
 Must not import the registry, the dispatcher or transports.
 """
 
@@ -26,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.errors import ProtocolError
@@ -34,14 +31,13 @@ from nimblemcp.server._depends import inject
 from nimblemcp.server._mrtr import warn_dropped
 from nimblemcp.server._workers import _workers
 
-_submit = _workers.call  # (loop, fn, (), kwargs) -> future: no wrapper frame per call
-
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
 
-__all__ = ["LANE_ASYNC", "LANE_INLINE", "LANE_THREAD", "NO_LANE", "Invocable"]
+__all__ = ["Invocable", "Runner"]
 
-NO_LANE, LANE_ASYNC, LANE_INLINE, LANE_THREAD = 0, 1, 2, 3
+# Calls a registered function with its keyword arguments, for the request of `ctx`.
+Runner = Callable[["Context", dict[str, Any]], Awaitable[Any]]
 
 
 def _by_name(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -80,21 +76,33 @@ def _by_name(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def _runner(fn: Callable[..., Any], in_thread: bool) -> Runner:
+    """How `fn` is called, chosen once: on the loop (async), in a worker thread on the
+    request's own loop (sync), or inline (sync, never blocks)."""
+    if inspect.iscoroutinefunction(fn):
+        return lambda ctx, kwargs: fn(**kwargs)  # type: ignore[no-any-return]
+    if in_thread:
+        call = _workers.call
+        return lambda ctx, kwargs: call(ctx._loop, fn, (), kwargs)
+
+    async def inline(ctx: Context, kwargs: dict[str, Any]) -> Any:
+        return fn(**kwargs)
+
+    return inline
+
+
 class Invocable:
     """A registered function with its run policy; subclasses set `bind` and may
     override `finish` and `failed`."""
 
-    __slots__ = ("bind", "ctx_param", "fn", "inline", "is_async", "lane")
+    __slots__ = ("bind", "ctx_param", "fn", "run")
 
     fn: Callable[..., Any]
     # The request's arguments as a fresh dict of keyword arguments; raises a protocol
-    # error (or, for tools, an argument error) when they do not fit. An attribute, not
-    # a method: a tool's is its validator itself, with no call in between.
+    # error (or, for tools, an argument error) when they do not fit.
     bind: Callable[[Any], dict[str, Any]]
-    ctx_param: str | None
-    is_async: bool
-    inline: bool
-    lane: int  # NO_LANE or how the lean lane runs it (see the module's docstring)
+    ctx_param: str | None  # the keyword the function takes the Context by, if any
+    run: Runner
 
     def _set_fn(
         self, fn: Callable[..., Any], ctx_param: str | None, bind: Callable[[Any], dict[str, Any]],
@@ -107,12 +115,7 @@ class Invocable:
         self.fn = fn
         self.bind = bind
         self.ctx_param = ctx_param
-        self.is_async = inspect.iscoroutinefunction(fn)
-        # A sync function known never to block (pure computation, microseconds) may
-        # skip the thread hop.
-        self.inline = not self.is_async and not run_in_thread
-        self.lane = NO_LANE if ctx_param is not None \
-            else LANE_ASYNC if self.is_async else LANE_INLINE if self.inline else LANE_THREAD
+        self.run = _runner(fn, run_in_thread)
 
     def finish(self, value: Any) -> Any:
         """What the function returned, as the result to answer."""
@@ -127,12 +130,7 @@ class Invocable:
             kwargs = self.bind(arguments)
             if self.ctx_param is not None:
                 kwargs[self.ctx_param] = ctx
-            if self.is_async:
-                value = await self.fn(**kwargs)
-            elif self.inline:
-                value = self.fn(**kwargs)
-            else:
-                value = await _submit(ctx._loop, self.fn, (), kwargs)  # the request's own loop
+            value = await self.run(ctx, kwargs)
         except (ProtocolError, asyncio.CancelledError):
             raise
         except Exception as exc:

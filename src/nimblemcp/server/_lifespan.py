@@ -17,16 +17,25 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from nimblemcp.errors import StartupError
 
-if TYPE_CHECKING:
-    from nimblemcp.server._server import Server
-
 __all__ = ["Lifespan", "LifespanFactory"]
 
-LifespanFactory = Callable[["Server"], AbstractAsyncContextManager[Any]]
+# `factory(server)`: an async context manager whose value is the lifespan value.
+LifespanFactory = Callable[[Any], AbstractAsyncContextManager[Any]]
+
+
+class Owner(Protocol):
+    """The server a lifespan belongs to (a `nimblemcp.Server`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def mounted(self) -> list[Any]: ...  # servers whose lifespans run inside this one's
+    async def stopping(self) -> None: ...
+    async def stopped(self) -> None: ...
 
 
 class Lifespan:
@@ -34,7 +43,7 @@ class Lifespan:
 
     __slots__ = ("_depth", "_stack", "factory", "server", "started", "value")
 
-    def __init__(self, server: Server, factory: LifespanFactory | None) -> None:
+    def __init__(self, server: Owner, factory: LifespanFactory | None) -> None:
         self.server = server
         self.factory = factory
         self.value: Any = None

@@ -12,7 +12,8 @@ the child, so `ctx.lifespan` is the child's lifespan value; the host starts and 
 the child's lifespan inside its own. The host's middleware wraps the mounted entries
 like its own (the child's middleware is not used).
 
-Must not import transports.
+A `Mount` works on the two registries; `Server.mount` checks the servers and keeps the
+copies in step. Must not import transports or the Server.
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ import copy
 import re
 from typing import TYPE_CHECKING, Any
 
-from nimblemcp.server._invoke import Invocable
 from nimblemcp.server._resources import compile_template
-from nimblemcp.server._tools import ToolEntry
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
-    from nimblemcp.server._server import Server
+    from nimblemcp.server._invoke import Runner
+    from nimblemcp.server._registry import Registry
 
-__all__ = ["mount", "prefix_uri"]
+__all__ = ["Mount", "check_namespace", "prefix_uri"]
 
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
@@ -58,46 +58,49 @@ def unprefix_uri(uri: str, namespace: str | None) -> str | None:
     return f"{scheme}{sep}{rest[len(head):]}"
 
 
-_homed: dict[tuple[type, int], type] = {}
+def check_namespace(namespace: str | None) -> None:
+    if namespace is not None and not _NAMESPACE.match(namespace):
+        raise ValueError(f"namespace {namespace!r} must be 1-64 characters of A-Z a-z 0-9 _ -")
 
 
-def _homed_class(cls: type[Invocable], owner: Server) -> type[Invocable]:
-    """A subclass of `cls` whose calls run with `ctx.server` set to `owner` (one per mount)."""
-    key = (cls, id(owner))
-    made = _homed.get(key)
-    if made is None:
-        base_invoke = cls.invoke  # a mounted server's own mounts keep their owner
+def _at_home(run: Runner, owner: Any) -> Runner:
+    """`run` with `ctx.server` set to `owner` while the function runs."""
 
-        async def invoke(self: Invocable, ctx: Context, arguments: Any) -> Any:
-            home = ctx.server
-            ctx.server = owner
-            try:
-                return await base_invoke(self, ctx, arguments)
-            finally:
-                ctx.server = home
+    async def run_at_home(ctx: Context, kwargs: dict[str, Any]) -> Any:
+        home = ctx.server
+        ctx.server = owner
+        try:
+            return await run(ctx, kwargs)
+        finally:
+            ctx.server = home
 
-        namespace: dict[str, Any] = {"__slots__": (), "invoke": invoke, "owner": owner}
-        if issubclass(cls, ToolEntry):
-            namespace["call"] = invoke  # ToolEntry.call is bound to Invocable.invoke itself
-        made = _homed[key] = type(f"Mounted{cls.__name__}", (cls,), namespace)
-    return made
+    return run_at_home
 
 
-def _copy(entry: Any, owner: Server, **changes: Any) -> Any:
+def _copy(entry: Any, owner: Any, **changes: Any) -> Any:
+    """A copy of `entry` under its new names, whose function runs at `owner`'s."""
     new = copy.copy(entry)
     for attr, value in changes.items():
         setattr(new, attr, value)
-    new.__class__ = _homed_class(type(entry), owner)
+    new.run = _at_home(entry.run, owner)
     return new
 
 
-class _Mount:
-    """One mounted child: which host names came from it, and how to re-sync them."""
+class Mount:
+    """One child registry served from a host registry under `namespace`: which host
+    names came from it, and how to re-sync them. `owner` is the child's server (what
+    its handlers see as `ctx.server`); `host_name` and `child_name` name both in errors."""
 
-    def __init__(self, host: Server, child: Server, namespace: str | None) -> None:
+    def __init__(
+        self, host: Registry, child: Registry, namespace: str | None, owner: Any,
+        host_name: str, child_name: str,
+    ) -> None:
         self.host = host
         self.child = child
         self.namespace = namespace
+        self.owner = owner
+        self.host_name = host_name
+        self.child_name = child_name
         self.names: dict[str, list[str]] = {"tools": [], "prompts": [], "resources": [], "templates": []}
 
     def name(self, name: str) -> str:
@@ -105,28 +108,28 @@ class _Mount:
 
     def sync(self, kind: str) -> None:
         """Replace the host's copies of one kind ("tools", "prompts", "resources")."""
-        host, child = self.host, self.child
+        host, child, owner = self.host, self.child, self.owner
         if kind == "tools":
             self._replace("tools", host.tools, {
-                self.name(n): _copy(e, child, name=self.name(n),
+                self.name(n): _copy(e, owner, name=self.name(n),
                                     definition={**e.definition, "name": self.name(n)})
                 for n, e in child.tools.items()})
         elif kind == "prompts":
             self._replace("prompts", host.prompts, {
-                self.name(n): _copy(e, child, name=self.name(n),
+                self.name(n): _copy(e, owner, name=self.name(n),
                                     definition={**e.definition, "name": self.name(n)})
                 for n, e in child.prompts.items()})
         elif kind == "resources":
             self._replace("resources", host.resources, {
                 prefix_uri(u, self.namespace): _copy(
-                    e, child, uri=prefix_uri(u, self.namespace),
+                    e, owner, uri=prefix_uri(u, self.namespace),
                     definition={**e.definition, "uri": prefix_uri(u, self.namespace)})
                 for u, e in child.resources.items()})
             templates: dict[str, Any] = {}
             for u, e in child.templates.items():
                 moved = prefix_uri(u, self.namespace)
                 pattern, variables = compile_template(moved)
-                templates[moved] = _copy(e, child, uri_template=moved, pattern=pattern, variables=variables,
+                templates[moved] = _copy(e, owner, uri_template=moved, pattern=pattern, variables=variables,
                                          definition={**e.definition, "uriTemplate": moved})
             self._replace("templates", host.templates, templates)
 
@@ -135,34 +138,7 @@ class _Mount:
             table.pop(old, None)
         clash = [n for n in fresh if n in table]
         if clash:
-            raise ValueError(f"mounting {self.child.name!r}: {key} {clash} already registered on "
-                             f"{self.host.name!r} (choose another namespace)")
+            raise ValueError(f"mounting {self.child_name!r}: {key} {clash} already registered on "
+                             f"{self.host_name!r} (choose another namespace)")
         table.update(fresh)
         self.names[key] = list(fresh)
-
-    def on_child_change(self, kind: str) -> None:
-        self.sync(kind)
-        self.host._changed(kind)
-
-    def on_child_update(self, uri: str) -> None:
-        self.host.notify_resource_updated(prefix_uri(uri, self.namespace))
-
-
-def mount(host: Server, child: Server, namespace: str | None) -> None:
-    """Serve `child`'s registry from `host` (see the module docstring)."""
-    if child is host:
-        raise ValueError("a server cannot mount itself")
-    if child in host.mounted:
-        raise ValueError(f"server {child.name!r} is already mounted on {host.name!r}")
-    if namespace is not None and not _NAMESPACE.match(namespace):
-        raise ValueError(f"namespace {namespace!r} must be 1-64 characters of A-Z a-z 0-9 _ -")
-    link = _Mount(host, child, namespace)
-    for kind in ("tools", "prompts", "resources"):
-        link.sync(kind)
-    for ext, value in child.extensions.items():
-        host.extensions.setdefault(ext, value)
-    host.mounted.append(child)
-    child.change_listeners.append(link.on_child_change)
-    child.update_listeners.append(link.on_child_update)
-    for kind in ("tools", "prompts", "resources"):
-        host._changed(kind)

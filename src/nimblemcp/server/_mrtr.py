@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from nimblemcp.errors import InvalidParams, MissingClientCapability
-
-if TYPE_CHECKING:
-    from nimblemcp.server._context import Context
 
 ElicitAction = Literal["accept", "decline", "cancel"]
 
@@ -318,8 +315,14 @@ MAX_ROUNDS = 32
 Asker = Callable[[dict[str, dict[str, Any]]], Awaitable[dict[str, Any]]]
 
 
+class Answered(Protocol):
+    """Where a re-run handler finds the answers so far (the request's Context)."""
+
+    _responses: dict[str, Any]
+
+
 async def run_answering(
-    run: Callable[[], Awaitable[dict[str, Any]]], ctx: Context, ask: Asker
+    run: Callable[[], Awaitable[dict[str, Any]]], ctx: Answered, ask: Asker
 ) -> dict[str, Any]:
     """Re-run a re-entrant handler, sending each round's questions through `ask`
     (a legacy client's back channel, or a task's `inputRequests`) until it finishes."""

@@ -14,35 +14,25 @@ is read.
   `NIMBLEMCP_REDIS_URL`). Read by `ServerSettings.from_env()` only, which the serving
   entry points (`Server.run()`, `Server.asgi_app()`, `nimblemcp run`) call; never by
   `Server.__init__`. What the code passed explicitly always wins over the environment.
-- `open_shared` / `close_opened`: the store and bus a server opens itself for
-  `NIMBLEMCP_REDIS_URL` are its own to close: when it stops (the end of its lifespan,
-  `Server.stopped`), after the bus has sent what was published. Backends the code
-  passed in belong to the caller and stay open.
 
-`None` always means "not given: use the default". Imports only the port, backends,
-`types._records` (dataclasses without `exec`), stdlib, and, when a server opens or
-closes its own backends, `server._handles`.
+`None` always means "not given: use the default". Imports only the port, backends
+and the standard library. The backends a
+server opens itself for `NIMBLEMCP_REDIS_URL` are `_own_backends`'.
 (`backends.from_env()` remains for code that builds its own backends by hand.)
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from nimblemcp._port import LegacyOptions as LegacyOptions  # an option group, defined with the port
 
 if TYPE_CHECKING:
-    from dataclasses import dataclass
-
     from nimblemcp.backends._store import KeyValueStore
     from nimblemcp.backends.bus import NotificationBus
-    from nimblemcp.server._server import Server
-else:  # the same records, built without dataclass's `exec` (start-up cost)
-    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "LegacyOptions", "ListenOptions", "ServerSettings", "StateOptions", "TaskOptions",
@@ -53,9 +43,6 @@ ENV_STATE_KEYS = "NIMBLEMCP_STATE_KEYS"
 # The same name as `backends._select.ENV_URL` (a test holds them equal): spelled here
 # so that a server does not load the backend selection at import (issue 18).
 ENV_REDIS_URL = "NIMBLEMCP_REDIS_URL"
-
-logger = logging.getLogger("nimblemcp.server")
-
 
 @dataclass(frozen=True, slots=True)
 class StateOptions:
@@ -181,61 +168,13 @@ class ServerSettings:
         url = env.get(ENV_REDIS_URL, "").strip()
         return cls(keys or None, url or None)
 
-    def apply(self, server: Server) -> None:
+    def apply(self, server: Configurable) -> None:
         """Fill in what `server` was not given explicitly. Call before serving starts
         (nothing subscribed, nothing sealed yet); applying twice changes nothing more."""
         server._apply_settings(self)
 
 
-@dataclass(frozen=True, slots=True)
-class Opened:
-    """What a server opened itself for a backend URL: the URL, and whether the store
-    and the bus it now uses are those (False: the code gave that one)."""
+class Configurable(Protocol):
+    """What settings are applied to: a `nimblemcp.Server`."""
 
-    url: str
-    store: bool
-    bus: bool
-
-
-def open_shared(server: Server, url: str) -> None:
-    """Give `server` the store and bus `url` names where its code gave none, and
-    remember them as its own (`server._opened`) for `close_opened`. Nothing connects
-    yet: the Redis ones connect on first use."""
-    from nimblemcp.backends._select import from_url
-    from nimblemcp.server._handles import HandleStore
-
-    store, bus = from_url(url)
-    own_store, own_bus = server.backends.store is None, server.backends.bus is None
-    if own_store:
-        server.store = store
-        server.handles = HandleStore(store, server.state_options)
-    if own_bus:
-        server.bus = bus
-    server.backends = Backends(server.store, server.bus)
-    server._opened = Opened(url, own_store, own_bus)
-
-
-async def close_opened(server: Server) -> None:
-    """Close the backends `open_shared` opened for `server` (the bus sends what is
-    still queued first: `RedisBus.close`), once the server has stopped. The server
-    gets fresh ones for the same URL, unopened, so that it can be served again."""
-    opened: Opened | None = server._opened
-    if opened is None:
-        return
-    store = server.store if opened.store else None
-    bus = server.bus if opened.bus else None
-    server.backends = Backends(None if opened.store else server.store, None if opened.bus else server.bus)
-    open_shared(server, opened.url)
-    if bus is not None:
-        bus.close_all()  # its local subscriptions end here, on their loop
-    close = getattr(bus, "close", None)
-    if close is not None:  # blocks while the bus's thread ends: not on this loop
-        try:
-            await asyncio.to_thread(close)
-        except Exception:
-            logger.warning("closing the notification bus failed", exc_info=True)
-    if store is not None:
-        try:
-            await store.close()
-        except Exception:
-            logger.warning("closing the store failed", exc_info=True)
+    def _apply_settings(self, settings: ServerSettings, /) -> None: ...

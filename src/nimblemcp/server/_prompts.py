@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from nimblemcp.content import is_content_block, text
 from nimblemcp.errors import InvalidParams
-from nimblemcp.server._context import Context, context_param
+from nimblemcp.server._context import context_param
 from nimblemcp.server._depends import injected_params
 from nimblemcp.server._docstrings import parse_docstring
 from nimblemcp.server._invoke import Invocable
@@ -116,8 +116,4 @@ class PromptEntry(Invocable):
         # A plain string, the common case, is one user message (what `_to_messages` makes).
         result["messages"] = [{"role": "user", "content": {"type": "text", "text": value}}] \
             if type(value) is str else _to_messages(value)
-        return result
-
-    async def get(self, ctx: Context, arguments: Any) -> dict[str, Any]:
-        result: dict[str, Any] = await self.invoke(ctx, arguments)
         return result

@@ -14,7 +14,7 @@ from typing import Any
 
 from nimblemcp.content import blob_resource, text_resource
 from nimblemcp.errors import InvalidParams
-from nimblemcp.server._context import Context, context_param
+from nimblemcp.server._context import Context, context_param, type_hints
 from nimblemcp.server._docstrings import parse_docstring
 from nimblemcp.server._invoke import Invocable
 
@@ -151,7 +151,11 @@ class TemplateEntry(_Readable):
         # Variables converted per the function's annotations (-32602 on a bad value).
         from nimblemcp.server._uri_values import uri_binder  # templates only (start-up, issue 18)
 
-        self._setup(fn, ttl_ms, cache_scope, uri_binder(fn, [v for v, _ in variables]))
+        try:
+            hints = type_hints(fn)
+        except Exception:  # unresolvable annotations: the values stay strings
+            hints = {}
+        self._setup(fn, ttl_ms, cache_scope, uri_binder(fn, [v for v, _ in variables], hints))
         params = set(inspect.signature(fn).parameters) - {self.ctx_param}
         missing = {v for v, _ in variables} - params
         if missing:

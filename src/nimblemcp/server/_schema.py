@@ -15,6 +15,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nimblemcp.server._context import is_context, type_hints
 from nimblemcp.server._depends import injected_params
 from nimblemcp.server._docstrings import parse_docstring
 from nimblemcp.server._hints import (
@@ -45,14 +46,9 @@ _REQUIRED: Any = object()  # the default of a parameter without one
 
 
 class ArgumentSpec:
-    """Input schema + validator for one function, built once.
+    """Input schema + validator for one function, built once."""
 
-    `values`, when set, is the same validator returning the values in the order of
-    the function's parameters (every one of them, defaults filled in), for a call
-    `fn(*values(arguments))`: set only where that call means what `fn(**validate(
-    arguments))` does (every parameter is an argument, positional-or-keyword, in order)."""
-
-    __slots__ = ("context_param", "names", "schema", "validate", "values")
+    __slots__ = ("context_param", "names", "schema", "validate")
 
     def __init__(
         self,
@@ -60,25 +56,17 @@ class ArgumentSpec:
         validate: Callable[[dict[str, Any]], dict[str, Any]],
         names: tuple[str, ...],
         context_param: str | None,
-        values: Callable[[dict[str, Any]], list[Any]] | None = None,
     ) -> None:
         self.schema = schema
         self.validate = validate
         self.names = names
         self.context_param = context_param
-        self.values = values
-
-
-def _is_context(tp: Any) -> bool:
-    from nimblemcp.server._context import Context
-
-    return isinstance(tp, type) and issubclass(tp, Context)
 
 
 def build_arguments(fn: Callable[..., Any], arg_docs: Mapping[str, str]) -> ArgumentSpec:
     """Inspect `fn` and build its `inputSchema` and argument validator."""
     sig = inspect.signature(fn)
-    hints = typing.get_type_hints(fn, include_extras=True)
+    hints = type_hints(fn)
     injected = injected_params(fn)
     context_param: str | None = None
     fields: list[tuple[str, Any, Any]] = []  # name, hint, default (inspect.Parameter.empty)
@@ -86,7 +74,7 @@ def build_arguments(fn: Callable[..., Any], arg_docs: Mapping[str, str]) -> Argu
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise TypeError(f"{fn.__name__}: *args/**kwargs cannot be tool arguments")
         hint = hints.get(p.name, Any)
-        if _is_context(hint):
+        if is_context(hint):
             context_param = p.name
             continue
         if p.name in injected:  # resolved by a provider (`_depends`): not an argument
@@ -94,11 +82,7 @@ def build_arguments(fn: Callable[..., Any], arg_docs: Mapping[str, str]) -> Argu
         fields.append((p.name, hint, p.default))
     names = tuple(f[0] for f in fields)
     if all(is_simple(h) for _, h, _ in fields):
-        # Positional calls only when the arguments are the whole signature, in order,
-        # each positional-or-keyword (a positional-only one is passed by name today).
-        positional = list(sig.parameters) == list(names) and all(
-            p.kind is p.POSITIONAL_OR_KEYWORD for p in sig.parameters.values())
-        return _simple_arguments(fields, arg_docs, names, context_param, positional)
+        return _simple_arguments(fields, arg_docs, names, context_param)
     return _pydantic_arguments(fn, fields, arg_docs, names, context_param)
 
 
@@ -121,10 +105,10 @@ def verbatim_arguments(fn: Callable[..., Any], schema: dict[str, Any]) -> Argume
     context_param: str | None = None
     takes_all = False
     names: list[str] = []
-    hints = typing.get_type_hints(fn, include_extras=True)
+    hints = type_hints(fn)
     injected = injected_params(fn)
     for p in inspect.signature(fn).parameters.values():
-        if _is_context(hints.get(p.name, Any)):
+        if is_context(hints.get(p.name, Any)):
             context_param = p.name
         elif p.name in injected:
             continue
@@ -150,7 +134,6 @@ def _simple_arguments(
     arg_docs: Mapping[str, str],
     names: tuple[str, ...],
     context_param: str | None,
-    positional: bool = False,
 ) -> ArgumentSpec:
     empty = inspect.Parameter.empty
     props: dict[str, Any] = {}
@@ -187,21 +170,7 @@ def _simple_arguments(
                 out[name] = default
         return out
 
-    def values(arguments: dict[str, Any]) -> list[Any]:  # the same, in order
-        out: list[Any] = []
-        for name, exact, check, default in checks:
-            value = arguments.get(name, _ABSENT)
-            if type(value) is exact:
-                out.append(value)
-            elif value is not _ABSENT:
-                out.append(check(value, name))
-            elif default is _REQUIRED:
-                raise ArgumentError(f"{name}: missing required argument")
-            else:
-                out.append(default)
-        return out
-
-    return ArgumentSpec(root, validate, names, context_param, values if positional else None)
+    return ArgumentSpec(root, validate, names, context_param)
 
 
 def _pydantic_arguments(
@@ -295,20 +264,20 @@ def _unsupported_parameter(fn: Callable[..., Any], fields: list[tuple[str, Any, 
     )
 
 
-def _unstructured(tp: Any) -> bool:
+def _unstructured(tp: Any, plain: tuple[type, ...]) -> bool:
     from nimblemcp.content import is_content_hint
-    from nimblemcp.server._tools import ToolResult
 
-    if tp in (inspect.Signature.empty, Any, object, None, NoneType, str, ToolResult):
+    if tp in (inspect.Signature.empty, Any, object, None, NoneType, str) or tp in plain:
         return True
     return is_content_hint(tp)
 
 
-def build_output(fn: Callable[..., Any]) -> OutputSpec | None:
-    """An output schema from the return annotation, or None for unstructured tools."""
-    hints = typing.get_type_hints(fn, include_extras=True)
+def build_output(fn: Callable[..., Any], plain: tuple[type, ...] = ()) -> OutputSpec | None:
+    """An output schema from the return annotation, or None for unstructured tools
+    (`plain`: return types of the caller's own that are never structured)."""
+    hints = type_hints(fn)
     tp = hints.get("return", inspect.Signature.empty)
-    if _unstructured(tp):
+    if _unstructured(tp, plain):
         return None
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:

@@ -8,14 +8,15 @@ definitions, list payloads); request handling lives in `_dispatch`. A Server is 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from nimblemcp.backends.bus import Event, InProcessBus, Match
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.errors import InsufficientScope, RegistrationNotShared
+from nimblemcp.server._config import DEFAULT_CACHE_HINTS, ServerConfig
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._handles import HandleStore
 from nimblemcp.server._lifespan import Lifespan, LifespanFactory
@@ -29,14 +30,17 @@ from nimblemcp.server._options import (
     ToolOptions,
 )
 from nimblemcp.server._prompts import PromptEntry
+from nimblemcp.server._registry import Registry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
+from nimblemcp.types._meta import TASKS_EXTENSION
 
 if TYPE_CHECKING:
     from nimblemcp._port import Changes, Prepared, RequestIO
     from nimblemcp.backends._store import KeyValueStore
     from nimblemcp.backends.bus import NotificationBus
     from nimblemcp.server._middleware import Middleware
+    from nimblemcp.server._own_backends import Opened
     from nimblemcp.server._sealing import Sealer
     from nimblemcp.server._tasks import TaskManager
     from nimblemcp.types._tool_headers import HeaderRule
@@ -68,42 +72,50 @@ def _check_callable(decorator: str, fn: Any) -> None:
         raise TypeError(f"{decorator} applies to a function (def or async def), not {fn!r}")
 
 
-# Caching hints sent when nothing more specific is configured (CACHE-01). The
-# capabilities of a server rarely change; lists may change at runtime, so they stay
-# fresh for a minute; resource contents default to "always refetch".
-DEFAULT_CACHE_HINTS: dict[str, tuple[int, str]] = {
-    "server/discover": (3_600_000, "public"),
-    "tools/list": (60_000, "public"),
-    "prompts/list": (60_000, "public"),
-    "resources/list": (60_000, "public"),
-    "resources/templates/list": (60_000, "public"),
-    "resources/read": (0, "public"),
-}
+_T = TypeVar("_T")
 
 
-class _RulesByName(dict[str, "tuple[HeaderRule, ...]"]):
-    """Tool name -> its `x-mcp-header` rules (`Server.tool_header_rules`); () for a
-    name no tool has."""
+class _Setting(Generic[_T]):
+    """A Server attribute kept in its frozen `config` (what the request path reads):
+    reading it reads the config; setting it hands the dispatcher a new config."""
 
-    __slots__ = ()
+    __slots__ = ("field",)
 
-    def __missing__(self, name: str) -> tuple[HeaderRule, ...]:
-        return ()
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    @overload
+    def __get__(self, server: None, owner: type) -> _Setting[_T]: ...
+    @overload
+    def __get__(self, server: Server, owner: type) -> _T: ...
+    def __get__(self, server: Server | None, owner: type) -> Any:
+        return self if server is None else getattr(server.config, self.field)
+
+    def __set__(self, server: Server, value: _T) -> None:
+        changed: dict[str, Any] = {self.field: value}
+        server._reconfigure(server.config._replace(**changed))
 
 
 class Server:
     """An MCP server. Register with decorators, then `run()` it or mount its ASGI app."""
 
-    # The port (`nimblemcp._port.Core`): set in __init__ to the dispatcher's own bound
-    # methods, so a transport's call costs no extra frame.
+    info: _Setting[dict[str, Any]] = _Setting("info")
+    instructions: _Setting[str | None] = _Setting("instructions")
+    page_size: _Setting[int | None] = _Setting("page_size")
+    cache_hints: _Setting[Mapping[str, tuple[int, str]]] = _Setting("cache_hints")
+    explicit_hints: _Setting[frozenset[str]] = _Setting("explicit_hints")
+    logging_enabled: _Setting[bool] = _Setting("logging")
+    forward_logs: _Setting[bool] = _Setting("forward_logs")
+    # Above this many running handlers, tools/call, prompts/get and resources/read
+    # answer a state-only input_required instead of queueing (load shedding).
+    max_inflight: _Setting[int | None] = _Setting("max_inflight")
+    listen_options: _Setting[ListenOptions] = _Setting("listen")
+    one_time_state: _Setting[bool] = _Setting("one_time_state")
+    state_ttl: _Setting[float] = _Setting("state_ttl")
+
+    # The port (`nimblemcp._port.Core`): the dispatcher's own methods, set in __init__.
     prepare: Callable[..., Prepared]
     execute: Callable[[Prepared, RequestIO], Awaitable[dict[str, Any]]]
-    # The `x-mcp-header` rules of tool `name`, built at registration; () if unknown. The
-    # same tuple object every call (the HTTP check caches its wire form by identity).
-    # Set in __init__ to the `__getitem__` of a name -> rules table kept in step with
-    # `tools` (`_changed`): the HTTP endpoint asks it per `tools/call`, and a C look-up
-    # costs ~0.3k instructions where a method with its own `.get` cost ~1k (issue 18).
-    tool_header_rules: Callable[[str], tuple[HeaderRule, ...]]
 
     def __init__(
         self,
@@ -146,26 +158,20 @@ class Server:
                            ("websiteUrl", website_url), ("icons", icons)):
             if value:
                 info[key] = value
-        self.info = info
         self.name = name
-        self.instructions = instructions
         if page_size is not None and page_size < 1:
             raise ValueError("page_size must be >= 1")
-        self.page_size = page_size
-        self.cache_hints = {**DEFAULT_CACHE_HINTS, **(cache_hints or {})}
-        self.explicit_hints = frozenset(cache_hints or ())  # kept as given, even when authenticated
-        for ttl, scope in self.cache_hints.values():
+        hints = {**DEFAULT_CACHE_HINTS, **(cache_hints or {})}
+        for ttl, scope in hints.values():
             if ttl < 0 or scope not in ("public", "private"):
                 raise ValueError("cache hints need ttl >= 0 and scope 'public' or 'private'")
-        self.logging_enabled = logging
-        self.tools: dict[str, ToolEntry] = {}
-        self._header_rules = _RulesByName()
-        self.tool_header_rules = self._header_rules.__getitem__
-        self.resources: dict[str, ResourceEntry] = {}
-        self.templates: dict[str, TemplateEntry] = {}
-        self.prompts: dict[str, PromptEntry] = {}
-        self.completion_handler: F | None = None
-        self.extensions: dict[str, dict[str, Any]] = {}
+        # What is served: the tables below are the registry's own (`_registry`).
+        self.registry = Registry()
+        self.tools = self.registry.tools
+        self.resources = self.registry.resources
+        self.templates = self.registry.templates
+        self.prompts = self.registry.prompts
+        self.extensions = self.registry.extensions
         if registrations not in ("shared", "local"):
             raise ValueError(f"registrations must be 'shared' or 'local', not {registrations!r}")
         # "shared": the registry must be the same on every instance, so runtime changes
@@ -181,40 +187,39 @@ class Server:
                           ttl=state_ttl, one_time=one_time_state, audience=audience, handle_ttl=handle_ttl)
         backends = _override(backends or Backends(), store=store, bus=bus)
         listen = _override(listen or ListenOptions(), enabled=subscriptions, queue=listen_queue)
-        self.state_options, self.backends, self.listen_options = state, backends, listen
+        self.state_options, self.backends = state, backends
         self.tool_options = _override(tool_options or ToolOptions(), mask_errors=mask_errors)
         self.task_options = task_options or TaskOptions()  # read by the TaskManager
         self.legacy_options = legacy or LegacyOptions()  # read by the transports' legacy adapter
+        # What the request path reads of these settings, frozen (`_config`).
+        self.config = ServerConfig(
+            info=info, cache_hints=hints, instructions=instructions, page_size=page_size,
+            explicit_hints=frozenset(cache_hints or ()),  # kept as given, even when authenticated
+            logging=logging, forward_logs=forward_logs is not False, max_inflight=max_inflight,
+            listen=listen, one_time_state=state.one_time, state_ttl=state.ttl,
+        )
         # MRTR: requestState sealing, the optional single-use guard, and state handles,
         # all over one store.
         self.audience = state.audience or name
-        self.state_ttl = state.ttl
-        self.one_time_state = state.one_time
         self._state_keys = None if state.keys is None else list(state.keys)
         self._sealer: Sealer | None = None
         self._tasks: TaskManager | None = None
         self.store: KeyValueStore = backends.store if backends.store is not None else MemoryStore()
         self.handles = HandleStore(self.store, state)
         # subscriptions/listen: list changes and resource updates fan out via the bus.
-        self.subscriptions = listen.enabled
         self.bus: NotificationBus = backends.bus if backends.bus is not None else InProcessBus()
-        self._opened: Any = None  # backends it opened itself from the environment (`_options.Opened`)
-        self.listen_queue = listen.queue
+        self._opened: Opened | None = None  # backends it opened itself from the environment
         # Python logging inside handlers -> notifications/message (True = root logger).
-        self.forward_logs = forward_logs is not False
-        if self.forward_logs:
+        if forward_logs is not False:
             from nimblemcp.server._logbridge import install
 
             install("" if forward_logs is True else str(forward_logs))
-        # Above this many running handlers, tools/call, prompts/get and resources/read
-        # answer a state-only input_required instead of queueing (load shedding).
-        self.max_inflight = max_inflight
         # Plain HTTP routes beside the MCP endpoint (`route`): path -> (function, methods).
         self.routes: dict[str, tuple[F, tuple[str, ...]]] = {}
         # Servers mounted into this one (`mount`): their lifespans run inside ours.
         self.mounted: list[Server] = []
         self._lifespan = Lifespan(self, lifespan)
-        self.dispatcher = Dispatcher(self)
+        self.dispatcher = Dispatcher(self.registry, self.config, self)
         self.prepare = self.dispatcher.prepare
         self.execute = self.dispatcher.run
         self.served = False  # a transport served a request (`note_serving`)
@@ -223,6 +228,24 @@ class Server:
         self.scope_rules: dict[tuple[str, str], frozenset[str]] = {}
         for mw in middleware or ():
             self.add_middleware(mw)
+
+    def _reconfigure(self, config: ServerConfig) -> None:
+        self.config = config
+        self.dispatcher.reconfigure(config)
+
+    @property
+    def subscriptions(self) -> bool:
+        """`subscriptions/listen` and list-change notifications are served."""
+        return self.config.listen.enabled
+
+    @property
+    def listen_queue(self) -> int:
+        return self.config.listen.queue
+
+    @property
+    def completion_handler(self) -> F | None:
+        """The fallback completer (`completion`)."""
+        return self.registry.completer
 
     def note_serving(self) -> None:
         """A transport is serving requests (the port's `Core.note_serving`, called once
@@ -290,7 +313,7 @@ class Server:
             self._state_keys = list(settings.state_keys)
             self._sealer = None
         if settings.redis_url and (self.backends.store is None or self.backends.bus is None):
-            from nimblemcp.server._options import open_shared
+            from nimblemcp.server._own_backends import open_shared
 
             open_shared(self, settings.redis_url)  # applied: a second call is a no-op
 
@@ -426,8 +449,6 @@ class Server:
             raise ValueError(f"a tool named {entry.name!r} is already registered")
         self._check_shared("add", "tool", entry.name)
         if entry.task is not None:
-            from nimblemcp.server._tasks import TASKS_EXTENSION
-
             self.extensions.setdefault(TASKS_EXTENSION, {})
         self.tools[entry.name] = entry
         self._changed("tools")
@@ -556,15 +577,18 @@ class Server:
     def completion(self, fn: F) -> F:
         """Register a fallback completer: `fn(ref, argument_name, value, context_args)`
         returning a list of strings (or a `{"values", "total", "hasMore"}` dict)."""
-        self.completion_handler = fn
+        self.registry.completer = fn
         self.dispatcher.invalidate()
         return fn
 
+    def tool_header_rules(self, name: str, /) -> tuple[HeaderRule, ...]:
+        """The `x-mcp-header` rules of tool `name`, built at registration; () for a name
+        no tool has. The same tuple every call (the HTTP check caches its wire form by
+        identity)."""
+        tool = self.tools.get(name)
+        return () if tool is None else tool.header_rules
+
     def _changed(self, kind: str) -> None:
-        if kind == "tools":  # every change of `tools` comes here (add, remove, a mount's sync)
-            rules = self._header_rules
-            rules.clear()
-            rules.update({name: tool.header_rules for name, tool in self.tools.items()})
         self.dispatcher.invalidate()
         for listener in self.change_listeners:
             listener(kind)
@@ -586,10 +610,29 @@ class Server:
         `s://namespace/a`. Kept in step with `other` (registrations, resource updates);
         its lifespan runs inside this one's; its handlers see `ctx.lifespan` of
         `other`. See `nimblemcp.server._mount`."""
-        from nimblemcp.server._mount import mount
+        from nimblemcp.server._mount import Mount, check_namespace, prefix_uri
 
         self._check_shared("mount", "server", other.name)
-        mount(self, other, namespace)
+        if other is self:
+            raise ValueError("a server cannot mount itself")
+        if other in self.mounted:
+            raise ValueError(f"server {other.name!r} is already mounted on {self.name!r}")
+        check_namespace(namespace)
+        link = Mount(self.registry, other.registry, namespace, other, self.name, other.name)
+        for kind in ("tools", "prompts", "resources"):
+            link.sync(kind)
+        for ext, value in other.extensions.items():
+            self.extensions.setdefault(ext, value)
+        self.mounted.append(other)
+
+        def on_change(kind: str) -> None:
+            link.sync(kind)
+            self._changed(kind)
+
+        other.change_listeners.append(on_change)
+        other.update_listeners.append(lambda uri: self.notify_resource_updated(prefix_uri(uri, namespace)))
+        for kind in ("tools", "prompts", "resources"):
+            self._changed(kind)
         other._hosts.append(self)  # `other`'s later changes are this server's too
 
     def changes(self) -> Changes | None:
@@ -627,7 +670,7 @@ class Server:
         """The server stopped (after its lifespan's own shut-down): events published
         until now leave the process before it may exit; a bus that sends them
         elsewhere (Redis) is flushed, for at most a few seconds. Backends the server
-        opened itself from the environment are then closed (see `_options.close_opened`)."""
+        opened itself from the environment are then closed (see `_own_backends`)."""
         bus = self.bus
         if type(bus) is not InProcessBus:  # the default has nothing to flush (and no Protocol check to load)
             from nimblemcp.backends.bus import FlushingBus
@@ -635,7 +678,7 @@ class Server:
             if isinstance(bus, FlushingBus):
                 await bus.flush()
         if self._opened is not None:
-            from nimblemcp.server._options import close_opened
+            from nimblemcp.server._own_backends import close_opened
 
             await close_opened(self)
 
@@ -662,21 +705,7 @@ class Server:
 
     def capabilities(self) -> dict[str, Any]:
         """Capabilities matching what is registered (DISC-04)."""
-        caps: dict[str, Any] = {}
-        live = {"listChanged": True} if self.subscriptions else {}
-        if self.tools:
-            caps["tools"] = dict(live)
-        if self.resources or self.templates:
-            caps["resources"] = {"subscribe": True, **live} if self.subscriptions else {}
-        if self.prompts:
-            caps["prompts"] = dict(live)
-        if self.prompts or self.templates or self.completion_handler is not None:
-            caps["completions"] = {}
-        if self.logging_enabled:
-            caps["logging"] = {}
-        if self.extensions:
-            caps["extensions"] = dict(self.extensions)
-        return caps
+        return self.registry.capabilities(subscriptions=self.subscriptions, logging=self.config.logging)
 
     def describe(self) -> dict[str, Any]:
         """`capabilities`, `serverInfo` and `instructions`: what a handshake says."""

@@ -12,15 +12,18 @@ with `notifications/cancelled` giving the reason. Task status notifications
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from nimblemcp.backends.bus import Event, Match, SlowListener
+from nimblemcp.backends.bus import Event, Match, NotificationBus, SlowListener
 from nimblemcp.errors import InvalidParams
 from nimblemcp.server._task_events import MAX_TASK_IDS, TaskWatch
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
+    from nimblemcp.server._options import ListenOptions
+    from nimblemcp.server._tasks import TaskManager
 
 logger = logging.getLogger("nimblemcp.server")
 
@@ -83,30 +86,34 @@ def _notification(method: str, sid: Any, extra: dict[str, Any] | None = None) ->
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
-async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-    server = ctx.server
-    opts = server.listen_options
+async def listen(
+    ctx: Context, params: dict[str, Any], *, bus: NotificationBus, options: ListenOptions,
+    capabilities: dict[str, Any], tasks: Callable[[], TaskManager],
+) -> dict[str, Any]:
+    """One `subscriptions/listen` request, over `bus`; `tasks` gives the server's task
+    manager (only a listen asking for `taskIds` needs it)."""
     requested = params.get("notifications")
-    honoured = honoured_filter(requested, server.dispatcher.capabilities, opts.max_uris, opts.max_filter_chars)
+    honoured = honoured_filter(requested, capabilities, options.max_uris, options.max_filter_chars)
     sid = ctx.request_id
     methods = {cap: method for key, cap, method in _LIST_FILTERS if honoured.get(key)}
     uris: list[str] = honoured.get("resourceSubscriptions", [])
     # Only matching events reach this stream (the bus indexes them); the task ids asked
     # for are a superset of those honoured, known before subscribing.
     match = Match(kinds=tuple(methods), uris=uris, tasks=_requested_tasks(requested))
-    async with server.bus.subscribe(server.listen_queue, match=match) as events:
-        tasks = await TaskWatch.open(ctx, params.get("notifications"))  # after subscribing: no change missed
-        if tasks is not None:
-            honoured["taskIds"] = tasks.ids
+    async with bus.subscribe(options.queue, match=match) as events:
+        watch = await TaskWatch.open(ctx, requested, tasks)  # after subscribing: no change missed
+        if watch is not None:
+            honoured["taskIds"] = watch.ids
         ctx._send(_notification("notifications/subscriptions/acknowledged", sid, {"notifications": honoured}))
         try:
-            for task_id in tasks.ids if tasks is not None else ():
-                current = await tasks.notification(task_id) if tasks is not None else None
-                if current is not None:
-                    ctx._send(current)
+            if watch is not None:
+                for task_id in watch.ids:
+                    current = await watch.notification(task_id)
+                    if current is not None:
+                        ctx._send(current)
             async for event in events:
                 if event.kind == "task":
-                    out = await tasks.notification(event.uri or "") if tasks is not None else None
+                    out = await watch.notification(event.uri or "") if watch is not None else None
                 else:
                     out = _translate(event, methods, uris, sid)
                 if out is not None:
@@ -116,8 +123,8 @@ async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
             ctx._send({"jsonrpc": "2.0", "method": "notifications/cancelled",
                        "params": {"requestId": sid, "reason": f"Listener too slow: {exc}"}})
         finally:
-            if tasks is not None:
-                tasks.close()  # its watchdog (shared store)
+            if watch is not None:
+                watch.close()  # its watchdog (shared store)
     return {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: sid}}
 
 

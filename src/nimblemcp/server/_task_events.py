@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.errors import InvalidParams, MissingClientCapability
@@ -31,6 +32,7 @@ from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
+    from nimblemcp.server._tasks import TaskManager
 
 __all__ = ["MAX_TASK_IDS", "TaskWatch"]
 
@@ -43,14 +45,15 @@ MAX_TASK_IDS = 1000
 class TaskWatch:
     """The `taskIds` part of one listen: which tasks, and how to notify about them."""
 
-    __slots__ = ("_dog", "ctx", "ids", "sid")
+    __slots__ = ("_dog", "ctx", "ids", "manager", "sid")
 
-    def __init__(self, ctx: Context, ids: list[str]) -> None:
+    def __init__(self, ctx: Context, ids: list[str], manager: TaskManager) -> None:
         self.ctx = ctx
         self.ids = ids
+        self.manager = manager
         self.sid = ctx.request_id
         self._dog: asyncio.Task[None] | None = None
-        if ids and ctx.server.tasks.shared:
+        if ids and manager.shared:
             self._dog = asyncio.get_running_loop().create_task(self._watch())
 
     def close(self) -> None:
@@ -62,7 +65,7 @@ class TaskWatch:
     async def _watch(self) -> None:
         from nimblemcp.server._tasks import TERMINAL
 
-        manager = self.ctx.server.tasks
+        manager = self.manager
         pending = list(self.ids)
         while pending:
             await asyncio.sleep(manager.lease / 2)
@@ -81,9 +84,9 @@ class TaskWatch:
             pending = still
 
     @classmethod
-    async def open(cls, ctx: Context, requested: Any) -> TaskWatch | None:
+    async def open(cls, ctx: Context, requested: Any, tasks: Callable[[], TaskManager]) -> TaskWatch | None:
         """Check `notifications.taskIds` and keep the ids this server will honour;
-        None when the client asked for none."""
+        None when the client asked for none. `tasks` gives the server's task manager."""
         if not isinstance(requested, dict):
             return None
         raw = requested.get("taskIds")  # type: ignore[union-attr]
@@ -97,7 +100,7 @@ class TaskWatch:
 
         if not client_supports_tasks(ctx):
             raise MissingClientCapability(REQUIRED)
-        manager = ctx.server.tasks
+        manager = tasks()
         honoured: list[str] = []
         for task_id in dict.fromkeys(raw):  # type: ignore[var-annotated]
             try:
@@ -105,14 +108,14 @@ class TaskWatch:
             except InvalidParams:
                 continue  # unknown, expired or someone else's: not honoured
             honoured.append(task_id)
-        return cls(ctx, honoured)
+        return cls(ctx, honoured, manager)
 
     async def notification(self, task_id: str) -> dict[str, Any] | None:
         """`notifications/tasks` with the task's current state; None when it is not
         watched or has expired."""
         if task_id not in self.ids:
             return None
-        manager = self.ctx.server.tasks
+        manager = self.manager
         try:
             record = await manager.read(task_id, self.ctx.subject)
         except InvalidParams:

@@ -38,22 +38,24 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.errors import InternalError, InvalidParams, MissingClientCapability, ProtocolError
+from nimblemcp.server._context import BecomeTask
 from nimblemcp.server._mrtr import Asker, run_answering
-from nimblemcp.types._meta import TASKS_EXTENSION as TASKS_EXTENSION  # re-exported
+from nimblemcp.types._meta import TASKS_EXTENSION as TASKS_EXTENSION
 from nimblemcp.types._versions import MODERN_VERSIONS
 
 _MODERN = frozenset(MODERN_VERSIONS)
 
 if TYPE_CHECKING:
+    from nimblemcp.backends._store import KeyValueStore
+    from nimblemcp.backends.bus import NotificationBus
     from nimblemcp.server._context import Context
     from nimblemcp.server._options import TaskOptions
-    from nimblemcp.server._server import Server
     from nimblemcp.server._tools import ToolEntry
 
 logger = logging.getLogger("nimblemcp.server")
@@ -84,14 +86,20 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class BecomeTask(BaseException):
-    """The handler asked to continue as a task from here on."""
+class Shared(Protocol):
+    """Where a task manager finds the store and the bus: its `Server`, read at each
+    use (serving with backends from the environment replaces them)."""
+
+    @property
+    def store(self) -> KeyValueStore: ...
+    @property
+    def bus(self) -> NotificationBus: ...
 
 
 class TaskManager:
     """Creates, runs and answers for tasks of one server."""
 
-    def __init__(self, server: Server, options: TaskOptions | None = None) -> None:
+    def __init__(self, server: Shared, options: TaskOptions | None = None) -> None:
         from nimblemcp.server._options import TaskOptions
 
         opts = options or TaskOptions()
@@ -526,22 +534,24 @@ def _cancel_event(task_id: str) -> Any:
     return Event(CANCEL, task_id)
 
 
-async def call_tool(server: Server, ctx: Context, tool: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:
+async def call_tool(tasks: TaskManager, ctx: Context, tool: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:
     """`tools/call` of a task-supporting tool: a task for declaring clients (TASK-02/03)."""
     if not client_supports_tasks(ctx):
         if tool.task == "required":
             raise MissingClientCapability(REQUIRED)  # TASK-03
-        return await tool.call(ctx, arguments)
+        result: dict[str, Any] = await tool.invoke(ctx, arguments)
+        return result
     if tool.defer_task:
         ctx.task_mode = "deferred"
         try:
-            return await tool.call(ctx, arguments)
+            result = await tool.invoke(ctx, arguments)
+            return result
         except BecomeTask:
             pass
 
     async def run(ask: Asker) -> dict[str, Any]:
         ctx.task_mode = "running"
         ctx._emit = None  # no response stream any more
-        return await run_answering(lambda: tool.call(ctx, arguments), ctx, ask)
+        return await run_answering(lambda: tool.invoke(ctx, arguments), ctx, ask)
 
-    return await server.tasks.create(ctx, run)
+    return await tasks.create(ctx, run)

@@ -27,8 +27,9 @@ import orjson
 
 from nimblemcp.content import block_from_model, is_content_block, text
 from nimblemcp.errors import InvalidToolHeaders, ToolError
+from nimblemcp.server._context import type_hints
 from nimblemcp.server._hints import is_simple, simple_validator
-from nimblemcp.server._invoke import LANE_ASYNC, LANE_INLINE, LANE_THREAD, NO_LANE, Invocable
+from nimblemcp.server._invoke import Invocable
 from nimblemcp.server._schema import (
     ArgumentError,
     ArgumentSpec,
@@ -41,7 +42,6 @@ from nimblemcp.server._schema import (
 from nimblemcp.types._tool_headers import header_rules
 
 if TYPE_CHECKING:
-    from nimblemcp.server._context import Context
     from nimblemcp.server._options import ToolOptions
 
 # (the raw return value, its structuredContent) -> None when it fits the outputSchema,
@@ -142,7 +142,7 @@ def error_result(message: str) -> dict[str, Any]:
 
 def output_check(fn: Callable[..., Any], output: OutputSpec, name: str) -> OutputCheck:
     """The check of a tool's structuredContent against its own outputSchema, built once."""
-    tp = typing.get_type_hints(fn, include_extras=True).get("return")
+    tp = type_hints(fn).get("return")
     if typing.get_origin(tp) is typing.Annotated:
         tp = typing.get_args(tp)[0]
     built: list[Any] = []
@@ -200,11 +200,9 @@ class ToolEntry(Invocable):
         "name",
         "one_time",
         "output",
-        "positional",
         "scalar",
         "schema_validator",
         "task",
-        "thread_values",
     )
 
     def __init__(
@@ -239,7 +237,7 @@ class ToolEntry(Invocable):
             build_arguments(fn, arg_docs) if input_schema is None
             else verbatim_arguments(fn, input_schema)
         )
-        self.output: OutputSpec | None = None if structured_output is False else build_output(fn)
+        self.output: OutputSpec | None = None if structured_output is False else build_output(fn, (ToolResult,))
         if structured_output and self.output is None:
             raise TypeError(f"tool {self.name!r}: structured_output needs a structured return type")
         self.check_output: OutputCheck | None = (
@@ -247,23 +245,11 @@ class ToolEntry(Invocable):
         self.mask_errors = True
         self.schema_validator: Any = None
         self._set_fn(fn, self.arguments.context_param, self.arguments.validate, run_in_thread)
-        # The lean lane of `tools/call` runs it on the loop (async), inline (sync, never
-        # blocks) or in a worker thread (`Invocable` chose); not at all as a task.
-        if task is not None:
-            self.lane = NO_LANE
-        # The lean lane calls an async or inline function with positional values when
-        # its parameters allow it (`ArgumentSpec.values`).
-        self.positional: Callable[[dict[str, Any]], list[Any]] | None = (
-            self.arguments.values if self.lane in (LANE_ASYNC, LANE_INLINE) and self.fn is fn else None)
-        # The same for a tool run in a worker thread: the dispatcher's job calls it
-        # with values in order (no keyword dict built, none parsed; issue 18).
-        self.thread_values: Callable[[dict[str, Any]], list[Any]] | None = (
-            self.arguments.values if self.lane == LANE_THREAD and self.fn is fn else None)
         # A plain `int`, `float` or `bool` return: a value of exactly that type is its
         # own structured form and always fits the schema (`to_result` skips both steps).
         self.scalar: type | None = None
         if self.output is not None and self.output.wrap:
-            hint = typing.get_type_hints(fn).get("return")
+            hint = type_hints(fn).get("return")
             if hint is int or hint is float or hint is bool:
                 self.scalar = hint
         definition: dict[str, Any] = {"name": self.name}
@@ -311,11 +297,6 @@ class ToolEntry(Invocable):
     def _mismatch(self, why: str) -> dict[str, Any]:
         logger.error("tool %s returned structuredContent that breaks its outputSchema: %s", self.name, why)
         return error_result(f"Tool {self.name} returned a result that does not match its outputSchema: {why}")
-
-    if TYPE_CHECKING:
-        async def call(self, ctx: Context, arguments: dict[str, Any]) -> dict[str, Any]: ...
-    else:
-        call = Invocable.invoke  # the dispatcher's entry: no extra frame
 
     def to_result(self, value: Any) -> dict[str, Any]:
         if type(value) is str and self.output is None:  # the common case, built directly

@@ -103,12 +103,11 @@ def _converter(fn_name: str, name: str, hint: Any) -> Convert | None:
     return adapter.validate_strings
 
 
-def uri_binder(fn: Callable[..., Any], variables: Iterable[str]) -> Callable[[Any], dict[str, Any]]:
-    """The binder of a template's read function: `dict` when nothing converts."""
-    try:
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception:  # unresolvable annotations: the values stay strings, as before
-        hints = {}
+def uri_binder(
+    fn: Callable[..., Any], variables: Iterable[str], hints: dict[str, Any],
+) -> Callable[[Any], dict[str, Any]]:
+    """The binder of a template's read function (`hints`: its type hints): `dict` when
+    nothing converts."""
     name_of = getattr(fn, "__name__", repr(fn))
     converters: list[tuple[str, Convert, str]] = []
     for var in variables:

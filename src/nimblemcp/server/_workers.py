@@ -28,16 +28,12 @@ start; under load it sleeps about once per several jobs, and the switch is paid 
 never per job. A thread under any policy but SCHED_OTHER, another OS, or a refusal by
 the system leaves the policy alone; `Workers(batch_wait=False)` turns it off.
 
-`call` hands the values by position, or the keywords when given (the dispatcher's lean lane for a plain sync
-tool; issue 18, round seven): no keyword dict built on the loop, none parsed in the
-worker. A job carries either values or keywords and the worker makes one call form of
-the two (`*args` and `**kwargs` in one call cost ~0.8k instructions more).
+`call` hands the values by position, or the keywords when given (a registered
+function's are keywords). A job carries either values or keywords and the worker makes
+one call form of the two.
 
-The hot path counts Python steps (issue 18): no `contextlib.suppress` (three Python
-calls) around a wake-up, no keyword arguments to the queue, no `cancelled()` call per
-result in the drain, no lock for a job queued on a full pool, on either side (the
-submitter's lock-free branch saved ~2.4k instructions per job at 64 in flight; issue 18,
-session 12).
+The hot path takes no lock for a job queued on a full pool, on either side (see
+`_reserve`), and the drain hands results over without asking each future first.
 Must not import the registry, the dispatcher or transports.
 """
 
@@ -50,16 +46,10 @@ from asyncio import InvalidStateError
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextvars import copy_context
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from nimblemcp._loop import running_loop
-
-# The C queue that `queue` re-exports: importing `queue` itself costs ~1.7M
-# instructions of pure-Python classes at every start (issue 18).
-try:
-    from _queue import Empty, SimpleQueue
-except ImportError:  # pragma: no cover - an interpreter without the C module
-    from queue import Empty, SimpleQueue  # type: ignore[assignment]
 
 _MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 _IDLE_TIMEOUT = 60.0  # seconds an idle worker thread lives before it exits
@@ -246,7 +236,7 @@ class Workers:
             if future.cancelled():  # the request is gone: never start its work
                 self.skipped += 1
             else:
-                try:  # one form per call: `*args, **kwargs` together cost ~0.8k more
+                try:  # one call form per job
                     if kwargs is None:
                         item = (future, True, ctx.run(fn, *args))
                     else:

@@ -12,14 +12,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterable, AsyncIterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from nimblemcp.errors import MessageTooLarge
-
-if TYPE_CHECKING:
-    from dataclasses import dataclass
-else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "Challenge",

@@ -8,10 +8,10 @@ reading is cut off once `max_buffer` bytes pile up. An Exchange is also the requ
 `RequestIO` (see `nimblemcp._port`): `emit`, `subject`, `loop`, no back channel.
 
 Most requests never stream and end before their watch starts, so the modern POST path
-(`McpHttpApp.__call__`) makes its Exchange lean: `object.__new__` and the request's own
-fields only (`LEAN`, `armed` False); the stream's state (`_arm`) is set by the first
-`emit` or when the watch starts. Until then no other field may be read: the methods
-below look at `armed` first. `Exchange(...)` sets every field (the legacy leg's
+(`McpHttpApp.__call__`) makes its Exchange lean (`lean=True`): the request's own fields
+only (`LEAN`, `armed` False); the stream's state (`_arm`) is set by the first `emit` or
+when the watch starts. Until then no other field may be read: the methods below look
+at `armed` first. Without `lean` every field is set at once (the legacy leg's
 `ResumableExchange`, tests).
 Must not import the server.
 """
@@ -62,6 +62,7 @@ class Exchange:
     def __init__(
         self, loop: asyncio.AbstractEventLoop, receive: Receive, send: Send, keepalive: float,
         subject: str | None = None, scope: Any = None, owner: asyncio.Task[Any] | None = None,
+        *, lean: bool = False,
     ) -> None:
         self.loop = loop
         self.scope = scope  # read only by `headers` / `auth`, when a handler asks
@@ -71,7 +72,10 @@ class Exchange:
         self.keepalive = keepalive
         self.owner = owner  # the task the handler runs on: a disconnect cancels it
         self.watch_entry: list[Any] | None = None
-        self._arm()  # armed at once: only the legacy leg makes one this way (not the hot path)
+        if lean:
+            self.armed = False
+        else:
+            self._arm()
 
     def _arm(self) -> None:
         """The state of a stream and of the watch: set at once by `__init__`, on a lean

@@ -58,7 +58,6 @@ _NAME_KEY: Final = header_key(HEADER_NAME)
 _SESSION_KEY: Final = header_key(HEADER_SESSION_ID)
 _PARAM_PREFIX: Final = header_key(PARAM_HEADER_PREFIX)
 _DUP: Final = b"\x00dup"
-_new = object.__new__
 _NUMBER: Final = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?", re.ASCII)
 
 
@@ -118,10 +117,7 @@ class RequestHeaders:
     def of(cls, found: dict[bytes, bytes]) -> RequestHeaders:
         """From a dict of a whole header list in which no name repeats (built by the
         caller already): nothing is read again."""
-        h = _new(cls)
-        h.found = h.params = found
-        h.dup = -1
-        return h
+        return cls((), found)
 
     @property
     def values(self) -> list[bytes | None]:

@@ -36,10 +36,10 @@ from nimblemcp.errors import (
 from nimblemcp.jsonrpc import error_response
 from nimblemcp.transports._envelope import is_enveloped
 from nimblemcp.types._meta import (
-    LOG_LEVELS,
     PROGRESS_TOKEN,
     SERVER_INFO,
     RequestMeta,
+    log_rank,
 )
 from nimblemcp.types._versions import LEGACY_VERSIONS
 
@@ -50,7 +50,6 @@ logger = logging.getLogger("nimblemcp.legacy")
 # Methods of the stateless revision that a legacy session does not offer (the tasks
 # extension does not exist under 2025-11-25, SEP-2663).
 MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
-_LOG_RANK = {name: i for i, name in enumerate(LOG_LEVELS)}
 _MODERN_RESULT_KEYS = ("resultType", "ttlMs", "cacheScope")
 _LIST_CHANGED = {
     "tools": "notifications/tools/list_changed",
@@ -194,9 +193,10 @@ class LegacySession:
             return {}
         if method == "logging/setLevel":
             level = params.get("level") if isinstance(params, dict) else None
-            if level not in _LOG_RANK:
-                raise InvalidParams(f"unknown log level: {level!r}")
-            self.log_rank = _LOG_RANK[level]  # type: ignore[index]
+            try:
+                self.log_rank = log_rank(level)  # type: ignore[arg-type]
+            except (ValueError, TypeError):  # not a level's name (LOG-05)
+                raise InvalidParams(f"unknown log level: {level!r}") from None
             return {}
         if method in ("resources/subscribe", "resources/unsubscribe"):
             uri = params.get("uri") if isinstance(params, dict) else None

@@ -20,14 +20,10 @@ any transport.
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator
-from typing import TYPE_CHECKING, Final
+from dataclasses import dataclass
+from typing import Final
 
 from nimblemcp.types._http import SSE_TYPE
-
-if TYPE_CHECKING:
-    from dataclasses import dataclass
-else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "KEEPALIVE",

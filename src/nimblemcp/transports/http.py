@@ -22,14 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
-import sys
-import types
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
-
-from orjson import dumps as _dumps
 
 from nimblemcp._loop import running_loop
 from nimblemcp._port import Core
@@ -61,7 +56,7 @@ from nimblemcp.transports._asgi import (
     respond,
     respond_json,
 )
-from nimblemcp.transports._http_exchange import WATCH_DELAY, Exchange, Watchlist
+from nimblemcp.transports._http_exchange import Exchange, Watchlist
 from nimblemcp.transports._http_headers import (
     ENCODED,
     NAME_TEXT,
@@ -71,6 +66,7 @@ from nimblemcp.transports._http_headers import (
     check_standard,
 )
 from nimblemcp.transports._routes import App
+from nimblemcp.transports._serving_gc import YOUNG_GC_THRESHOLD, settle_gc
 from nimblemcp.transports._sse import frame
 from nimblemcp.types._http import (
     HEADER_METHOD,
@@ -108,43 +104,10 @@ _METHOD_KEY = header_key(HEADER_METHOD)
 _NAME_KEY = header_key(HEADER_NAME)
 _SESSION_KEY = header_key(HEADER_SESSION_ID)
 
-_current_task: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any]] = asyncio.current_task  # type: ignore[assignment]
-# 3.11: `asyncio.current_task` is Python over this (C) dict, which every task updates:
-# read by subscript (the endpoint runs in a task). None on 3.12+ (a C function there).
-_TASKS: dict[asyncio.AbstractEventLoop, asyncio.Task[Any]] | None = (
-    None if sys.version_info >= (3, 12) else asyncio.tasks._current_tasks)  # type: ignore[attr-defined]
-
 
 # Seconds a POST body may take to arrive in full (408 after; None: no deadline);
 # `HttpSecurity.body_timeout` carries the same default.
 DEFAULT_BODY_TIMEOUT = 30.0
-
-# Young-generation GC threshold while serving (CPython's default is 700).
-YOUNG_GC_THRESHOLD = 10_000
-
-
-def _settle_gc() -> None:
-    """Start-up built everything long-lived: freeze it out of the cyclic GC, and
-    collect the young generation less often. Under load that generation is the
-    requests in flight, freed by reference counting, never garbage: at the default
-    threshold a 64-connection run spent ~3 us per request, plus a 0.7 ms pause every
-    few thousand requests, traversing them and collecting nothing."""
-    gc.collect()
-    gc.freeze()
-    young, middle, old = gc.get_threshold()
-    if young:  # 0 means the application turned the GC off: leave it so
-        gc.set_threshold(max(young, YOUNG_GC_THRESHOLD), middle, old)
-
-
-@types.coroutine
-def _next_pass() -> Generator[None, None, None]:
-    """`asyncio.sleep(0)` without its extra coroutine: the task resumes on the loop's
-    next pass."""
-    yield
-
-
-_new = object.__new__  # a lean Exchange without its `__init__` frame (h2's tail of `__call__`)
-
 
 def _is_json(value: bytes | None) -> bool:
     if value == b"application/json":
@@ -205,7 +168,7 @@ class McpHttpApp:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 if self.freeze_gc:
-                    _settle_gc()
+                    settle_gc()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 try:
@@ -268,7 +231,8 @@ class McpHttpApp:
         extensions = scope.get("extensions")
         engine: EngineOffer | None = extensions.get(ENGINE) if extensions else None
         loop: asyncio.AbstractEventLoop = engine.loop if engine is not None else running_loop()
-        task: asyncio.Task[Any] = _current_task(loop) if _TASKS is None else _TASKS[loop]
+        task = asyncio.current_task(loop)
+        assert task is not None  # an ASGI server runs each request in a task
         watchlist = self._last
         if watchlist is None or watchlist.loop is not loop:
             watchlist = self._last = self._watchlist(loop)
@@ -343,10 +307,10 @@ class McpHttpApp:
                 # Headers that agree with the body as sent pass on a few look-ups
                 # (`_http_headers.ROUTES`); any other request (a look-up misses: KeyError)
                 # takes `check_standard`, which gives the verdict and the error in the
-                # ladder's order. (`prepared.meta` is the record itself: `.version` is its version.)
+                # ladder's order.
                 try:
                     method_header, name_param = ROUTES[method]
-                    agreed = (h is None or h.dup < 0) and version == ENCODED[prepared.version] \
+                    agreed = (h is None or h.dup < 0) and version == ENCODED[prepared.meta.version] \
                         and found[_METHOD_KEY] == method_header \
                         and (name_param is None or NAME_TEXT[found[_NAME_KEY]] == params[name_param])
                 except KeyError:
@@ -367,24 +331,11 @@ class McpHttpApp:
             subject = scope[SUBJECT] if SUBJECT in scope else None  # noqa: SIM401  (most have none)
             if subject is not None and not isinstance(subject, str):
                 subject = None
-            # A lean Exchange (see `_http_exchange`): the request's own fields, no
-            # `__init__` frame; its stream's state comes with a first `emit` or the watch.
-            ex = _new(Exchange)
-            ex.loop = loop
-            ex.scope = scope
-            ex.subject = subject
-            ex.receive = receive
-            ex.send = send
-            ex.keepalive = self.keepalive
-            ex.owner = task
-            ex.armed = False
+            # A lean Exchange (see `_http_exchange`): its stream's state comes with a
+            # first `emit` or the watch.
+            ex = Exchange(loop, receive, send, self.keepalive, subject, scope, task, lean=True)
             step = self.core.execute(prepared, ex)
-            # `watchlist.add(ex)`, without the call
-            due = loop.time() + WATCH_DELAY
-            ex.watch_entry = entry = [due, ex]
-            watchlist.entries.append(entry)
-            if watchlist.timer is None:
-                watchlist.timer = loop.call_at(due, watchlist.sweep)
+            watchlist.add(ex)
             try:
                 response = await step
             except asyncio.CancelledError:
@@ -408,24 +359,21 @@ class McpHttpApp:
                     task.uncancel()
                     return  # HTTP-10: nothing more is sent for a cancelled request
                 raise
-            if ex.watch_entry is not None:  # still waiting for its watch: nothing runs to stop
+            entry = ex.watch_entry
+            if entry is not None:  # still waiting for its watch: nothing runs to stop
                 entry[1] = None
             else:
                 ex.finish()
             if not ex.armed or ex.pump is None:
-                try:  # `encode_reply` without its frame; what only it handles takes it
-                    body = _dumps(response)
-                except TypeError:
-                    body = encode_reply(response)
+                body = encode_reply(response)
                 status = 200 if "result" in response else _STATUS.get(response["error"]["code"], 200)
                 if engine is not None and engine.answer(send, status, body):  # one step
                     return
                 # Answer on the loop's next pass, not in the middle of this one: under
                 # load the answers to one batch of requests then leave together, and the
                 # client's next requests all make the next poll instead of trailing a
-                # whole batch behind it. Measured at 64 connections: ~9% more req/s,
-                # p99 6.3 -> 4.5 ms.
-                await _next_pass()
+                # whole batch behind it (benchmarks/README.md).
+                await asyncio.sleep(0)
                 await send({
                     "type": "http.response.start",
                     "status": status,
@@ -501,7 +449,8 @@ def asgi_app(
     """The bare MCP endpoint as an ASGI app (no Origin/size checks: wrap it, see
     `http_security.secure_app`). `keepalive` <= 0 turns keep-alive comments off.
     `freeze_gc=True` (what `run_http` uses) tunes the process's cyclic GC for serving
-    at lifespan start-up: collect, `gc.freeze()`, young threshold `YOUNG_GC_THRESHOLD`.
+    at lifespan start-up (`_serving_gc`): collect, `gc.freeze()`, young threshold
+    `YOUNG_GC_THRESHOLD`.
     A POST whose body has not fully arrived `body_timeout` seconds after the request
     began is answered 408 and its connection closed (None: wait forever).
 

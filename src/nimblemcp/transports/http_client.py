@@ -61,6 +61,7 @@ from collections.abc import (
     Coroutine,
     Mapping,
 )
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from nimblemcp.errors import (
@@ -108,16 +109,12 @@ if importlib.util.find_spec("httpx") is None:
     raise ModuleNotFoundError("No module named 'httpx'", name="httpx")
 
 if TYPE_CHECKING:
-    from dataclasses import dataclass
-
     import httpx
 
     from ._tls import Cert, Verify
     from ._wire import Wire, WireResponse
     from .h1.client import Decoder
     from .sse_client import SseTransport
-else:  # the same slotted records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp.types._records import dataclass
 
 __all__ = [
     "HttpStatusError", "HttpTransport", "SessionExpired", "StreamBroken",

@@ -11,7 +11,7 @@ Must not import the server, the dispatcher or uvicorn.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from marshal import dumps as _dumps
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -22,13 +22,9 @@ from nimblemcp.transports._asgi import respond
 from nimblemcp.transports._drain import DRAIN
 
 if TYPE_CHECKING:
-    from dataclasses import dataclass
-
     from nimblemcp._port import Core
     from nimblemcp.transports._asgi import Receive, Scope, Send
     from nimblemcp.transports.http import LegacyHandler
-else:  # the same frozen records, built without dataclass's `exec` (start-up cost; issue 18)
-    from nimblemcp.types._records import dataclass
 
 __all__ = ["DEFAULT_MAX_BODY", "HttpSecurity", "SecurityMiddleware", "secure_app"]
 

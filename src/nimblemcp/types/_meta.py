@@ -39,7 +39,6 @@ META_HINT = (f'; every request carries it, e.g. "params": {{"_meta": {{"{PROTOCO
              "(a 2025-11-25 client sends initialize first instead)")
 
 _EMPTY: dict[str, Any] = {}
-_tuple_new = tuple.__new__
 
 
 class RequestMeta(NamedTuple):
@@ -79,15 +78,7 @@ def parse_request_meta(params: Any) -> RequestMeta:
     token = meta.get(PROGRESS_TOKEN)  # type: ignore[union-attr]
     if token is not None and (not isinstance(token, str | int) or isinstance(token, bool)):
         raise InvalidParams("progressToken must be a string or an integer")
-    # tuple.__new__ skips the NamedTuple's Python-level __new__ (hot path, fields in order).
-    return _tuple_new(RequestMeta, (
-        version,
-        caps,
-        info if isinstance(info, dict) else None,
-        rank,
-        token,
-        meta,
-    ))
+    return RequestMeta(version, caps, info if isinstance(info, dict) else None, rank, token, meta)
 
 
 def log_rank(level: str) -> int:

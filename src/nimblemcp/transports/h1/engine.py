@@ -113,7 +113,6 @@ def _expects_continue(headers: list[tuple[bytes, bytes]]) -> bool:
     return any(name == b"expect" and value.lower() == b"100-continue" for name, value in headers)
 
 
-_new = object.__new__
 _Task = asyncio.Task
 
 
@@ -144,10 +143,8 @@ class _Cycle:
         "waiter",
         "written",
     )
-    # Made by `Connection.on_headers_complete` with `object.__new__` and every field
-    # below set there, in this order (no `__init__` frame per request), except `headers`
-    # (set with the response's start), `remaining` (with its head) and `task` (set by
-    # `Engine.start`).
+    # Made by `Connection.on_headers_complete`; `headers` is set with the response's
+    # start, `remaining` with its head and `task` by `Engine.start`.
     conn: Connection
     scope: dict[str, Any]
     keep_alive: bool
@@ -166,6 +163,23 @@ class _Cycle:
     headers: list[tuple[bytes, bytes]]  # the response's, from `http.response.start`
     remaining: int  # body bytes its content-length still allows; -1: no length (chunked, or to the close)
     task: asyncio.Task[None] | None  # None: started by a task factory that ran it to the end
+
+    def __init__(self, conn: Connection, scope: dict[str, Any], keep_alive: bool, head_only: bool) -> None:
+        self.conn = conn
+        self.scope = scope
+        self.keep_alive = keep_alive
+        self.check_continue = True
+        self.head_only = head_only
+        self.body = b""
+        self.more_body = True
+        self.request_done = False
+        self.disconnected = False
+        self.response_started = False
+        self.response_complete = False
+        self.written = False
+        self.chunked = False
+        self.status = 200
+        self.waiter = None
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -679,22 +693,7 @@ class Connection(asyncio.Protocol):
             scope["scheme"], scope["client"] = engine.proxies.apply(  # type: ignore[union-attr]
                 headers, self.scheme, self.client)
         keep_alive = parser.should_keep_alive() and not self.stopping
-        cycle = _new(_Cycle)  # its fields: see `_Cycle`
-        cycle.conn = self
-        cycle.scope = scope
-        cycle.keep_alive = keep_alive
-        cycle.check_continue = True
-        cycle.head_only = method == "HEAD"
-        cycle.body = b""
-        cycle.more_body = True
-        cycle.request_done = False
-        cycle.disconnected = False
-        cycle.response_started = False
-        cycle.response_complete = False
-        cycle.written = False
-        cycle.chunked = False
-        cycle.status = 200
-        cycle.waiter = None
+        cycle = _Cycle(self, scope, keep_alive, method == "HEAD")
         self.parsing = cycle
         if self.cycle is None:
             self.cycle = cycle

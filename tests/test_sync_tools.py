@@ -1,14 +1,11 @@
-"""Issue 18, the sync tool's hop, round seven (server/_workers.py, _dispatch.py, _tools.py):
-the dispatcher's lean lane hands a plain sync tool's argument values to the worker by
-position (`Workers.call`, `ToolEntry.thread_values`) instead of building a keyword
-dict on the loop and parsing it in the worker. Pinned here: which tools get values by
-position (and which keep keywords), that the lean lane really takes that path and runs
-the tool in a worker thread, that every answer (coerced and default values, argument
-errors, tool errors, masked exceptions, protocol errors, MRTR pauses, structured output
-and its check) is the one the general lane gives through `invoke`, that context
-variables reach the tool as before, that `Workers.call` keeps the pool's guarantees
+"""Sync tools run in the worker threads (server/_workers.py, _invoke.py): a plain one,
+one with positional-only parameters and one with a dependency each run off the loop;
+every answer (coerced and default values, argument errors, tool errors, masked
+exceptions, protocol errors, MRTR pauses, structured output and its check) is the same
+with and without middleware; context variables reach the tool and stay in its copy; a
+cancelled request drops its call; `Workers.call` keeps the pool's guarantees
 (cancelled before start: never run; cancelled while running: result dropped;
-StopIteration; no head-of-line blocking), and the same through a real served server."""
+StopIteration; no head-of-line blocking); and the same through a real served server."""
 
 from __future__ import annotations
 
@@ -27,11 +24,8 @@ from _deploy import call, launch, stop
 
 from nimblemcp import Context, Depends, InvalidParams, Server, ToolError
 from nimblemcp._port import NoIO
-from nimblemcp.server import _dispatch
-from nimblemcp.server._invoke import LANE_THREAD
 from nimblemcp.server._mrtr import InputRequired
 from nimblemcp.server._sealing import new_key
-from nimblemcp.server._tools import ToolEntry
 from nimblemcp.server._workers import Workers
 
 META = {
@@ -39,7 +33,7 @@ META = {
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 
-REQUEST_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("round7_request", default="unset")
+REQUEST_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("sync_tools_request", default="unset")
 
 
 class Point(TypedDict):
@@ -52,7 +46,7 @@ def _where(ctx: Context) -> str:
 
 
 def _server(with_middleware: bool = False) -> Server:
-    server = Server("round7", "1.0.0", state_keys=[new_key()])
+    server = Server("sync-tools", "1.0.0", state_keys=[new_key()])
 
     @server.tool
     def add(a: int, b: int, scale: float = 1.0) -> int:
@@ -108,7 +102,7 @@ def _server(with_middleware: bool = False) -> Server:
     def with_dep(text: str, where: Annotated[str, Depends(_where)]) -> str:  # wrapped too
         return f"{where}:{text}"
 
-    if with_middleware:  # the general lane: `invoke`, arguments bound by name
+    if with_middleware:
         async def note(ctx: Context, call_next: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
             return await call_next()
 
@@ -143,63 +137,21 @@ def _strip(response: dict[str, Any]) -> dict[str, Any]:
     return response
 
 
-class _Spy:
-    """Counts the lean lane's positional hand-offs (`_dispatch._call`), passing each on."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls: list[str] = []
-        real = _dispatch._call
-
-        def spy(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: Any) -> Any:
-            self.calls.append(fn.__name__)
-            return real(loop, fn, args)
-
-        monkeypatch.setattr(_dispatch, "_call", spy)
-
-
 # -- which tools get their values by position ------------------------------------------
 
-
-def test_a_plain_sync_tool_gets_its_values_by_position_and_the_others_do_not() -> None:
-    def plain(a: int, b: str = "x") -> str:
-        return b * a
-
-    async def coro(a: int) -> int:
-        return a
-
-    def ctx_tool(a: int, ctx: Context) -> int:
-        return a
-
-    def by_position(a: int, /) -> int:
-        return a
-
-    entry = ToolEntry(plain)
-    assert entry.lane == LANE_THREAD
-    assert entry.thread_values is not None
-    assert entry.thread_values({"a": 2}) == [2, "x"]
-    assert ToolEntry(plain, run_in_thread=False).thread_values is None  # inline: `positional`
-    assert ToolEntry(coro).thread_values is None  # on the loop: `positional`
-    assert ToolEntry(ctx_tool).thread_values is None  # takes a Context: no lean lane
-    assert ToolEntry(by_position).thread_values is None  # wrapped (`_by_name`): keywords
-    assert ToolEntry(plain, task="optional").thread_values is None  # may become a task
-
-
-async def test_the_lean_lane_hands_values_by_position_to_a_worker_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    spy = _Spy(monkeypatch)
+async def test_a_plain_sync_tool_runs_in_a_worker_thread() -> None:
     server = _server()
     answer = await _answer(server, _call("add", {"a": 2, "b": 3}))
     assert answer["result"]["structuredContent"] == {"result": 5}
     name = await _answer(server, _call("worker_name"))
     assert name["result"]["content"][0]["text"] == "nimblemcp-worker"
-    assert spy.calls == ["add", "worker_name"]
-    # A wrapped function keeps the keyword hand-off, and still runs in a worker.
+    # A function with positional-only parameters, and one with a dependency, too.
     assert (await _answer(server, _call("only_positional", {"a": 4})))["result"]["structuredContent"] == {"result": 8}
     dep = await _answer(server, _call("with_dep", {"text": "t"}))
     assert dep["result"]["content"][0]["text"] == "tools/call:t"
-    assert spy.calls == ["add", "worker_name"]
 
 
-# -- every answer is the general lane's -------------------------------------------------
+# -- every answer is the same with and without middleware ------------------------------
 
 CASES: list[tuple[str, Any]] = [
     ("add", {"a": 2, "b": 3}),
@@ -225,15 +177,15 @@ CASES: list[tuple[str, Any]] = [
 
 
 @pytest.mark.parametrize(("name", "arguments"), CASES)
-async def test_each_answer_is_the_general_lanes(name: str, arguments: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    lean = _strip(await _answer(_server(), _call(name, arguments)))
+async def test_each_answer_is_the_same_with_and_without_middleware(name: str, arguments: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = _strip(await _answer(_server(), _call(name, arguments)))
     general = _strip(await _answer(_server(with_middleware=True), _call(name, arguments)))
-    assert lean == general
-    assert lean["id"] == 7
+    assert bare == general
+    assert bare["id"] == 7
 
 
 async def test_the_answers_say_what_each_case_is() -> None:
-    # The comparison above would hold for two lanes broken alike: the outcomes themselves.
+    # The comparison above would hold for two paths broken alike: the outcomes themselves.
     server = _server()
 
     async def result(name: str, arguments: Any) -> dict[str, Any]:
@@ -267,8 +219,8 @@ async def test_context_variables_reach_the_tool_and_stay_in_its_copy() -> None:
     assert second["result"]["content"][0]["text"] == "from the request"
 
 
-async def test_a_cancelled_request_drops_the_lean_sync_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    server = Server("round7-cancel", "1.0.0")
+async def test_a_cancelled_request_drops_the_sync_call() -> None:
+    server = Server("sync-cancel", "1.0.0")
     started, release = threading.Event(), threading.Event()
 
     @server.tool
@@ -277,7 +229,6 @@ async def test_a_cancelled_request_drops_the_lean_sync_call(monkeypatch: pytest.
         release.wait(10)
         return f"held {n}"
 
-    spy = _Spy(monkeypatch)
     task = asyncio.ensure_future(_answer(server, _call("hold", {"n": 1})))
     while not started.is_set():
         await asyncio.sleep(0.005)
@@ -286,7 +237,6 @@ async def test_a_cancelled_request_drops_the_lean_sync_call(monkeypatch: pytest.
         await task
     release.set()
     await asyncio.sleep(0.05)  # the result comes back to a cancelled future: dropped
-    assert spy.calls == ["hold"]
     again = await _answer(server, _call("hold", {"n": 2}))
     assert again["result"]["content"][0]["text"] == "held 2"
 
@@ -386,7 +336,7 @@ def refuses(n: int) -> str:
 '''
 
 
-async def test_a_served_server_answers_sync_tools_by_the_positional_hand_off(tmp_path: Path) -> None:
+async def test_a_served_server_answers_sync_tools(tmp_path: Path) -> None:
     src = tmp_path / "hop7_server.py"
     src.write_text(SERVER)
     with socket.socket() as s:

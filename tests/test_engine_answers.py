@@ -1,17 +1,13 @@
-"""The answer path, round six (issue 18): a lean Exchange, an engine cycle with fewer calls.
+"""How an MCP request is answered on nimblemcp's engine, and the engine's request cycles.
 
-What changed and what each request must still get:
-- the modern POST makes its `Exchange` lean (the request's own fields, `LEAN`); the
-  stream's state comes with the first `emit` or when the disconnect watch starts. A
-  request that emits still gets its SSE stream, one that runs past the keep-alive
-  interval its keep-alive comment, a client that hangs up during a slow tool still
-  cancels it (HTTP-10), a cancellation before the watch starts still propagates;
-- the engine has no `on_message_begin`: a request's target marks its start (the head
-  deadline), `on_message_complete` clears the target and the header list. Pipelined
-  requests (split anywhere, with trailers between them) each get their own headers and
-  version; a head that stalls after a finished request is cut at the head deadline;
-  what is read between requests counts against the head size cap;
-- `_Cycle` is made without `__init__`; the one-step answer (`engine._answer`) queues itself.
+- A quick request gets a plain JSON answer; one that emits gets its SSE stream (also
+  after its disconnect watch started); one that runs past the keep-alive interval goes
+  SSE with a keep-alive comment; a client that hangs up during a slow tool cancels it
+  (HTTP-10); a cancellation before the watch starts propagates and sends nothing.
+- Pipelined requests (split anywhere, with trailers between them) each get their own
+  headers and version; a head that stalls after a finished request is cut at the head
+  deadline; what is read between requests counts against the head size cap; a cycle
+  answered 204 completes.
 
 Served on a real `Engine` on loopback in the test's own loop, talked to over real sockets.
 """
@@ -28,7 +24,6 @@ import pytest
 
 import nimblemcp as m
 from nimblemcp.serving import asgi_app
-from nimblemcp.transports._http_exchange import LEAN, Exchange
 from nimblemcp.transports._sse import SSEParser
 from nimblemcp.transports.h1.engine import Connection, _Cycle
 from nimblemcp.transports.h1.engine_server import Engine, EngineConfig
@@ -89,7 +84,7 @@ seen: dict[str, Any] = {}
 
 
 def build_server() -> m.Server:
-    server = m.Server("answer-round6", "1")
+    server = m.Server("engine-answers", "1")
 
     @server.tool()
     async def echo(text: str) -> str:
@@ -97,9 +92,6 @@ def build_server() -> m.Server:
 
     @server.tool()
     async def look(ctx: m.Context) -> str:
-        ex = ctx._io
-        seen["set before"] = {name for name in Exchange.__slots__ if hasattr(ex, name)}
-        seen["exchange"] = ex
         return "looked"
 
     @server.tool()
@@ -107,7 +99,6 @@ def build_server() -> m.Server:
         for i in range(1, steps + 1):
             await ctx.report_progress(i, steps)
             await asyncio.sleep(0)
-        seen["set after"] = {name for name in Exchange.__slots__ if hasattr(ctx._io, name)}
         return "done"
 
     @server.tool()
@@ -165,15 +156,13 @@ async def endpoint() -> AsyncIterator[Served]:
         await close(served)
 
 
-async def test_a_quick_request_gets_a_lean_exchange_and_a_plain_json_answer(endpoint: Served) -> None:
+async def test_a_quick_request_gets_a_plain_json_answer(endpoint: Served) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", endpoint.port)
     writer.write(post("look", {}) + post("echo", {"text": "hi"}, rid=2))
     (s1, f1, b1), (s2, _, b2) = [await read_response(reader) for _ in range(2)]
     assert (s1, s2) == (200, 200) and f1["content-type"] == "application/json"
     assert json.loads(b1)["result"]["content"][0]["text"] == "looked"
     assert json.loads(b2)["result"]["content"][0]["text"] == "hi"
-    assert seen["set before"] == set(LEAN)  # nothing of a stream until it is needed
-    assert seen["exchange"].armed is False
     await finish(writer)
 
 
@@ -185,7 +174,6 @@ async def test_a_request_that_emits_gets_its_sse_stream_as_before(endpoint: Serv
     events = [json.loads(e) for e in SSEParser().feed(data)]
     assert [e["params"]["progress"] for e in events[:-1]] == [1, 2, 3]
     assert events[-1]["result"]["content"][0]["text"] == "done"
-    assert seen["set after"] == set(Exchange.__slots__)  # armed by the first emit
     # The connection is still good for a plain answer.
     writer.write(post("echo", {"text": "after"}, rid=2))
     status, fields, data = await read_response(reader)
@@ -271,36 +259,6 @@ async def test_a_cancellation_before_the_watch_starts_propagates_and_sends_nothi
     with pytest.raises(asyncio.CancelledError):
         await task
     assert seen.get("slow cancelled") is True and sent == []
-
-
-def test_exchange_init_and_arm_set_the_same_fields() -> None:
-    loop = asyncio.new_event_loop()
-    try:
-        async def receive() -> dict[str, Any]:
-            return {}
-
-        async def send(message: Any) -> None:
-            pass
-
-        full = Exchange(loop, receive, send, 1.5, "who", {"headers": []})
-        lean = object.__new__(Exchange)
-        for name in LEAN:
-            setattr(lean, name, getattr(full, name))
-        lean.armed = False
-        assert {n for n in Exchange.__slots__ if hasattr(lean, n)} == set(LEAN)
-        lean._arm()
-        for name in Exchange.__slots__:
-            assert getattr(lean, name) == getattr(full, name), name
-        lean.finish()  # armed, nothing running: finishing is quiet
-        assert lean.done
-        unarmed = object.__new__(Exchange)
-        unarmed.armed = False
-        unarmed.watch_entry = entry = [0.0, unarmed]
-        unarmed.finish()  # never armed: no timer or watch to look at
-        assert entry[1] is None
-    finally:
-        loop.close()
-
 
 # -- the engine's request cycle ------------------------------------------------------
 
@@ -425,14 +383,12 @@ async def test_what_is_read_between_requests_counts_against_the_head_size_cap() 
         await close(served)
 
 
-async def test_a_cycle_has_every_field_but_the_response_headers_and_its_task() -> None:
+async def test_a_cycle_answered_204_completes() -> None:
     cycles: list[_Cycle] = []
 
     async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         cycle = send.__self__  # type: ignore[attr-defined]
         cycles.append(cycle)
-        # the response's own fields come with its start and its head
-        assert {n for n in _Cycle.__slots__ if not hasattr(cycle, n)} <= {"headers", "remaining"}
         await receive()
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})

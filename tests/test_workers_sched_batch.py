@@ -1,4 +1,4 @@
-"""Issue 18, the sync tool's hop, round six (server/_workers.py): idle worker threads
+"""The worker threads' scheduling policy (server/_workers.py): idle worker threads
 wait for jobs under SCHED_BATCH and switch back to their own policy before any user
 code runs. Pinned here with real threads and a real `nimblemcp run` server: an idle
 worker of a busy pool (one that found jobs queued) really waits as a batch thread, and

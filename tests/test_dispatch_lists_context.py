@@ -1,18 +1,8 @@
-"""Issue 18, core round five: two more requests skip the general lane's steps.
-
-- The plain lane: `server/discover`, `tools/list`, `resources/list`,
-  `resources/templates/list` and `prompts/list` answer from the dispatcher's own
-  functions, with no Context, no handler coroutine and no busy count, under the lean
-  lane's conditions (no middleware, no back channel, no log forwarding for the
-  request, no MRTR keys, no load shedding).
-- The Context lane: `tools/call` of a tool that takes a Context (or a
-  provider-resolved parameter), and is not a task tool, runs in the lean lane with one
-  Context built there, `Invocable.invoke`'s steps inline.
-
-These tests pin that both give the answers of the general lane (forced by a
-middleware), byte for byte: results, caching hints (CACHE-01/07/10), pagination
-(PAG-03), protocol errors, masked errors, MRTR rounds and their state, warnings of
-dropped questions, notifications and cancellation.
+"""`server/discover`, the four lists, and the prompts and tools that take a Context,
+through the request path: the same answers with and without middleware around it, byte
+for byte (results, caching hints (CACHE-01/07/10), pagination (PAG-03), protocol
+errors, masked errors, MRTR rounds and their state, warnings of dropped questions,
+notifications and cancellation).
 """
 
 from __future__ import annotations
@@ -27,7 +17,6 @@ import pytest
 
 from nimblemcp import Context, Depends, Server, ToolError
 from nimblemcp._port import NoIO
-from nimblemcp.server import _dispatch
 from nimblemcp.server._mrtr import InputRequired
 from nimblemcp.server._sealing import new_key
 
@@ -92,7 +81,7 @@ def _server(with_middleware: bool = False, seen: list[str] | None = None, **opti
         return "talked"
 
     @server.tool(task="optional")
-    async def tasked(ctx: Context) -> str:  # a task tool: the general lane
+    async def tasked(ctx: Context) -> str:  # a task tool
         return "task"
 
     @server.prompt
@@ -190,20 +179,6 @@ def _strip_refs(response: dict[str, Any]) -> dict[str, Any]:
     return response
 
 
-class _Counting:
-    """Counts the Contexts the dispatcher builds (which lane ran)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.made = 0
-        real = _dispatch.Context  # type: ignore[attr-defined]
-
-        def make(*args: Any) -> Context:
-            self.made += 1
-            return real(*args)
-
-        monkeypatch.setattr(_dispatch, "Context", make)
-
-
 LISTS = ["tools/list", "resources/list", "resources/templates/list", "prompts/list"]
 
 PLAIN_CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
@@ -226,18 +201,18 @@ PLAIN_CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
 @pytest.mark.parametrize("subject", [None, "alice"])
 @pytest.mark.parametrize(("message", "options"), PLAIN_CASES,
                          ids=lambda v: f"{v['method']}:{v['params'].get('cursor')}" if "method" in v else str(v))
-def test_plain_and_general_lanes_answer_alike(message: dict[str, Any], options: dict[str, Any],
+def test_lists_and_discover_answer_alike_with_and_without_middleware(message: dict[str, Any], options: dict[str, Any],
                                               subject: str | None) -> None:
-    """The same request with and without a middleware (which forces the general lane),
+    """The same request with and without a middleware,
     anonymous and authenticated (the private cache scope, CACHE-07/10)."""
     seen: list[str] = []
-    lean = asyncio.run(_answer(_server(**options), message, _IO(subject)))
+    bare = asyncio.run(_answer(_server(**options), message, _IO(subject)))
     general = asyncio.run(_answer(_server(True, seen, **options), message, _IO(subject)))
-    assert seen == [message["method"]]  # the middleware ran: the general lane
-    assert orjson.dumps(lean) == orjson.dumps(general)
+    assert seen == [message["method"]]  # the middleware ran
+    assert orjson.dumps(bare) == orjson.dumps(general)
 
 
-def test_plain_answers_are_the_documented_shapes() -> None:
+def test_lists_and_discover_are_the_documented_shapes() -> None:
     server = _server(page_size=2, instructions="Be brief.")
     discover = asyncio.run(_answer(server, _request("server/discover")))["result"]
     assert list(discover) == ["supportedVersions", "capabilities", "instructions", "_meta", "resultType",
@@ -257,48 +232,31 @@ def test_plain_answers_are_the_documented_shapes() -> None:
     refused = asyncio.run(_answer(server, _request("tools/list", {"cursor": "None"})))
     assert refused["error"]["code"] == -32602
 
-
-def test_plain_lane_builds_no_context(monkeypatch: pytest.MonkeyPatch) -> None:
-    counting = _Counting(monkeypatch)
-    server = _server()
-
-    async def run(*messages: dict[str, Any]) -> list[dict[str, Any]]:
-        return [await _answer(server, m) for m in messages]
-
-    answers = asyncio.run(run(_request("server/discover"), *[_request(m) for m in LISTS]))
-    assert all("result" in a for a in answers)
-    assert counting.made == 0
-    asyncio.run(_answer(_server(True), _request("tools/list")))
-    assert counting.made == 1  # under middleware: the general lane
-
-
-def test_plain_lane_keeps_the_lean_lane_s_conditions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Load shedding configured, or a log level with forwarding on: the general lane
-    (the answers are the same)."""
-    counting = _Counting(monkeypatch)
+def test_lists_answer_with_load_shedding_and_log_forwarding_configured() -> None:
+    """Load shedding configured, or a log level with forwarding on: lists and discover
+    answer as usual and leave nothing counted as running."""
     shed = _server(max_inflight=4)
     answer = asyncio.run(_answer(shed, _request("tools/list")))
-    assert "result" in answer and counting.made == 1
+    assert "result" in answer
     logs = _server(forward_logs=True)
     message = _request("server/discover")
     message["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = "info"
     answer = asyncio.run(_answer(logs, message))
-    assert "result" in answer and counting.made == 2
+    assert "result" in answer
     assert shed.dispatcher.busy == 0 and logs.dispatcher.busy == 0
 
 
-def test_a_failing_list_is_masked_in_both_lanes(monkeypatch: pytest.MonkeyPatch,
+def test_a_failing_list_is_masked_with_and_without_middleware(monkeypatch: pytest.MonkeyPatch,
                                                 caplog: pytest.LogCaptureFixture) -> None:
     """An unexpected error inside a list answer is the masked -32603, logged alike."""
     answers = []
     for with_middleware in (False, True):
         server = _server(with_middleware)
 
-        def broken(params: dict[str, Any]) -> dict[str, Any]:
+        def broken(*args: Any) -> dict[str, Any]:
             raise RuntimeError("secret detail")
 
-        monkeypatch.setattr(server.dispatcher, "_tools_page", broken)
-        server.dispatcher._plain["tools/list"] = broken
+        monkeypatch.setattr(server.dispatcher, "_page", broken)
         answers.append(asyncio.run(_answer(server, _request("tools/list"))))
     assert answers[0]["error"]["code"] == answers[1]["error"]["code"] == -32603
     assert "secret" not in str(answers)
@@ -334,22 +292,20 @@ PROMPT_CASES: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("message", PROMPT_CASES, ids=lambda m: str(m["params"]))
-def test_context_prompts_answer_alike_in_both_lanes(message: dict[str, Any]) -> None:
+def test_context_prompts_answer_alike_with_and_without_middleware(message: dict[str, Any]) -> None:
     seen: list[str] = []
-    lean = asyncio.run(_answer(_server(), message))
+    bare = asyncio.run(_answer(_server(), message))
     general = asyncio.run(_answer(_server(True, seen), message))
     assert seen == ["prompts/get"]
-    assert orjson.dumps(_strip_refs(lean)) == orjson.dumps(_strip_refs(general))
+    assert orjson.dumps(_strip_refs(bare)) == orjson.dumps(_strip_refs(general))
 
 
-def test_context_prompts_get_one_context_and_keep_their_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    counting = _Counting(monkeypatch)
+def test_context_prompts_keep_their_state() -> None:
     server = _server()
     answer = asyncio.run(_answer(server, _request("prompts/get", {"name": "pctx", "arguments": {"name": "A"}})))
     assert answer["result"]["messages"][0]["content"]["text"] == "A:1:prompts/get"
-    assert counting.made == 1
     asked = asyncio.run(_answer(server, _request("prompts/get", {"name": "pctxasks"})))["result"]
-    assert asked["resultType"] == "input_required" and counting.made == 2
+    assert asked["resultType"] == "input_required"
     state = asked["requestState"]
     # The state the handler wrote rides in the sealed requestState: the next round opens it.
     again = asyncio.run(_answer(server, _request("prompts/get", {"name": "pctxasks", "requestState": state})))
@@ -358,24 +314,20 @@ def test_context_prompts_get_one_context_and_keep_their_state(monkeypatch: pytes
 
 
 @pytest.mark.parametrize("message", CTX_CASES, ids=lambda m: f"{m['params']['name']}:{m['params'].get('arguments')}")
-def test_context_tools_answer_alike_in_both_lanes(message: dict[str, Any]) -> None:
+def test_context_tools_answer_alike_with_and_without_middleware(message: dict[str, Any]) -> None:
     seen: list[str] = []
-    lean = asyncio.run(_answer(_server(), message))
+    bare = asyncio.run(_answer(_server(), message))
     general = asyncio.run(_answer(_server(True, seen), message))
     assert seen == ["tools/call"]
-    assert orjson.dumps(_strip_refs(lean)) == orjson.dumps(_strip_refs(general))
+    assert orjson.dumps(_strip_refs(bare)) == orjson.dumps(_strip_refs(general))
 
 
-def test_context_tools_get_one_context_in_the_lean_lane(monkeypatch: pytest.MonkeyPatch) -> None:
-    counting = _Counting(monkeypatch)
+def test_context_tools_see_their_request() -> None:
     server = _server()
     answer = asyncio.run(_answer(server, _call("actx", {"text": "a"})))
     assert answer["result"]["content"][0]["text"] == "a:1:tools/call"
-    assert counting.made == 1
     asyncio.run(_answer(server, _call("plain", {"text": "a"})))
-    assert counting.made == 1  # no Context for a tool that takes none
     asyncio.run(_answer(server, _call("dep", {"text": "a"})))
-    assert counting.made == 2
     assert server.dispatcher.busy == 0
 
 
@@ -393,8 +345,8 @@ def test_notifications_of_a_context_tool_reach_the_request_s_io() -> None:
 
 
 def test_mrtr_rounds_of_a_context_tool_keep_its_state() -> None:
-    """MRTR-10/11: the state a Context tool wrote in the lean lane rides in its
-    requestState; the next round (the general lane) reads it."""
+    """MRTR-10/11: the state a Context tool wrote rides in its requestState; the next
+    round reads it."""
     server = _server()
     first = asyncio.run(_answer(server, _call("keeps", {})))
     assert first["result"]["resultType"] == "input_required"
@@ -409,7 +361,7 @@ def test_mrtr_rounds_of_a_context_tool_keep_its_state() -> None:
     assert general["inputRequests"] == asked["inputRequests"]
 
 
-def test_dropped_questions_warn_in_the_lean_lane() -> None:
+def test_dropped_questions_warn() -> None:
     server = Server("round5w", "1.0.0")
 
     @server.tool

@@ -1,5 +1,5 @@
-"""The served HTTP path of `nimblemcp run`, round four (issue 18): what a client
-receives is the same on nimblemcp's own engine and under uvicorn.
+"""The served HTTP path of `nimblemcp run`: what a client receives is the same on
+nimblemcp's own engine and under uvicorn.
 
 One real server per engine runs in a background thread on a loopback port, built as
 `serving.run_http` builds it (the guarded app wrapped in `ListenDrain`; under uvicorn

@@ -1,10 +1,13 @@
-"""Round six of the guard and the header checks (issue 18; HTTP-02, HTTP-17/19).
+"""The header checks of the HTTP endpoint and its guard give the answers of the full
+checks (HTTP-02, HTTP-17/19).
 
-The endpoint passes headers that agree with the body on table look-ups and sends every
-other request to `check_standard`; the guard bounds the header bytes with one marshal
-call, whichever server runs it (issue 31: nothing in the scope lets a server skip the
-check). These tests drive the real guarded app and require the very answers the full
-checks give.
+`RequestHeaders` and `SecurityMiddleware` read a header list through one dict build
+when no name repeats, and fall back to a per-header scan otherwise; the `Accept` check
+caches its verdict per value; the endpoint passes headers that agree with the body on
+table look-ups and sends every other request to `check_standard`; the guard bounds the
+header bytes with one marshal call, whichever server runs it (issue 31: nothing in the
+scope lets a server skip the check). These tests hold each shortcut to the long way and
+drive the real guarded app for the very answers the full checks give.
 """
 
 from __future__ import annotations
@@ -14,12 +17,92 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import nimblemcp as m
 from nimblemcp.errors import HeaderMismatch
 from nimblemcp.serving import asgi_app
-from nimblemcp.transports import _http_headers
+from nimblemcp.transports import _asgi, _http_headers
 from nimblemcp.transports._http_headers import RequestHeaders, check_standard
+from nimblemcp.transports.http_security import SecurityMiddleware
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+names = st.sampled_from([
+    b"content-type", b"accept", b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"mcp-session-id",
+    b"mcp-param-limit", b"host", b"origin", b"content-length",
+]) | st.binary(max_size=10)
+values = st.sampled_from([b"application/json", b" 2026-07-28 ", b"tools/call", b"\t7", b"", b"localhost:8000",
+                          b"http://evil.example", b"12"]) | st.binary(max_size=20)
+header_lists = st.lists(st.tuples(names, values), max_size=10)
+
+
+def _long_way(raw: list[tuple[bytes, bytes]]) -> RequestHeaders:
+    h = RequestHeaders.__new__(RequestHeaders)
+    h._scan(raw)
+    return h
+
+
+@FAST
+@given(header_lists)
+def test_request_headers_shortcut_matches_the_scan(raw: list[tuple[bytes, bytes]]) -> None:
+    quick, slow = RequestHeaders(raw), _long_way(raw)
+    assert quick.values == slow.values
+    assert quick.dup == slow.dup
+    # Mcp-Param-* values as the check reads them (stripped), or the same duplicate marker.
+    for key, _ in raw:
+        if key.startswith(b"mcp-param-"):
+            a = (quick.params or {}).get(key)
+            b = (slow.params or {}).get(key)
+            assert a is b or (a is not None and b is not None and a.strip(b" \t") == b.strip(b" \t"))
+
+
+def _verdict(raw: list[tuple[bytes, bytes]], as_tuple: bool) -> tuple[int | None, bool]:
+    """Status the guard answers (None: passed to the app) for this header list."""
+    reached: list[bool] = []
+    sent: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(True)
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    guard = SecurityMiddleware(app, max_headers=6, max_header_bytes=120)
+    # A tuple of headers takes the scan; a list takes the dict build when no name repeats.
+    headers: Any = tuple(raw) if as_tuple else list(raw)
+    scope = {"type": "http", "method": "GET", "path": "/mcp", "headers": headers}
+    asyncio.run(guard(scope, receive, send))
+    return (sent[0]["status"] if sent else None), bool(reached)
+
+
+@FAST
+@given(header_lists)
+def test_security_shortcut_matches_the_scan(raw: list[tuple[bytes, bytes]]) -> None:
+    assert _verdict(raw, as_tuple=False) == _verdict(raw, as_tuple=True)
+
+
+@FAST
+@given(st.binary(max_size=60) | st.lists(st.sampled_from(
+    ["application/json", "text/event-stream", "*/*", "text/*", ";q=0", ";q=0.5", ", ", ";"]), max_size=6)
+    .map(lambda parts: "".join(parts).encode()))
+def test_cached_accept_verdicts_match_the_parser(value: bytes) -> None:
+    kinds = _asgi.accepted(value)
+    expected = _asgi.accepts_json(kinds) and _asgi.accepts_sse(kinds)
+    assert _asgi.accepts_json_and_sse(value) is expected
+    assert _asgi.accepts_json_and_sse(value) is expected  # the cached verdict
+
+
+def test_a_repeated_host_is_still_refused_with_the_shortcut_in_place() -> None:
+    raw = [(b"host", b"localhost"), (b"host", b"evil.example")]
+    assert _verdict(raw, as_tuple=False) == (400, False)
+
+
+# -- the endpoint and the guard, served ---------------------------------------------------
 
 V = "2026-07-28"
 META = {
@@ -106,8 +189,8 @@ def test_every_header_answer_is_the_full_checks(changes: dict[str, bytes | None]
     if cold:
         _http_headers.NAME_TEXT.clear()
     expected = _expected(headers)
-    for given in (headers, tuple(headers)):
-        status, body = serve(given)  # type: ignore[arg-type]
+    for sent in (headers, tuple(headers)):
+        status, body = serve(sent)  # type: ignore[arg-type]
         if expected is None:
             assert status == 200 and b'"hi"' in body
         else:

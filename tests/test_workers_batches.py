@@ -1,5 +1,4 @@
-"""Issue 18, the sync tool's hop (server/_workers.py, round four): what the trimmed
-pool must still do. Results of one batch all reach their requests even when one of
+"""The worker threads of sync handlers (server/_workers.py): what the pool must do. Results of one batch all reach their requests even when one of
 them was cancelled while it ran or raised StopIteration; two event loops sharing the
 pool never see each other's results; the token accounting settles; context variables
 cross as `asyncio.to_thread` copies them; the stdio shutdown check still tells a busy

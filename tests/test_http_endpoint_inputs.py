@@ -1,15 +1,13 @@
-"""The served path, round seven (issue 18): fewer instructions per served request.
+"""What the HTTP endpoint reads of a request, and where it reads it from:
 
-What changed and what each request must still get:
 - nimblemcp's engine names its event loop in its `scope["extensions"]` entry
   (`_asgi.ENGINE`, issue 31); the endpoint takes it from there and looks it up
   (`nimblemcp._loop`) only where no server named it;
-- `Server.tool_header_rules` is a C look-up in a name -> rules table that follows every
-  change of the tools (add, remove, a mount's sync), () for an unknown name;
-- the guard reads Host and Content-Length by subscript and remembers allowed Host and
-  Origin values in sets (a refused value is refused every time); the endpoint reads its
-  headers and the body message by subscript, with the `.get` path for what is missing
-  (a body message without `more_body`, a request without Content-Type or a version header).
+- `Server.tool_header_rules` follows every change of the tools (add, remove, a mount's
+  sync), () for an unknown name, the same tuple every call;
+- the guard remembers allowed Host and Origin values (a refused value is refused every
+  time); a body message without `more_body`, a request without Content-Type or a version
+  header get the answers ASGI and the spec say.
 
 The endpoint is driven in-process where no server is needed, and served on a real
 `Engine` on loopback where the engine's part is tested.

@@ -1,11 +1,7 @@
-"""Issue 18, core lane round four: `prompts/get` and `resources/read` of a plain
-function (no Context parameter, no provider-resolved parameter) run without a Context
-and without the handler's and `Invocable.invoke`'s frames when nothing else needs them
-(no middleware, no back channel, no MRTR round, no log forwarding, no load shedding).
-These tests pin that the lean lane and the general lane (forced by a middleware, a
-Context parameter or a log level with forwarding on) give the same answers: results,
-caching hints, protocol errors and their messages, masked internal errors, MRTR
-answers, notifications and cancellation.
+"""`prompts/get` and `resources/read` through the request path: the same answers with
+and without middleware around it (results, caching hints, protocol errors and their
+messages, masked internal errors, MRTR answers, notifications, cancellation), whether
+the function takes a Context or not, for mounted entries too.
 """
 
 from __future__ import annotations
@@ -20,7 +16,6 @@ import pytest
 
 from nimblemcp import Context, Depends, Server
 from nimblemcp._port import NoIO
-from nimblemcp.server import _dispatch
 from nimblemcp.server._mrtr import InputRequired
 
 META = {
@@ -144,20 +139,6 @@ def _strip_refs(response: dict[str, Any]) -> dict[str, Any]:
     return response
 
 
-class _Counting:
-    """Counts the Contexts the dispatcher builds (which lane ran)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.made = 0
-        real = _dispatch.Context
-
-        def make(*args: Any) -> Context:
-            self.made += 1
-            return real(*args)
-
-        monkeypatch.setattr(_dispatch, "Context", make)
-
-
 CASES: list[dict[str, Any]] = [
     _prompt("greet", {"name": "Ada"}),
     _prompt("greet", {"name": "Ada", "greeting": "Hi"}),
@@ -170,7 +151,7 @@ CASES: list[dict[str, Any]] = [
     _prompt("pboom", {"name": "x"}),  # masked -32603
     _prompt("pwrong", {"name": "x"}),  # masked -32603
     _prompt("pasks", {"name": "x"}),  # MRTR: state-only input_required
-    _prompt("pctx", {"name": "x"}),  # takes a Context: the general lane anyway
+    _prompt("pctx", {"name": "x"}),  # takes a Context
     _prompt("missing", {"name": "x"}),  # unknown prompt: -32602
     _prompt(7, {"name": "x"}),  # name not a string: -32602
     _read("docs://readme"),
@@ -193,40 +174,21 @@ CASES: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("message", CASES, ids=lambda m: f"{m['method']}:{m['params'].get('name') or m['params'].get('uri')}")
-def test_lean_and_general_lanes_answer_alike(message: dict[str, Any]) -> None:
-    """The same request with and without a middleware (which forces the general lane)."""
+def test_the_answers_are_the_same_with_and_without_middleware(message: dict[str, Any]) -> None:
+    """The same request with and without a middleware."""
     seen: list[str] = []
-    lean = asyncio.run(_answer(_server(), message))
+    bare = asyncio.run(_answer(_server(), message))
     general = asyncio.run(_answer(_server(True, seen), message))
-    assert seen == [message["method"]]  # the middleware ran: the general lane
-    if "result" in lean and lean["result"].get("resultType") == "input_required":
+    assert seen == [message["method"]]  # the middleware ran
+    if "result" in bare and bare["result"].get("resultType") == "input_required":
         # The sealed state differs per seal; its presence and shape do not.
-        assert set(lean["result"]) == set(general["result"]) == {"resultType", "requestState", "_meta"}
+        assert set(bare["result"]) == set(general["result"]) == {"resultType", "requestState", "_meta"}
         return
     # The same bytes on the wire: the same keys in the same order.
-    assert orjson.dumps(_strip_refs(lean)) == orjson.dumps(_strip_refs(general))
+    assert orjson.dumps(_strip_refs(bare)) == orjson.dumps(_strip_refs(general))
 
-
-def test_the_lean_lane_builds_no_context(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The plain prompt, resource and template run without a Context; one that asks for
-    it, or a request under middleware, gets one."""
-    counting = _Counting(monkeypatch)
-    server = _server()
-
-    async def run(*messages: dict[str, Any]) -> list[dict[str, Any]]:
-        return [await _answer(server, m) for m in messages]
-
-    answers = asyncio.run(run(_prompt("greet", {"name": "Ada"}), _read("docs://readme"), _read("file:///x")))
-    assert all("result" in a for a in answers)
-    assert counting.made == 0
-    asyncio.run(run(_prompt("pctx", {"name": "x"}), _read("docs://ctx"), _read("ctx://k")))
-    assert counting.made == 3
-    asyncio.run(_answer(_server(True), _prompt("greet", {"name": "Ada"})))
-    assert counting.made == 4
-
-
-def test_lean_answers_are_the_documented_shapes() -> None:
-    """PROMPT/RES results and CACHE-01 hints, as the general lane gave them before."""
+def test_answers_are_the_documented_shapes() -> None:
+    """PROMPT/RES results and CACHE-01 hints."""
     server = _server()
     info = {"io.modelcontextprotocol/serverInfo": server.info}
 
@@ -252,7 +214,7 @@ def test_lean_answers_are_the_documented_shapes() -> None:
 
 
 def test_the_context_of_a_found_template_is_the_request_s() -> None:
-    """A template taking a Context, found by the lane, sees its own request."""
+    """A template taking a Context sees its own request."""
     server = _server()
     message = _read("ctx://k")
     message["id"] = 41
@@ -264,7 +226,7 @@ def test_the_context_of_a_found_template_is_the_request_s() -> None:
     assert answer["result"]["messages"][0]["content"]["text"] == "p:42:prompts/get"
 
 
-def test_subject_scopes_cache_hints_in_both_lanes() -> None:
+def test_a_subject_scopes_cache_hints_with_and_without_middleware() -> None:
     """CACHE-07: an authenticated answer is private unless the server said otherwise."""
 
     class Subject(NoIO):
@@ -291,7 +253,7 @@ def test_subject_scopes_cache_hints_in_both_lanes() -> None:
     assert (shared["result"]["ttlMs"], shared["result"]["cacheScope"]) == (60_000, "public")
 
 
-def test_log_forwarding_takes_the_general_lane_and_forwards() -> None:
+def test_log_forwarding_forwards_a_handler_s_records() -> None:
     """A request with a log level on a forwarding server still gets its notifications."""
     server = Server("lane4", "1.0.0", forward_logs=True)
 
@@ -321,7 +283,7 @@ def test_log_forwarding_takes_the_general_lane_and_forwards() -> None:
     assert len(got) == 2  # no log level asked: nothing forwarded
 
 
-def test_mrtr_rounds_take_the_general_lane() -> None:
+def test_mrtr_rounds_resume() -> None:
     """A request carrying inputResponses or requestState is checked as before."""
     server = _server()
     bad = asyncio.run(_answer(server, _prompt("greet", {"name": "x"}, inputResponses=[1])))
@@ -330,8 +292,8 @@ def test_mrtr_rounds_take_the_general_lane() -> None:
     assert bad["error"] == {"code": -32602, "message": "Invalid or expired requestState"}
 
 
-def test_a_state_from_the_lean_lane_resumes_the_request() -> None:
-    """MRTR-11: the requestState a lean-lane request returned is bound to it."""
+def test_a_state_from_a_first_round_resumes_the_request() -> None:
+    """MRTR-11: the requestState a first round returned is bound to its request."""
     server = Server("lane4", "1.0.0")
     rounds: list[int] = []
 
@@ -390,7 +352,7 @@ async def _many(server: Server, messages: list[dict[str, Any]]) -> list[dict[str
 
 @pytest.mark.parametrize("with_middleware", [False, True])
 @pytest.mark.parametrize("kind", ["prompt", "resource", "template"])
-def test_cancellation_propagates_in_both_lanes(with_middleware: bool, kind: str) -> None:
+def test_cancellation_propagates_with_and_without_middleware(with_middleware: bool, kind: str) -> None:
     """A cancelled request raises CancelledError out of execute and has no response."""
     server = _server(with_middleware)
 
@@ -424,7 +386,8 @@ def test_cancellation_propagates_in_both_lanes(with_middleware: bool, kind: str)
 
 
 def test_internal_errors_are_logged_alike(caplog: pytest.LogCaptureFixture) -> None:
-    """The masked -32603 of a failing prompt or resource logs its reference, in both lanes."""
+    """The masked -32603 of a failing prompt or resource logs its reference, with and
+    without middleware."""
     for with_middleware in (False, True):
         caplog.clear()
         server = _server(with_middleware)
@@ -438,7 +401,7 @@ def test_internal_errors_are_logged_alike(caplog: pytest.LogCaptureFixture) -> N
         assert "secret detail" in str(records[0].exc_info[1])
 
 
-# -- positional calls (the tools/call lane) ------------------------------------------
+# -- tools of every parameter kind ----------------------------------------------------
 
 
 def prefix(ctx: Context) -> str:
@@ -496,7 +459,7 @@ POSITIONAL_CASES: list[tuple[str, Any]] = [
     ("kwonly", {"a": 1, "c": "z"}),
     ("kwonly", {"a": 1, "b": 9, "c": "z"}),
     ("kwonly", {"a": 1}),  # missing keyword-only: isError
-    ("posonly", {"a": 1}),  # positional-only: passed by name in both lanes, as before
+    ("posonly", {"a": 1}),  # positional-only
     ("posonly", {"a": 1, "b": 2}),
     ("with_ctx", {"a": 1, "b": 2}),
     ("with_dep", {"a": 1}),
@@ -507,30 +470,10 @@ POSITIONAL_CASES: list[tuple[str, Any]] = [
 
 
 @pytest.mark.parametrize(("name", "arguments"), POSITIONAL_CASES)
-def test_positional_and_keyword_calls_answer_alike(name: str, arguments: Any) -> None:
-    """The lean lane's positional call gives what the general lane's keywords give."""
+def test_tools_of_every_parameter_kind_answer_alike_with_and_without_middleware(name: str, arguments: Any) -> None:
+    """Defaults, keyword-only and positional-only parameters, a Context, a dependency."""
     message = _request("tools/call", {"name": name, "arguments": arguments})
-    lean = asyncio.run(_answer(_tools_server(), message))
+    bare = asyncio.run(_answer(_tools_server(), message))
     general = asyncio.run(_answer(_tools_server(True), message))
-    assert _strip_refs(lean) == _strip_refs(general)
+    assert _strip_refs(bare) == _strip_refs(general)
     assert message["params"]["arguments"] == arguments  # the request is never changed
-
-
-def test_positional_calls_are_chosen_at_registration() -> None:
-    """Only a plain async or inline tool whose parameters are all arguments, in order."""
-    server = _tools_server()
-    tools = server.tools
-    assert tools["defaults"].positional is not None
-    assert tools["inline_defaults"].positional is not None
-    assert tools["posonly"].positional is None  # keeps the keyword call it always had
-    assert tools["listy"].positional is not None  # list[int] is a simple hint too
-    for name in ("kwonly", "with_ctx", "with_dep"):
-        assert tools[name].positional is None, name
-
-    @server.tool
-    def threaded(a: int) -> int:
-        return a
-
-    assert server.tools["threaded"].positional is None  # a worker thread takes keywords
-    answer = asyncio.run(_answer(server, _request("tools/call", {"name": "defaults", "arguments": {"a": 1}})))
-    assert answer["result"]["content"] == [{"type": "text", "text": "1|b|1.5|False|None"}]

@@ -1,8 +1,7 @@
-"""Issue 18, core lane: a `tools/call` of a plain tool runs without a Context or the
-`Invocable.invoke` frame when nothing else needs them (no middleware, no back channel,
-no MRTR round, no log forwarding, no load shedding). These tests pin that both lanes
-give the same answers: results, TOOL-08 isError results, protocol errors, MRTR
-answers and cancellation, with and without middleware (which forces the general lane).
+"""`tools/call` through the request path (`server/_dispatch.py`, `server/_invoke.py`):
+the same answers with and without middleware around it (results, TOOL-08 isError
+results, protocol errors, MRTR answers), the documented result shapes, the request's
+arguments left as they came, cancellation, log forwarding, and `Prepared.meta`.
 """
 
 from __future__ import annotations
@@ -137,20 +136,20 @@ CASES: list[tuple[str, Any]] = [
 
 
 @pytest.mark.parametrize(("name", "arguments"), CASES)
-def test_lean_and_general_lanes_answer_alike(name: str, arguments: Any) -> None:
+def test_the_answers_are_the_same_with_and_without_middleware(name: str, arguments: Any) -> None:
     """TOOL-06/08, MRTR-02: the same request, with and without middleware."""
     seen: list[str] = []
-    lean = asyncio.run(_answer(_server(False), _call(name, arguments)))
+    bare = asyncio.run(_answer(_server(False), _call(name, arguments)))
     general = asyncio.run(_answer(_server(True, seen), _call(name, arguments)))
-    assert seen == ["tools/call"]  # the middleware ran: the general lane
-    if "result" in lean and lean["result"].get("resultType") == "input_required":
+    assert seen == ["tools/call"]  # the middleware ran
+    if "result" in bare and bare["result"].get("resultType") == "input_required":
         # The sealed state differs per seal; its presence and shape do not.
-        assert set(lean["result"]) == set(general["result"]) == {"resultType", "requestState", "_meta"}
+        assert set(bare["result"]) == set(general["result"]) == {"resultType", "requestState", "_meta"}
         return
-    assert _strip_refs(lean) == _strip_refs(general)
+    assert _strip_refs(bare) == _strip_refs(general)
 
 
-def test_lean_lane_results_are_the_documented_shapes() -> None:
+def test_results_are_the_documented_shapes() -> None:
     """TOOL-06: text, structured scalar output, isError, protocol error."""
     server = _server(False)
 
@@ -185,7 +184,7 @@ def test_arguments_of_the_request_are_not_changed() -> None:
 
 
 @pytest.mark.parametrize("with_middleware", [False, True])
-def test_cancellation_propagates_in_both_lanes(with_middleware: bool) -> None:
+def test_cancellation_propagates_with_and_without_middleware(with_middleware: bool) -> None:
     """A cancelled call raises CancelledError out of execute and has no response."""
     server = _server(with_middleware)
 
@@ -200,8 +199,9 @@ def test_cancellation_propagates_in_both_lanes(with_middleware: bool) -> None:
     asyncio.run(run())
 
 
-def test_log_level_and_mrtr_requests_take_the_general_lane() -> None:
-    """A request that needs its Context (log forwarding, an MRTR round) still gets one."""
+def test_logs_are_forwarded_and_malformed_input_responses_refused() -> None:
+    """LOG-02: a handler's log record reaches the request that asked for logs; MRTR-11:
+    malformed `inputResponses` are refused."""
     server = Server("lane", "1.0.0", forward_logs=True)
     got: list[dict[str, Any]] = []
 
