@@ -24,6 +24,10 @@ from starlette.routing import Mount, Route
 
 DOCUMENT = Path(__file__).resolve().parent / "fixtures" / "petstore" / "openapi.yaml"
 API_KEY = "special-key"
+# The document's operationIds, in its order.
+OPERATIONS = ["updatePet", "addPet", "findPetsByStatus", "findPetsByTags", "getPetById", "updatePetWithForm",
+              "deletePet", "uploadFile", "getInventory", "placeOrder", "getOrderById", "deleteOrder", "createUser",
+              "createUsersWithListInput", "loginUser", "logoutUser", "getUserByName", "updateUser", "deleteUser"]
 
 
 class Store:

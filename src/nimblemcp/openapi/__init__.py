@@ -73,7 +73,8 @@ def from_openapi(
     if base_url is None and (http is None or not str(http.base_url)):
         base_url = server_url(doc, where)
         if base_url is None:
-            raise ValueError("give base_url=: the document names no absolute server URL to call")
+            raise ValueError("the document names no absolute server URL to call: give base_url= "
+                             "(nimblemcp run: --base-url)")
     forward = forward_headers if callable(forward_headers) else tuple(h.lower() for h in forward_headers)
     upstream = Upstream(http, base_url, forward)
     return build_server(doc, upstream=upstream, routes=routes, names=names, uri_scheme=uri_scheme, name=name,

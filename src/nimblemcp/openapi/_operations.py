@@ -143,7 +143,7 @@ def _operation(document: Document, path: str, method: str, item: dict[str, Any],
 
 def tool_name(route: Route) -> str:
     """The operationId, else `method_path`, made a valid tool name."""
-    raw = route.operation_id or f"{route.method.lower()}_{route.path}"
+    raw = route.operation_id or f"{route.method.lower()}_{route.path.strip('/')}"
     name = _UNSAFE.sub("_", raw).strip("_")[:128]
     return name or route.method.lower()
 

@@ -168,6 +168,7 @@ class SchemaSet:
         name = self._names.get(ref)
         if name is None:
             target = self.document.pointer(ref)  # refused first if not local
+            self.document.resolve(target)  # and a chain of refs that ends in itself
             base = _DEF_NAME.sub("_", ref.rsplit("/", 1)[-1]) or "schema"
             name, n = base, 1
             while name in self.defs:
