@@ -297,6 +297,10 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.proxy": [
         "proxy",
     ],
+    "nimblemcp.sampling": [
+        "AnthropicSampler",
+        "OpenAISampler",
+    ],
     "nimblemcp.serving": [
         "asgi_app",
         "bare_asgi_app",
