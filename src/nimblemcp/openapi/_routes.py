@@ -63,6 +63,9 @@ GET_AS_RESOURCES: tuple[RouteMap, ...] = (
     RouteMap(kind="template", methods=["GET"], pattern=r"\{[^}]+\}"),
     RouteMap(kind="resource", methods=["GET"]),
 )
+"""Route maps serving GET operations as resources: with path parameters a resource
+template (`api://pets/{petId}`), without them a resource (`api://store/inventory`).
+`routes=[RouteMap(kind="exclude", tags={"admin"}), *GET_AS_RESOURCES]` adds your own first."""
 
 
 def kind_of(route: Route, maps: Sequence[RouteMap]) -> Kind:
