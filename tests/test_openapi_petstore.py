@@ -100,6 +100,11 @@ async def test_calls_reach_the_store_and_its_errors_come_back(petstore: str) -> 
                     ["content"][0]["text"] == "Pet deleted"
             else:  # the caller's client carries it
                 assert deleted["content"][0]["text"] == "Pet deleted"
+            # A path value stays in its segment: no climbing to another endpoint.
+            climb = await client.call_tool("getUserByName", {"username": ".."})
+            assert climb["isError"] is True and "'..' is not a value for a path parameter" in climb["content"][0]["text"]
+            slashed = await client.call_tool("getUserByName", {"username": "x/../../pet/1"})
+            assert slashed["content"][0]["text"] == "HTTP 404 Not Found from GET /api/v3/user/x%2F..%2F..%2Fpet%2F1: Not Found"
             gone = await client.call_tool("getPetById", {"petId": pet["id"]})
             assert gone["isError"] is True
             assert gone["content"][0]["text"] == (f"HTTP 404 Not Found from GET /api/v3/pet/{pet['id']}: "

@@ -75,8 +75,7 @@ def from_openapi(
         if base_url is None:
             raise ValueError("the document names no absolute server URL to call: give base_url= "
                              "(nimblemcp run: --base-url)")
-    forward = forward_headers if callable(forward_headers) else tuple(h.lower() for h in forward_headers)
-    upstream = Upstream(http, base_url, forward)
+    upstream = Upstream(http, base_url, _forwarding(forward_headers))
     return build_server(doc, upstream=upstream, routes=routes, names=names, uri_scheme=uri_scheme, name=name,
                         app_lifespan=None, server_options=server_options)
 
@@ -105,8 +104,7 @@ def from_fastapi(
     from nimblemcp.openapi._calls import DEFAULT_TIMEOUT, Upstream
 
     doc = app.openapi()
-    forward = forward_headers if callable(forward_headers) else tuple(h.lower() for h in forward_headers)
-    upstream = Upstream(None, None, forward, make=lambda: httpx.AsyncClient(
+    upstream = Upstream(None, None, _forwarding(forward_headers), make=lambda: httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://app", timeout=DEFAULT_TIMEOUT))
 
     @contextlib.asynccontextmanager
@@ -117,6 +115,11 @@ def from_fastapi(
     return build_server(doc, upstream=upstream, routes=routes, names=names, uri_scheme=uri_scheme,
                         name=name or str(doc.get("info", {}).get("title") or "fastapi"),
                         app_lifespan=app_lifespan, server_options=server_options)
+
+
+def _forwarding(given: Sequence[str] | HeaderSource) -> tuple[str, ...] | HeaderSource:
+    """Header names as the Context holds them (lowercase), or the caller's function."""
+    return given if callable(given) else tuple(name.lower() for name in given)
 
 
 @contextlib.asynccontextmanager

@@ -19,7 +19,7 @@ from urllib.parse import urljoin
 
 from nimblemcp.errors import SchemaRefused
 from nimblemcp.openapi._calls import OutputCheck, Upstream, contents, tool_result
-from nimblemcp.openapi._operations import Operation, read_operations
+from nimblemcp.openapi._operations import Operation, read_operations, success_response
 from nimblemcp.openapi._routes import RouteMap, kind_of
 from nimblemcp.openapi._spec import Document
 from nimblemcp.server._context import Context
@@ -59,8 +59,7 @@ def build_server(
     server_options: dict[str, Any],
 ) -> Server:
     document = Document(doc)
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    assert isinstance(info, dict)
+    info: dict[str, Any] = doc["info"] if isinstance(doc.get("info"), dict) else {}
     inner = server_options.pop("lifespan", None)
 
     @contextlib.asynccontextmanager
@@ -171,8 +170,6 @@ def _add_readable(server: Server, upstream: Upstream, op: Operation, scheme: str
 
 
 def _success_media(op: Operation) -> str | None:
-    from nimblemcp.openapi._operations import success_response
-
     response = success_response(dict(op.route.operation))
     content = response.get("content") if isinstance(response, dict) else None
     return next(iter(content), None) if isinstance(content, dict) and content else None

@@ -83,7 +83,10 @@ class Upstream:
                 continue
             value = arguments[arg.name]
             if arg.where == "path":
-                path = path.replace("{" + str(arg.key) + "}", quote(_simple(value, arg.explode), safe=""))
+                segment = _simple(value, arg.explode)
+                if segment in (".", ".."):  # would climb out of the operation's path
+                    raise ToolError(f"{arg.name}: {segment!r} is not a value for a path parameter")
+                path = path.replace("{" + str(arg.key) + "}", quote(segment, safe=""))
             elif arg.where == "query":
                 query.extend(_query(arg, value))
             elif arg.where == "header":
@@ -162,11 +165,16 @@ def _bounded(response: httpx.Response) -> str:
     return f"{body[:MAX_ERROR_TEXT]}... ({len(body) - MAX_ERROR_TEXT} more characters)"
 
 
+def _sent_to(response: httpx.Response) -> str:
+    """The request's method and path as sent (percent-encoded), without its query."""
+    request = response.request
+    return f"{request.method} {request.url.raw_path.decode('ascii').split('?', 1)[0]}"
+
+
 def _failed(response: httpx.Response) -> str:
     said = _bounded(response).strip()
-    request = response.request
-    return (f"HTTP {response.status_code} {response.reason_phrase} from {request.method} "
-            f"{request.url.path}" + (f": {said}" if said else ""))
+    return f"HTTP {response.status_code} {response.reason_phrase} from {_sent_to(response)}" + (
+        f": {said}" if said else "")
 
 
 def _media(response: httpx.Response) -> str:
@@ -195,7 +203,7 @@ def tool_result(op: Operation, response: httpx.Response, check: OutputCheck | No
     if op.output_schema is not None:
         why = "no JSON object" if not (is_json and isinstance(data, dict)) else (check(data) if check else None)
         if why is not None:
-            return ToolResult(f"{response.request.method} {response.request.url.path} answered HTTP {response.status_code} with a "
+            return ToolResult(f"{_sent_to(response)} answered HTTP {response.status_code} with a "
                               f"body that does not match its documented schema ({why}): {_bounded(response)}",
                               is_error=True)
         return ToolResult([text(response.text)], structured=data)
