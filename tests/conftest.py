@@ -19,7 +19,7 @@ from _redis import RedisServer, running
 PEER_MODULES = frozenset({
     "test_client_interop", "test_client_interop_everything", "test_examples_official_client",
     "test_interop_server_legacy", "test_interop_server_official", "test_interop_sse_2024",
-    "test_readme_peers",
+    "test_readme_peers", "test_openapi_interop",
 })
 
 

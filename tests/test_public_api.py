@@ -287,8 +287,19 @@ PUBLIC_API: dict[str, list[str]] = {
         "Tracing",
         "caller_of",
     ],
+    "nimblemcp.openapi": [
+        "GET_AS_RESOURCES",
+        "Route",
+        "RouteMap",
+        "from_fastapi",
+        "from_openapi",
+    ],
     "nimblemcp.proxy": [
         "proxy",
+    ],
+    "nimblemcp.sampling": [
+        "AnthropicSampler",
+        "OpenAISampler",
     ],
     "nimblemcp.serving": [
         "asgi_app",

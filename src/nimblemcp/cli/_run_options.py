@@ -53,4 +53,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                 "help": "the key's password (visible to other users here: prefer "
                                         "NIMBLEMCP_SSL_KEYFILE_PASSWORD or the config file)"}),
     ("--ssl-ca-certs", {"metavar": "PEM", "help": "require client certificates signed by these CAs"}),
+    ("--openapi", {"metavar": "URL_OR_FILE",
+                   "help": "serve the HTTP API an OpenAPI 3 document describes (instead of a target)"}),
+    ("--base-url", {"metavar": "URL", "help": "where --openapi's calls go (default: the document's server)"}),
+    ("--forward-headers", {"metavar": "H1,H2",
+                           "help": "headers of each MCP request passed on to the --openapi API"}),
 )

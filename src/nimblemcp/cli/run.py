@@ -67,6 +67,9 @@ class RunSettings:
     ssl_keyfile: str | None = None
     ssl_keyfile_password: str | None = None
     ssl_ca_certs: str | None = None
+    openapi: str | None = None
+    base_url: str | None = None
+    forward_headers: tuple[str, ...] = ()
 
     # -- sources -----------------------------------------------------------------------
 
@@ -202,7 +205,7 @@ def _coerce(name: str, value: Any) -> Any:
             return None if value in ("", "none") else int(value)
         if name in ("proxy_headers", "legacy_sse"):
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
-        if name in ("allowed_hosts", "allowed_origins", "state_keys"):
+        if name in ("allowed_hosts", "allowed_origins", "state_keys", "forward_headers"):
             items = value.split(",") if isinstance(value, str) else list(value)
             return tuple(s.strip() for s in items if str(s).strip())
         return str(value)
@@ -220,7 +223,7 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
 
     from nimblemcp.cli._run_options import BOOL, OPTIONS, SHORT
 
-    run.add_argument("target", help="path/to/server.py[:object] or package.module[:object]")
+    run.add_argument("target", nargs="?", help="path/to/server.py[:object] or package.module[:object]")
     shorts = {long: short for short, long in SHORT.items()}
     for flag, spec in OPTIONS:
         if spec.get("action") == BOOL:
@@ -241,7 +244,7 @@ def main(args: argparse.Namespace) -> None:
         from nimblemcp.transports.stdio import protect_stdout
 
         protect_stdout()
-    server = load_server(args.target)
+    server = _openapi_server(settings, args.target) if settings.openapi else load_server(_target(args.target))
     settings.server_settings().apply(server)
     if settings.transport == "stdio":  # its own default grace (2 s) unless one was given
         given = any(layer.get("shutdown_timeout") is not None for layer in (file_layer, env_layer, flags))
@@ -281,6 +284,25 @@ def main(args: argparse.Namespace) -> None:
         _serve_http(server, settings, worker, started)
     except CannotListen as exc:
         _fail(settings, f"{exc}; choose another port with --port (or NIMBLEMCP_PORT)")
+
+
+def _target(target: str | None) -> str:
+    if not target:
+        raise SystemExit("nimblemcp: run needs a server (path/to/server.py[:object]) or --openapi URL_OR_FILE")
+    return target
+
+
+def _openapi_server(settings: RunSettings, target: str | None) -> Server:
+    """The server of `--openapi`: the document's operations as tools."""
+    if target:
+        raise SystemExit(f"nimblemcp: give a server ({target}) or --openapi, not both")
+    from nimblemcp.server._server import Server
+
+    try:
+        return Server.from_openapi(settings.openapi, base_url=settings.base_url,
+                                   forward_headers=settings.forward_headers)
+    except (OSError, ValueError, ImportError) as exc:
+        raise SystemExit(f"nimblemcp: --openapi {settings.openapi}: {exc}") from None
 
 
 def _serve_http(server: Server, settings: RunSettings, worker: str | None,

@@ -772,3 +772,22 @@ class Server:
         from nimblemcp.serving import run
 
         run(self, transport, **options)
+
+    # -- servers made from an HTTP API -------------------------------------------------
+
+    @classmethod
+    def from_openapi(cls, spec: Any, *, base_url: str | None = None, http: Any = None, **options: Any) -> Server:
+        """A server whose tools call the HTTP API an OpenAPI 3.0/3.1 document (a dict, a
+        file or a URL) describes: `Server.from_openapi("openapi.yaml",
+        base_url="https://api.example.com")`. See `nimblemcp.openapi.from_openapi`."""
+        from nimblemcp.openapi import from_openapi
+
+        return from_openapi(spec, base_url=base_url, http=http, **options)
+
+    @classmethod
+    def from_fastapi(cls, app: Any, **options: Any) -> Server:
+        """A server whose tools call a FastAPI app in-process (over ASGI, no port):
+        `Server.from_fastapi(app)`. See `nimblemcp.openapi.from_fastapi`."""
+        from nimblemcp.openapi import from_fastapi
+
+        return from_fastapi(app, **options)
