@@ -131,7 +131,7 @@ class CatalogDiff:
         if not self.changes:
             return "no changes\n"
         counts = self.counts()
-        head = ", ".join(f"{n} {_LABEL[s].strip().lower()}" for s, n in counts.items() if n)
+        head = ", ".join(f"{n} {_COUNTED[s]}" for s, n in counts.items() if n)
         lines = [f"{len(self.changes)} change{'s' if len(self.changes) != 1 else ''}: {head}"]
         group: tuple[str | None, str, str] | None = None
         for change in self.changes:
@@ -157,6 +157,7 @@ class CatalogDiff:
 
 
 _LABEL = {"breaking": "BREAKING  ", "security": "SECURITY  ", "compatible": "compatible"}
+_COUNTED = {"breaking": "breaking", "security": "security-relevant", "compatible": "compatible"}
 
 
 def printable(text: str, *, keep_newlines: bool = False) -> str:

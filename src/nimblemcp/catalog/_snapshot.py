@@ -36,6 +36,7 @@ __all__ = [
     "SERVER_INFO_META",
     "Lockfile",
     "canonical",
+    "canonical_item",
     "digest",
     "dumps",
     "load_catalog",
@@ -96,6 +97,12 @@ def _sorted_items(key: str, items: Sequence[Any]) -> list[dict[str, Any]]:
         if isinstance(item, Mapping) and isinstance(item.get(by), str):
             kept.setdefault(item[by], _item(key, item))  # a duplicate: the first one counts
     return [kept[k] for k in sorted(kept)]
+
+
+def canonical_item(key: str, item: Mapping[str, Any]) -> dict[str, Any]:
+    """One item of the list `key` ("tools", "prompts", "resources", "resourceTemplates")
+    as a snapshot holds it."""
+    return _item(key, item)
 
 
 def _item(key: str, item: Mapping[str, Any]) -> dict[str, Any]:

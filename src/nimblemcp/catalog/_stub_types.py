@@ -206,6 +206,7 @@ def split_union(expr: str) -> list[str]:
 
 
 def _describe(schema: Mapping[str, Any]) -> str:
-    parts = [str(schema[k]) for k in ("title", "description")
-             if isinstance(schema.get(k), str) and schema[k].strip()]
-    return "\n\n".join(parts)
+    """A TypedDict's docstring: the schema's description (titles are mostly generated
+    names, `addOutput`, `Address`, and say nothing)."""
+    text = schema.get("description")
+    return text.strip() if isinstance(text, str) else ""

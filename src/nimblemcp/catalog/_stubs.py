@@ -269,8 +269,7 @@ def _param_doc(schema: Any, root: Mapping[str, Any], wire: str, param: str) -> s
     resolved, _ = resolve_ref(schema, root)
     text = ""
     if isinstance(resolved, Mapping):
-        text = _join(resolved.get("title") if resolved.get("title") != _titled(wire) else None,
-                     resolved.get("description"), None)
+        text = _join(resolved.get("description"), None)
         if "default" in resolved:
             from json import dumps
 
@@ -278,11 +277,6 @@ def _param_doc(schema: Any, root: Mapping[str, Any], wire: str, param: str) -> s
     if wire != param:
         text += (" " if text else "") + f"(sent as {wire!r})"
     return text
-
-
-def _titled(wire: str) -> str:
-    """The title pydantic gives a field by itself (`city_name` -> `City Name`)."""
-    return " ".join(w.capitalize() for w in wire.split("_"))
 
 
 def _with_sections(doc: str, args: list[tuple[str, str]], returns: str | None) -> str:

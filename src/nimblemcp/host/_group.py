@@ -26,6 +26,8 @@ when a server answers 401, so giving every remote server one is safe:
                      if "clientId" in ids else ())
 
 `client_options` are passed to every `Client` (`log_level`, `timeout`, `tasks`, ...).
+`pinning` pins every server's catalog (`_pins`): a changed catalog is reviewed before
+any changed tool is offered or called.
 Uses only the public Client API; transports are imported when a server is built.
 """
 
@@ -43,9 +45,10 @@ from nimblemcp._loop import maybe_await
 from nimblemcp.client import Client
 from nimblemcp.errors import ServerUnavailable, TransportError, UnknownName
 
-from ._catalog import Catalog, NameScheme
+from ._catalog import Catalog, NameScheme, ServerLists
 from ._config import ServerConfig, load_config
-from ._events import EventStream, HostEvent, ServerState
+from ._events import EventKind, EventStream, HostEvent, ServerState
+from ._pins import CatalogChange, PinGate, Pinning, snapshot_of
 from ._policy import AnnotationPolicy, Confirm, ToolCall, ToolPolicy, decide
 from ._supervisor import ServerSupervisor, Supervision
 
@@ -76,6 +79,7 @@ class ClientGroup:
         on_progress: ProgressHook | None = None,
         auth: AuthFactory | None = None,
         client_options: Mapping[str, Any] | None = None,
+        pinning: Pinning | None = None,
     ) -> None:
         """Servers by name (usually from `ClientGroup.from_config("mcp.json")`), and the
         host's hooks:
@@ -88,7 +92,8 @@ class ClientGroup:
         - `on_elicit`, `on_sample`, `on_roots`: `(server, params) -> answer`;
         - `on_log(server, params)`, `on_progress(server, tool, progress, total, message)`;
         - `auth(config)`: an `httpx.Auth` (e.g. `OAuth(...)`) per remote server;
-        - `client_options`: keywords for every `Client` (`timeout`, `tasks`, ...).
+        - `client_options`: keywords for every `Client` (`timeout`, `tasks`, ...);
+        - `pinning`: review changed catalogs against their pins (`Pinning(...)`).
 
             group = ClientGroup(load_config("mcp.json"), confirm=ask_user)
             async with group:
@@ -106,6 +111,7 @@ class ClientGroup:
         self.auth = auth
         self.client_options = dict(client_options or {})
         self.catalog = Catalog(scheme=self.scheme)
+        self._pins = PinGate(pinning, self._pin_decided) if pinning is not None else None
         self._servers: dict[str, ServerSupervisor] = {}
         for name, config in (servers or {}).items():
             self._servers[name] = self._supervisor(
@@ -118,7 +124,13 @@ class ClientGroup:
         cls, source: str | os.PathLike[str] | Mapping[str, Any], *,
         variables: Mapping[str, str] | None = None, **options: Any,
     ) -> ClientGroup:
-        """A group for the servers of an `mcp.json` (path or parsed object)."""
+        """A group for the servers of an `mcp.json` (path or parsed object); a `pinning`
+        without a lockfile keeps its pins beside the file (`mcp.lock.json`)."""
+        pinning = options.get("pinning")
+        if isinstance(pinning, Pinning) and pinning.lockfile is None and not isinstance(source, Mapping):
+            from nimblemcp.catalog._snapshot import lock_path_for
+
+            options["pinning"] = replace(pinning, lockfile=lock_path_for(source))
         return cls(load_config(source, variables=variables), **options)
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -143,11 +155,15 @@ class ClientGroup:
     async def wait_settled(self) -> None:
         """Wait until every enabled server has finished its first attempt."""
         await asyncio.gather(*(s.settled.wait() for s in self._servers.values()))
+        if self._pins is not None:
+            await self._pins.settled()
 
     async def close(self) -> None:
         """Stop supervising and close every client (in parallel)."""
         self._running = False
         await asyncio.gather(*(s.stop() for s in self._servers.values()))
+        if self._pins is not None:
+            await self._pins.close()
         for stream in list(self._streams):
             stream.end()
 
@@ -182,6 +198,18 @@ class ClientGroup:
     def servers(self) -> dict[str, ServerConfig]:
         return {name: s.config for name, s in self._servers.items()}
 
+    def snapshot(self, server: str) -> dict[str, Any]:
+        """The canonical catalog of a connected server, as `nimblemcp snapshot` writes it
+        (from what the group holds; no request is sent)."""
+        supervisor, client = self._live(server)
+        return snapshot_of(client, supervisor.lists)
+
+    @property
+    def held_changes(self) -> dict[str, CatalogChange]:
+        """With `pinning`: the catalog changes kept out of the catalog now (waiting for
+        a decision, or refused), by server."""
+        return dict(self._pins.held) if self._pins is not None else {}
+
     def client(self, server: str) -> Client:
         """The live Client of a connected server (for anything the group does not wrap)."""
         return self._live(server)[1]
@@ -195,10 +223,34 @@ class ClientGroup:
             stream.put(event)
 
     def _rebuild(self) -> None:
-        self.catalog = Catalog(
-            {name: s.lists for name, s in self._servers.items() if s.live is not None},
-            self.scheme,
-        )
+        lists = {name: s.lists for name, s in self._servers.items() if s.live is not None}
+        if self._pins is not None:
+            lists = self._pinned(lists)
+        self.catalog = Catalog(lists, self.scheme)
+
+    def _pinned(self, lists: dict[str, ServerLists]) -> dict[str, ServerLists]:
+        """Each server's items that its pin (or a decision) lets the catalog offer."""
+        assert self._pins is not None
+        shown: dict[str, ServerLists] = {}
+        for name, found in lists.items():
+            client = self._servers[name].live
+            assert client is not None
+            visible = self._pins.visible(name, snapshot_of(client, found), found)
+            if visible is not None:
+                shown[name] = visible
+        return shown
+
+    def _pin_decided(self, server: str, change: CatalogChange, accepted: bool) -> None:
+        self._rebuild()
+        if accepted:  # the catalog now offers what was held back
+            kinds = {c.kind for c in change.diff.changes}
+            events: tuple[tuple[str, EventKind], ...] = (
+                ("tool", "tools_changed"), ("prompt", "prompts_changed"))
+            for kind, event in events:
+                if kind in kinds:
+                    self._emit(HostEvent(server, event))
+            if kinds & {"resource", "template"}:
+                self._emit(HostEvent(server, "resources_changed"))
 
     def _state_changed(self, server: ServerSupervisor) -> None:
         if self._servers.get(server.name) is server:
@@ -280,7 +332,8 @@ class ClientGroup:
         after the policy (and the user) allowed it; keywords go to `Client.call_tool`."""
         item = self.catalog.tool(name)
         if item is None:
-            raise UnknownName(f"no tool named {name!r} in the catalog")
+            held = self._pins.why_missing(name) if self._pins is not None else None
+            raise UnknownName(held or f"no tool named {name!r} in the catalog")
         server, client = self._live(item.server)
         args = dict(arguments or {})
         await decide(ToolCall(item.server, item.original, item.name, args, item.definition),
@@ -299,7 +352,8 @@ class ClientGroup:
         """Get a catalog prompt (`docs__review_brief`, or `docs.review_brief`) from its server."""
         item = self.catalog.prompt(name)
         if item is None:
-            raise UnknownName(f"no prompt named {name!r} in the catalog")
+            held = self._pins.why_missing(name) if self._pins is not None else None
+            raise UnknownName(held or f"no prompt named {name!r} in the catalog")
         server, client = self._live(item.server)
         try:
             return await client.get_prompt(item.original, arguments, **kw)
