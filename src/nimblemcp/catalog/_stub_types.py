@@ -8,8 +8,8 @@
     allOf of objects -> one TypedDict with every member's properties; other allOf -> Any
     local $ref -> the TypedDict of the definition (recursive ones included)
 
-A TypedDict is written once per distinct schema and named after where it was met
-(`SearchFilters`, a `$defs` key); required properties are plain fields, the others
+A TypedDict is written once per place and schema, named after where it was met
+(`SearchDocsResult`, `PlaceOrderShipTo`) or after its `$defs` key (`Address`, shared); required properties are plain fields, the others
 `NotRequired`. Keys that are not identifiers use the functional syntax. Anything else
 (a remote `$ref`, `not`, conditionals) is `Any`. Pure functions and one class; imports
 nothing from nimblemcp but its siblings.
@@ -139,7 +139,10 @@ class TypeWriter:
             if isinstance(extra, Mapping) and extra:
                 return f"dict[str, {self.type_of(extra, root, hint + 'Value')}]"
             return f"dict[str, {self._any()}]"
-        key = json.dumps(schema, sort_keys=True)
+        # one TypedDict per place (a tool's result, an argument) or per `$defs` name
+        # with the same schema: `search_docs` gets its own result type even when it
+        # looks like `list_docs`'s, two tools that share a definition share its type
+        key = hint + "\n" + json.dumps(schema, sort_keys=True)
         if key in self._by_schema:
             return self._by_schema[key]
         name = self.names.claim(hint)

@@ -22,11 +22,12 @@ Pure text generation; imports nothing from nimblemcp but its siblings.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from ._snapshot import digest
+from ._snapshot import digest, dumps
 from ._stub_text import SHADOWED, Names, class_name, docstring, identifier, literal
 from ._stub_types import TypeWriter
 
@@ -40,7 +41,9 @@ _EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")
 def generate_stubs(snapshot: Mapping[str, Any], *, name: str | None = None) -> str:
     """The source of a module with a typed client class for the catalog in `snapshot`;
     `name` is the class's name (default: made from the server's name)."""
-    return _Module(snapshot, name).source()
+    # through its canonical text: a live snapshot (the server's key order) and the same
+    # catalog read back from a lockfile (sorted keys) are one input
+    return _Module(json.loads(dumps(snapshot)), name).source()
 
 
 class _Method:
