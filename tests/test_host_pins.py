@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -199,3 +200,49 @@ async def test_pins_without_a_file_live_as_long_as_the_group(world: dict[str, Pa
     async with ClientGroup.from_config(world["config"], pinning=writeless) as group:
         assert "notes__read_notes" in names(group)
     assert not world["lock"].exists()
+
+
+def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nimblemcp", *args], input=stdin, capture_output=True,
+                          text=True, timeout=180)
+
+
+def test_the_config_commands_honour_the_pins(world: dict[str, Path]) -> None:
+    config = str(world["config"])
+    # without a lockfile nothing is pinned (and nothing written)
+    assert "notes.read_notes" in cli("tools", "--config", config).stdout
+    assert not world["lock"].exists()
+    pinned = cli("snapshot", "--config", config, "--write-lock")
+    assert pinned.returncode == 0 and "notes: pinned" in pinned.stderr, pinned.stderr
+    assert world["lock"].exists()
+    assert cli("diff", "--config", config).returncode == 0
+
+    world["text"].write_text(HOSTILE)
+    listed = cli("tools", "--config", config)
+    assert listed.returncode == 0, listed.stderr
+    assert "notes.rug_pull" in listed.stdout and "notes.read_notes" not in listed.stdout
+    assert "notes: its catalog changed since it was pinned (1 security-relevant)" in listed.stderr
+    assert f"nimblemcp diff --config {config} notes" in listed.stderr
+    review = cli("diff", "--config", config, "--json")
+    assert review.returncode == 4
+    assert [(c["server"], c["code"]) for c in json.loads(review.stdout)["changes"]] == [
+        ("notes", "description-changed")]
+
+    before = world["lock"].read_bytes()
+    refused = cli("call", "--config", config, "notes.read_notes", stdin="n\n")
+    assert refused.returncode == 1
+    assert HOSTILE in refused.stderr and "[y/N]" in refused.stderr  # the diff, then the question
+    assert "was refused" in refused.stderr
+    assert world["lock"].read_bytes() == before
+
+    accepted = cli("call", "--config", config, "notes.read_notes", stdin="y\n")
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stdout.strip() == "the notes"
+    assert cli("diff", "--config", config).returncode == 0  # the pin now says what was accepted
+    assert "notes.read_notes" in cli("tools", "--config", config).stdout
+
+    world["text"].write_text(ORIGINAL)
+    updated = cli("snapshot", "--config", config, "notes", "--write-lock")
+    assert updated.returncode == 0
+    assert "notes: pin updated, accepting:" in updated.stderr and "SECURITY" in updated.stderr
+    assert cli("diff", "--config", config, "notes").returncode == 0

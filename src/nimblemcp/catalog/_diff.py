@@ -150,7 +150,7 @@ class CatalogDiff:
                 for sign, text in (("-", change.old), ("+", change.new)):
                     if text is None:
                         continue
-                    shown = text if isinstance(text, str) else json.dumps(text, ensure_ascii=True)
+                    shown = text.rstrip("\n") if isinstance(text, str) else json.dumps(text, ensure_ascii=True)
                     for row in printable(shown, keep_newlines=True).split("\n"):
                         lines.append(f"      {sign} {row}")
         return "\n".join(lines) + "\n"

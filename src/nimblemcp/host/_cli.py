@@ -8,7 +8,8 @@
 get, so the `nimblemcp` CLI can hand any command carrying `--config` to it. The work
 itself is in the async functions `list_all`, `call_one` and `listen_all` (text out), for
 other front ends. `call` asks in the terminal before a risky tool (see `_policy`) unless
-`--yes`; elicitation questions are answered in the terminal too.
+`--yes`; elicitation questions are answered in the terminal too. A lockfile beside the
+mcp.json pins the servers' catalogs (`_cli_pins`).
 Imports the host group; must not import the server.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from nimblemcp.errors import ConfigError, McpError
 
+from ._cli_pins import held_notes, pinning_for, terminal_review
 from ._events import HostEvent
 from ._group import ClientGroup
 from ._policy import ToolCall, allow_all
@@ -35,6 +37,7 @@ __all__ = ["call_one", "list_all", "listen_all", "main"]
 def _group(config: str, timeout: float, variables: Mapping[str, str] | None,
            **options: Any) -> ClientGroup:
     supervision = Supervision(connect_timeout=timeout, reconnect=False, listen=False)
+    options.setdefault("pinning", pinning_for(config))
     return ClientGroup.from_config(config, variables=variables, supervision=supervision,
                                    **options)
 
@@ -45,6 +48,8 @@ async def list_all(
 ) -> tuple[str, int]:
     """Every server's status and tools; the exit code is 1 when a server failed."""
     async with _group(config, timeout, variables) as group:
+        for note in held_notes(group, config):
+            print(note, file=sys.stderr)
         states = group.states
         catalog = group.catalog
         if as_json:
@@ -78,7 +83,10 @@ async def call_one(
     """Call `SERVER.TOOL` (or a catalog name); the result's text and an exit code."""
     server = name.partition(".")[0]
     async with _group(config, timeout, variables, confirm=confirm, on_elicit=elicit,
-                      policy=allow_all if assume_yes else None) as group:
+                      policy=allow_all if assume_yes else None,
+                      pinning=pinning_for(config, terminal_review(config, server))) as group:
+        for note in held_notes(group, config):
+            print(note, file=sys.stderr)
         state = group.states.get(server)
         if state is not None and state.status != "connected":
             return f"server {server!r} is {state.status}: {state.error}", 1
@@ -109,7 +117,7 @@ async def listen_all(
     variables: Mapping[str, str] | None = None,
 ) -> int:
     """Print every server's events (status, list changes, logs) until `seconds` or Ctrl-C."""
-    group = ClientGroup.from_config(config, variables=variables,
+    group = ClientGroup.from_config(config, variables=variables, pinning=pinning_for(config),
                                     supervision=Supervision(connect_timeout=timeout))
     async with group.events() as events:
         await group.start()
