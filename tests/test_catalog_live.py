@@ -220,3 +220,29 @@ def test_stubs_from_a_lockfile_are_the_bytes_from_the_live_server(peers: dict[st
     again = nimblemcp("stubs", str(lock))
     assert again.returncode == 0, again.stderr
     assert again.stdout == generated["official/stdio"].read_text()
+
+
+def test_the_pins_of_an_mcp_json_are_the_snapshots_of_its_servers(peers: dict[str, Peer],
+                                                                  tmp_path: Path) -> None:
+    """`--config` reaches each server as a `ClientGroup` does; what it pins (from the
+    group's own lists) is byte for byte what `snapshot TARGET` prints, for every library
+    and both transports, so a host never sees a change that is not there."""
+    servers: dict[str, Any] = {}
+    for name, peer in peers.items():
+        servers[f"{name}_http"] = {"type": "http", "url": peer.url}
+        command = peer.client_target
+        servers[f"{name}_stdio"] = {"command": command[0], "args": command[1:]}
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": servers}))
+    pinned = nimblemcp("snapshot", "--config", str(config), "--write-lock")
+    assert pinned.returncode == 0, pinned.stderr
+    lock = json.loads((tmp_path / "mcp.lock.json").read_text())["servers"]
+    assert set(lock) == set(servers)
+    for name, peer in peers.items():
+        direct = nimblemcp("snapshot", peer.url).stdout
+        for transport in ("http", "stdio"):
+            one = nimblemcp("snapshot", "--config", str(config), f"{name}_{transport}")
+            assert one.stdout == direct, (name, transport)
+            assert json.loads(direct) == lock[f"{name}_{transport}"]["catalog"]
+    again = nimblemcp("diff", "--config", str(config))
+    assert again.returncode == 0 and again.stdout == "no changes\n", again.stdout + again.stderr
