@@ -246,3 +246,27 @@ def test_the_config_commands_honour_the_pins(world: dict[str, Path]) -> None:
     assert updated.returncode == 0
     assert "notes: pin updated, accepting:" in updated.stderr and "SECURITY" in updated.stderr
     assert cli("diff", "--config", config, "notes").returncode == 0
+
+
+async def test_an_edited_lockfile_is_refused_and_others_pins_are_kept(world: dict[str, Path]) -> None:
+    from nimblemcp.catalog import Lockfile
+    from nimblemcp.errors import ConfigError
+
+    async with ClientGroup.from_config(world["config"], pinning=Pinning()):
+        pass
+    # meanwhile another host pins a server of its own in the same file
+    other = Lockfile.load(world["lock"])
+    other.set("elsewhere", load_catalog(world["lock"])[1]["notes"])
+    other.save()
+    world["text"].write_text(HOSTILE)
+    async with ClientGroup.from_config(world["config"], pinning=Pinning(policy=lambda c: "accept")):
+        pass
+    _, pins = load_catalog(world["lock"])
+    assert set(pins) == {"notes", "elsewhere"}  # the accepted change did not drop it
+    assert pins["notes"]["tools"][0]["description"] == HOSTILE
+    # a pin edited by hand no longer matches its hash: the group refuses to start unpinned
+    data = json.loads(world["lock"].read_text())
+    data["servers"]["notes"]["catalog"]["tools"][0]["description"] = ORIGINAL
+    world["lock"].write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="does not match its sha256"):
+        ClientGroup.from_config(world["config"], pinning=Pinning())

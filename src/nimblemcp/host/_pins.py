@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from nimblemcp.catalog._diff import CatalogDiff, Change, diff_catalogs
 from nimblemcp.catalog._snapshot import LISTS, Lockfile, canonical, canonical_item, digest
+from nimblemcp.errors import ConfigError
 
 from ._catalog import ServerLists
 
@@ -136,7 +137,11 @@ class PinGate:
 
     def __init__(self, pinning: Pinning, on_decided: Callable[[str, CatalogChange, bool], None]) -> None:
         self.pinning = pinning
-        self.lock = Lockfile.load(pinning.lockfile) if pinning.lockfile is not None else Lockfile()
+        try:
+            self.lock = Lockfile.load(pinning.lockfile) if pinning.lockfile is not None else Lockfile()
+        except ValueError as exc:  # unreadable or edited by hand: never run unpinned silently
+            raise ConfigError(f"{exc}; fix or remove it (`nimblemcp snapshot --config ... "
+                              "--write-lock` pins the servers again)") from None
         self._on_decided = on_decided
         self._refused: dict[str, str] = {}  # server -> digest of the refused catalog
         self._pending: dict[str, tuple[str, asyncio.Task[None]]] = {}
@@ -174,16 +179,23 @@ class PinGate:
         if accepted:
             self.lock.set(change.server, change.current)
             if self.pinning.write and self.lock.path is not None:
-                try:
-                    self.lock.save()
-                except OSError as exc:
-                    logger.warning("could not write %s: %s (the pin is kept in memory)",
-                                   self.lock.path, exc)
+                self._save(change.server, change.current)
             self.held.pop(change.server, None)
         else:
             self._refused[change.server] = key
         logger.info("server %s: catalog change %s", change.server, "accepted" if accepted else "refused")
         self._on_decided(change.server, change, accepted)
+
+    def _save(self, server: str, snapshot: Mapping[str, Any]) -> None:
+        """This server's pin into the file as it is now (another host or a `snapshot
+        --write-lock` may have pinned other servers since it was read)."""
+        assert self.lock.path is not None
+        try:
+            on_disk = Lockfile.load(self.lock.path)
+            on_disk.set(server, snapshot)
+            on_disk.save()
+        except (OSError, ValueError) as exc:
+            logger.warning("could not write %s: %s (the pin is kept in memory)", self.lock.path, exc)
 
     async def _decide(self, change: CatalogChange) -> bool:
         decision = self.pinning.policy(change)
