@@ -216,12 +216,13 @@ class PinGate:
         return bool(answer)
 
     async def settled(self) -> None:
-        """Wait for the reviews under way (the first decisions when a group starts)."""
+        """Wait for the reviews under way (the first decisions when a group starts); a
+        wait that is cancelled (a start-up deadline) leaves the reviews running."""
         while True:
             tasks = [task for _, task in self._pending.values() if not task.done()]
             if not tasks:
                 return
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.wait(tasks)
 
     async def close(self) -> None:
         for _, task in self._pending.values():
