@@ -35,6 +35,9 @@ __all__ = ["generate_stubs"]
 
 _INDENT = "    "
 _BODY = _INDENT * 2
+_WIDTH = 99
+# Where a body's arguments object goes: NUL, which no identifier or `ascii()` literal holds.
+_ARGS = "\x00"
 _EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")
 
 
@@ -47,16 +50,33 @@ def generate_stubs(snapshot: Mapping[str, Any], *, name: str | None = None) -> s
 
 
 class _Method:
-    def __init__(self, name: str, params: list[str], returns: str, doc: str, body: str) -> None:
-        self.name, self.params, self.returns, self.doc, self.body = name, params, returns, doc, body
+    """One generated method. Its `body` is one statement where `_ARGS` stands for the
+    arguments object built from `pairs` (wire name, parameter): written inline when the
+    line fits, else first as a local `_arguments`, one key a line."""
+
+    def __init__(self, name: str, params: list[str], returns: str, doc: str, body: str,
+                 pairs: list[tuple[str, str]] | None = None) -> None:
+        self.name, self.params, self.returns, self.doc = name, params, returns, doc
+        self.body, self.pairs = body, pairs
 
     def source(self) -> str:
         params = ", ".join(["self", *(["*", *self.params] if self.params else [])])
         head = f"{_INDENT}async def {self.name}({params}) -> {self.returns}:"
-        if len(head) > 99 and self.params:
+        if len(head) > _WIDTH and self.params:
             head = f"{_INDENT}async def {self.name}(\n" + "".join(
                 f"{_BODY}{p},\n" for p in ["self", "*", *self.params]) + f"{_INDENT}) -> {self.returns}:"
-        return f"{head}\n{_BODY}{docstring(self.doc, _BODY)}\n{_BODY}{self.body}\n"
+        return f"{head}\n{_BODY}{docstring(self.doc, _BODY)}\n{self._body()}\n"
+
+    def _body(self) -> str:
+        if self.pairs is None:
+            return _BODY + self.body
+        inline = "{" + ", ".join(f"{literal(k)}: {v}" for k, v in self.pairs) + "}"
+        line = _BODY + self.body.replace(_ARGS, inline)
+        if len(line) <= _WIDTH:
+            return line
+        rows = "".join(f"{_BODY}{_INDENT}{literal(k)}: {v},\n" for k, v in self.pairs)
+        call = self.body.replace(_ARGS, "_arguments")
+        return f"{_BODY}_arguments = {{\n{rows}{_BODY}}}\n{_BODY}{call}"
 
 
 class _Module:
@@ -136,26 +156,30 @@ class _Module:
         name = self.method_names.claim(identifier(wire, "tool"))
         hint = class_name(name, "Tool")
         root = _mapping(tool.get("inputSchema"))
-        params, args_doc, arguments = self._arguments(root, hint)
+        params, args_doc, pairs = self._arguments(root, hint)
         doc = _join(tool.get("title") if tool.get("title") != tool.get("description") else None,
                     tool.get("description"), f"Calls the tool {wire!r}." if not tool.get("description") else None)
         output = tool.get("outputSchema")
         if isinstance(output, Mapping):
             returns = self.types.type_of(output, output, hint + "Result")
             self.typing.add("cast")
-            body = (f"return cast({literal(returns)}, await self._call_tool_structured("
-                    f"{literal(wire)}, {arguments}))")
+            body = (f"return cast({literal(returns)}, "
+                    f"await self._call_tool_structured({literal(wire)}, {_ARGS}))")
             returns_doc = "The tool's structured result; `ToolError` when the tool reports an error."
         else:
             self.runtime.add("CallToolResult")
             returns = "CallToolResult"
-            body = f"return await self._call_tool({literal(wire)}, {arguments})"
+            body = f"return await self._call_tool({literal(wire)}, {_ARGS})"
             returns_doc = None
-        return _Method(name, params, returns, _with_sections(doc, args_doc, returns_doc), body)
+        doc = _with_sections(doc, args_doc, returns_doc)
+        if isinstance(pairs, str):  # only `arguments`: any names (additionalProperties)
+            return _Method(name, params, returns, doc, body.replace(_ARGS, pairs))
+        return _Method(name, params, returns, doc, body, pairs)
 
     def _arguments(self, root: Mapping[str, Any], hint: str,
-                   ) -> tuple[list[str], list[tuple[str, str]], str]:
-        """Parameters, their docs, and the arguments object built from them."""
+                   ) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]] | str]:
+        """Parameters, their docs, and (wire name, parameter) pairs, or the expression of
+        the arguments object when the schema names no properties."""
         properties = _mapping(root.get("properties"))
         required = {r for r in root.get("required") or () if isinstance(r, str)}
         names = Names(SHADOWED)
@@ -182,7 +206,7 @@ class _Module:
             params.append(f"{param}: dict[str, {value}] | NotGiven = NOT_GIVEN")
             docs.append((param, "Any arguments, by name."))
             return params, docs, f"{param} or {{}}"
-        return params, docs, "{" + ", ".join(f"{literal(k)}: {v}" for k, v in pairs) + "}"
+        return params, docs, pairs
 
     # -- resources and prompts ---------------------------------------------------------
 
@@ -209,10 +233,9 @@ class _Module:
                 docs.append((param, f"The value of {{{variable}}}."))
                 pairs.append((variable, param))
         self.runtime.add("ReadResourceResult")
-        values = "{" + ", ".join(f"{literal(k)}: {v}" for k, v in pairs) + "}"
         doc = _join(template.get("title"), template.get("description"), f"Reads {uri}.")
         return _Method(name, params, "ReadResourceResult", _with_sections(doc, docs, None),
-                       f"return await self._read_template({literal(uri)}, {values})")
+                       f"return await self._read_template({literal(uri)}, {_ARGS})", pairs)
 
     def _resource(self, resource: Mapping[str, Any]) -> _Method:
         uri = str(resource["uri"])
@@ -243,10 +266,9 @@ class _Module:
                                       if argument["name"] != param else None)))
             pairs.append((argument["name"], param))
         self.runtime.add("GetPromptResult")
-        values = "{" + ", ".join(f"{literal(k)}: {v}" for k, v in pairs) + "}"
         doc = _join(prompt.get("title"), prompt.get("description"), f"Gets the prompt {wire!r}.")
         return _Method(name, params, "GetPromptResult", _with_sections(doc, docs, None),
-                       f"return await self._get_prompt({literal(wire)}, {values})")
+                       f"return await self._get_prompt({literal(wire)}, {_ARGS})", pairs)
 
 
 def _items(snapshot: Mapping[str, Any], key: str, by: str) -> list[Mapping[str, Any]]:
