@@ -376,3 +376,31 @@ def test_lockfiles_diff_server_by_server() -> None:
         ("notes", "security", "description-changed"),
         ("web", "compatible", "server-added")]
     assert "[notes] tool search" in found.render()
+
+
+def test_a_definition_used_in_two_places_is_reported_at_both() -> None:
+    def shared(city_type: str) -> dict[str, Any]:
+        return snapshot([{"name": "ship", "inputSchema": {"type": "object", "properties": {
+            "billing": {"$ref": "#/$defs/Address"}, "shipping": {"$ref": "#/$defs/Address"}},
+            "$defs": {"Address": {"type": "object", "properties": {"city": {"type": city_type}}}}}}])
+
+    found = diff_catalogs(shared("string"), shared("integer"))
+    assert [c.message for c in found.changes] == [
+        "inputSchema: argument billing.city: type string -> integer (changed)",
+        "inputSchema: argument shipping.city: type string -> integer (changed)"]
+
+
+def test_references_that_fan_out_cost_a_bounded_walk() -> None:
+    """Each definition uses the next one twice: 2**40 paths. A hostile server must not
+    cost whoever compares its catalog (a host's pin check) the CPU."""
+    def fan(leaf: str) -> dict[str, Any]:
+        defs = {f"D{i}": {"type": "object", "properties": {"a": {"$ref": f"#/$defs/D{i + 1}"},
+                                                            "b": {"$ref": f"#/$defs/D{i + 1}"}}}
+                for i in range(40)}
+        defs["D40"] = {"type": leaf}
+        return snapshot([{"name": "fan", "inputSchema": {"type": "object", "properties": {
+            "root": {"$ref": "#/$defs/D0"}}, "$defs": defs}}])
+
+    found = diff_catalogs(fan("string"), fan("integer"))
+    assert found.changes[-1].code == "schema-too-complex" and found.worst == "breaking"
+    assert len(found.changes) < 6000

@@ -12,7 +12,9 @@ description are the classic rug pull.
 
 Local `$ref`s (`#/$defs/...`, `#/definitions/...`) are followed on both sides (with a
 guard for recursive schemas), so moving a definition changes nothing. Union members
-(`anyOf`/`oneOf`) are matched exactly first, then in order when as many remain.
+(`anyOf`/`oneOf`) are matched exactly first, then in order when as many remain. At most
+5,000 differing subschemas are compared per schema (references can fan out
+exponentially); past that one breaking `schema-too-complex` change says so.
 Pure data; imports nothing from nimblemcp.
 """
 
@@ -28,6 +30,9 @@ __all__ = ["Finding", "compare_schemas", "resolve_ref"]
 Severity = Literal["breaking", "security", "compatible"]
 
 _TEXT = ("description", "title", "examples")
+# Subschemas compared per tool side at most: references can fan out (a definition used
+# twice by one used twice...), and a server chooses its schemas.
+_BUDGET = 5000
 _LOWER = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains")
 _UPPER = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains")
 _HANDLED = frozenset({
@@ -114,6 +119,9 @@ class _Comparer:
         self.noun = "field" if output else "argument"
         self.found: list[Finding] = []
         self._seen: set[tuple[str | None, str | None]] = set()
+        self._budget = _BUDGET
+        self._same_definitions = all(
+            _mapping(old_root).get(k) == _mapping(new_root).get(k) for k in ("$defs", "definitions"))
 
     # -- how a kind of change counts on this side ------------------------------------
 
@@ -146,12 +154,24 @@ class _Comparer:
     def compare(self, old: Any, new: Any, path: list[str]) -> None:
         old, old_ref = resolve_ref(old, self.old_root)
         new, new_ref = resolve_ref(new, self.new_root)
-        if old_ref is not None or new_ref is not None:
-            pair = (old_ref, new_ref)
-            if pair in self._seen:
-                return  # a recursive schema: this pair is being compared further up
+        pair = (old_ref, new_ref)
+        if old_ref is None and new_ref is None:
+            self._compare(old, new, path)
+        elif pair not in self._seen:  # else a recursive schema, compared further up
             self._seen.add(pair)
-        if old == new:
+            try:
+                self._compare(old, new, path)
+            finally:
+                self._seen.discard(pair)
+
+    def _compare(self, old: Any, new: Any, path: list[str]) -> None:
+        if old == new and (self._same_definitions or not _has_ref(old)):
+            return  # equal, and any reference in it leads to equal definitions
+        self._budget -= 1
+        if self._budget < 0:
+            if self._budget == -1:  # said once: a hostile schema may not cost the host its CPU
+                self.changed("schema-too-complex", path, f"more than {_BUDGET} subschemas differ; "
+                             "not compared further (review the schema by hand)")
             return
         if not isinstance(old, Mapping) or not isinstance(new, Mapping):
             # boolean schemas: true accepts everything, false nothing
@@ -400,6 +420,18 @@ class _Comparer:
         return _key(resolved)
 
 
+def _has_ref(schema: Any) -> bool:
+    if isinstance(schema, Mapping):
+        return "$ref" in schema or any(_has_ref(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_has_ref(v) for v in schema)
+    return False
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _has_union(schema: Mapping[str, Any]) -> bool:
     return isinstance(schema.get("anyOf"), list) or isinstance(schema.get("oneOf"), list)
 
@@ -431,7 +463,3 @@ def _shown(values: list[Any]) -> str:
 
 def _kebab(key: str) -> str:
     return "".join("-" + c.lower() if c.isupper() else c for c in key)
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}

@@ -170,6 +170,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, work: Any,
         from nimblemcp.cli._render import show_error
 
         show_error(exc)
+    except RecursionError:  # a schema nested past Python's stack: say so, no traceback
+        print("nimblemcp: the catalog is nested too deeply to process", file=sys.stderr)
     except KeyboardInterrupt:
         return 130
     return error_status

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -53,6 +54,8 @@ from ._policy import AnnotationPolicy, Confirm, ToolCall, ToolPolicy, decide
 from ._supervisor import ServerSupervisor, Supervision
 
 __all__ = ["ClientGroup", "HostCallback"]
+
+logger = logging.getLogger("nimblemcp.host")
 
 #: `(server, params) -> answer` for elicitation, sampling and roots requests.
 HostCallback = Callable[[str, dict[str, Any]], Any]
@@ -235,7 +238,11 @@ class ClientGroup:
         for name, found in lists.items():
             client = self._servers[name].live
             assert client is not None
-            visible = self._pins.visible(name, snapshot_of(client, found), found)
+            try:
+                visible = self._pins.visible(name, snapshot_of(client, found), found)
+            except Exception:  # a catalog we cannot even compare is not offered
+                logger.exception("server %s: could not check its catalog against its pin", name)
+                continue
             if visible is not None:
                 shown[name] = visible
         return shown
