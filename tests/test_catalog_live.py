@@ -246,3 +246,17 @@ def test_the_pins_of_an_mcp_json_are_the_snapshots_of_its_servers(peers: dict[st
             assert json.loads(direct) == lock[f"{name}_{transport}"]["catalog"]
     again = nimblemcp("diff", "--config", str(config))
     assert again.returncode == 0 and again.stdout == "no changes\n", again.stdout + again.stderr
+
+
+def test_the_client_commands_take_a_server_file_too(tmp_path: Path) -> None:
+    """The TARGET parsing is one (`split_target`): `path.py[:name]` is spawned with
+    `nimblemcp run` over stdio by the client commands as by stubs, snapshot and diff."""
+    listed = nimblemcp("tools", f"{DOCS_SERVER}:server")
+    assert listed.returncode == 0, listed.stderr
+    assert "read_doc" in listed.stdout
+    called = nimblemcp("call", str(DOCS_SERVER), "read_doc", "--arg", "name=brief.md")
+    assert called.returncode == 0 and called.stdout.startswith("# Project brief"), called.stderr
+    both = nimblemcp("tools", str(DOCS_SERVER), "http://127.0.0.1:9/mcp")
+    assert both.returncode == 2 and "not both" in both.stderr
+    missing = nimblemcp("snapshot", str(tmp_path / "nowhere.py"))
+    assert missing.returncode == 2 and "give one TARGET" in missing.stderr
