@@ -10,7 +10,11 @@ change is published), and `child.notify_resource_updated(uri)` reaches the host'
 subscribers under the prefixed URI. A mounted handler runs with `ctx.server` set to
 the child, so `ctx.lifespan` is the child's lifespan value; the host starts and stops
 the child's lifespan inside its own. The host's middleware wraps the mounted entries
-like its own (the child's middleware is not used).
+like its own (the child's middleware is not used). The child's `require_scopes` rules
+come along under the new names (`rules_in_force`), also those declared after the mount
+or on names the child registers later (a proxy's mirror), through nested mounts; a
+rule the host declares on the same name adds to them. A mount that would close a
+cycle is refused.
 
 Must not import transports.
 """
@@ -29,7 +33,9 @@ if TYPE_CHECKING:
     from nimblemcp.server._context import Context
     from nimblemcp.server._server import Server
 
-__all__ = ["mount", "prefix_uri"]
+__all__ = ["mount", "prefix_uri", "rules_in_force"]
+
+_Rules = dict[tuple[str, str], frozenset[str]]
 
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
@@ -140,6 +146,15 @@ class _Mount:
         table.update(fresh)
         self.names[key] = list(fresh)
 
+    def rules(self) -> _Rules:
+        """The child's rules in force, under the host's names (a template rule's key is
+        its URI template, renamed like the template)."""
+        renamed: _Rules = {}
+        for (method, target), scopes in self.child.scope_rules.items():
+            moved = prefix_uri(target, self.namespace) if method == "resources/read" else self.name(target)
+            renamed[(method, moved)] = scopes
+        return renamed
+
     def on_child_change(self, kind: str) -> None:
         self.sync(kind)
         self.host._changed(kind)
@@ -148,10 +163,34 @@ class _Mount:
         self.host.notify_resource_updated(prefix_uri(uri, self.namespace))
 
 
+def rules_in_force(server: Server) -> _Rules:
+    """`server`'s own scope rules joined with those of every server mounted in it, by
+    host name; where both name one target, a token needs the scopes of both."""
+    rules = dict(server.own_scope_rules)
+    for link in server.mount_links:
+        for key, scopes in link.rules().items():
+            rules[key] = rules.get(key, frozenset()) | scopes
+    return rules
+
+
+def _mounts_below(server: Server) -> set[int]:
+    """Ids of `server` and every server mounted in it, however deep."""
+    seen: set[int] = set()
+    pending = [server]
+    while pending:
+        current = pending.pop()
+        if id(current) not in seen:
+            seen.add(id(current))
+            pending.extend(current.mounted)
+    return seen
+
+
 def mount(host: Server, child: Server, namespace: str | None) -> None:
     """Serve `child`'s registry from `host` (see the module docstring)."""
     if child is host:
         raise ValueError("a server cannot mount itself")
+    if id(host) in _mounts_below(child):
+        raise ValueError(f"server {child.name!r} already serves {host.name!r} (a mount cycle)")
     if child in host.mounted:
         raise ValueError(f"server {child.name!r} is already mounted on {host.name!r}")
     if namespace is not None and not _NAMESPACE.match(namespace):
@@ -162,6 +201,7 @@ def mount(host: Server, child: Server, namespace: str | None) -> None:
     for ext, value in child.extensions.items():
         host.extensions.setdefault(ext, value)
     host.mounted.append(child)
+    host.mount_links.append(link)
     child.change_listeners.append(link.on_child_change)
     child.update_listeners.append(link.on_child_update)
     for kind in ("tools", "prompts", "resources"):

@@ -219,8 +219,12 @@ class Server:
         self.execute = self.dispatcher.run
         self.served = False  # a transport served a request (`note_serving`)
         self.middleware: list[Middleware] = []
-        # (method, name or URI) -> scopes a token must hold (`require_scopes`).
+        # (method, name or URI) -> scopes a token must hold: this server's own
+        # (`require_scopes`) and, in `scope_rules`, those in force here, mounted
+        # servers' rules renamed with their entries included (`_mount.rules_in_force`).
+        self.own_scope_rules: dict[tuple[str, str], frozenset[str]] = {}
         self.scope_rules: dict[tuple[str, str], frozenset[str]] = {}
+        self.mount_links: list[Any] = []  # one `_mount._Mount` per server mounted here
         for mw in middleware or ():
             self.add_middleware(mw)
 
@@ -247,10 +251,21 @@ class Server:
         needed = frozenset(scopes)
         if not needed:
             raise ValueError("require_scopes needs at least one scope")
+        self.own_scope_rules[targets[0]] = needed
+        self.scope_rules_changed()
+
+    def scope_rules_changed(self) -> None:
+        """Recompute the rules in force here (own ones and mounted servers', renamed),
+        add the guard on the first one, and pass the change on to the servers this one
+        is mounted in: a rule travels with its entry however deep the mount."""
+        from nimblemcp.server._mount import rules_in_force
+
         first = not self.scope_rules
-        self.scope_rules[targets[0]] = needed
-        if first:
+        self.scope_rules = rules_in_force(self)
+        if first and self.scope_rules:
             self.dispatcher.use([self._scope_guard, *self.middleware])
+        for host in self._hosts:
+            host.scope_rules_changed()
 
     def scopes_needed(self, method: str, target: str | None) -> frozenset[str]:
         """The scopes `require_scopes` asks for `method` on `target` (empty: none)."""
@@ -591,6 +606,7 @@ class Server:
         self._check_shared("mount", "server", other.name)
         mount(self, other, namespace)
         other._hosts.append(self)  # `other`'s later changes are this server's too
+        self.scope_rules_changed()  # its `require_scopes` rules, under the new names
 
     def changes(self) -> Changes | None:
         """A new subscription to list changes and resource updates (None when
