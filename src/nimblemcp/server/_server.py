@@ -209,8 +209,9 @@ class Server:
         # Above this many running handlers, tools/call, prompts/get and resources/read
         # answer a state-only input_required instead of queueing (load shedding).
         self.max_inflight = max_inflight
-        # Plain HTTP routes beside the MCP endpoint (`route`): path -> (function, methods).
-        self.routes: dict[str, tuple[F, tuple[str, ...]]] = {}
+        # Plain HTTP routes beside the MCP endpoint (`route`): path -> (function, methods,
+        # served without a token under `auth`).
+        self.routes: dict[str, tuple[F, tuple[str, ...], bool]] = {}
         # Servers mounted into this one (`mount`): their lifespans run inside ours.
         self.mounted: list[Server] = []
         self._lifespan = Lifespan(self, lifespan)
@@ -712,18 +713,22 @@ class Server:
         once, until the last one leaves. Raises `StartupError` when start-up fails."""
         return self._lifespan.context(app)
 
-    def route(self, path: str, methods: tuple[str, ...] | list[str] = ("GET",)) -> Callable[[F], F]:
+    def route(
+        self, path: str, methods: tuple[str, ...] | list[str] = ("GET",), *, public: bool = False,
+    ) -> Callable[[F], F]:
         """Serve a plain HTTP route beside the MCP endpoint of `asgi_app()` (e.g. a
         health or metrics page): `@server.route("/status")` on `fn()` or `fn(scope)`,
         sync (keep it quick) or async, returning a dict or list (JSON), str, bytes or
-        `(status, body)`. Paths are relative to the app's mount point."""
+        `(status, body)`. Paths are relative to the app's mount point. Served with
+        `auth=`, a route needs a valid token like the endpoint (the verified token is
+        `scope["nimblemcp.access"]`) unless `public=True`."""
         if not path.startswith("/"):
             raise ValueError(f"route path {path!r} must start with '/'")
 
         def register(fn: F) -> F:
             if not callable(fn):
                 raise TypeError(f"@server.route({path!r}) needs a function, got {fn!r}")
-            self.routes[path] = (fn, tuple(methods))
+            self.routes[path] = (fn, tuple(methods), public)
             return fn
 
         return register
