@@ -393,6 +393,8 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.verifiers": [
         "IntrospectionVerifier",
         "JwtVerifier",
+        "ResponseTooLarge",
+        "TOKEN_TYPES",
     ],
     "nimblemcp.types": [
         "ACCEPT_BOTH",
