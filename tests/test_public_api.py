@@ -393,7 +393,6 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.verifiers": [
         "IntrospectionVerifier",
         "JwtVerifier",
-        "ResponseTooLarge",
         "TOKEN_TYPES",
     ],
     "nimblemcp.types": [

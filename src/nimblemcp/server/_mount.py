@@ -166,8 +166,8 @@ class _Mount:
 def rules_in_force(server: Server) -> _Rules:
     """`server`'s own scope rules joined with those of every server mounted in it, by
     host name; where both name one target, a token needs the scopes of both."""
-    rules = dict(server.own_scope_rules)
-    for link in server.mount_links:
+    rules = dict(server._own_scope_rules)
+    for link in server._mount_links:
         for key, scopes in link.rules().items():
             rules[key] = rules.get(key, frozenset()) | scopes
     return rules
@@ -201,7 +201,7 @@ def mount(host: Server, child: Server, namespace: str | None) -> None:
     for ext, value in child.extensions.items():
         host.extensions.setdefault(ext, value)
     host.mounted.append(child)
-    host.mount_links.append(link)
+    host._mount_links.append(link)
     child.change_listeners.append(link.on_child_change)
     child.update_listeners.append(link.on_child_update)
     for kind in ("tools", "prompts", "resources"):

@@ -223,9 +223,9 @@ class Server:
         # (method, name or URI) -> scopes a token must hold: this server's own
         # (`require_scopes`) and, in `scope_rules`, those in force here, mounted
         # servers' rules renamed with their entries included (`_mount.rules_in_force`).
-        self.own_scope_rules: dict[tuple[str, str], frozenset[str]] = {}
+        self._own_scope_rules: dict[tuple[str, str], frozenset[str]] = {}
         self.scope_rules: dict[tuple[str, str], frozenset[str]] = {}
-        self.mount_links: list[Any] = []  # one `_mount._Mount` per server mounted here
+        self._mount_links: list[Any] = []  # one `_mount._Mount` per server mounted here
         for mw in middleware or ():
             self.add_middleware(mw)
 
@@ -252,10 +252,10 @@ class Server:
         needed = frozenset(scopes)
         if not needed:
             raise ValueError("require_scopes needs at least one scope")
-        self.own_scope_rules[targets[0]] = needed
-        self.scope_rules_changed()
+        self._own_scope_rules[targets[0]] = needed
+        self._scope_rules_changed()
 
-    def scope_rules_changed(self) -> None:
+    def _scope_rules_changed(self) -> None:
         """Recompute the rules in force here (own ones and mounted servers', renamed),
         add the guard on the first one, and pass the change on to the servers this one
         is mounted in: a rule travels with its entry however deep the mount."""
@@ -266,7 +266,7 @@ class Server:
         if first and self.scope_rules:
             self.dispatcher.use([self._scope_guard, *self.middleware])
         for host in self._hosts:
-            host.scope_rules_changed()
+            host._scope_rules_changed()
 
     def scopes_needed(self, method: str, target: str | None) -> frozenset[str]:
         """The scopes `require_scopes` asks for `method` on `target` (empty: none)."""
@@ -607,7 +607,7 @@ class Server:
         self._check_shared("mount", "server", other.name)
         mount(self, other, namespace)
         other._hosts.append(self)  # `other`'s later changes are this server's too
-        self.scope_rules_changed()  # its `require_scopes` rules, under the new names
+        self._scope_rules_changed()  # its `require_scopes` rules, under the new names
 
     def changes(self) -> Changes | None:
         """A new subscription to list changes and resource updates (None when

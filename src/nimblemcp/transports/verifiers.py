@@ -54,7 +54,7 @@ from nimblemcp.transports.http_auth import AccessToken
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["TOKEN_TYPES", "IntrospectionVerifier", "JwtVerifier", "ResponseTooLarge"]
+__all__ = ["TOKEN_TYPES", "IntrospectionVerifier", "JwtVerifier"]
 
 log = logging.getLogger("nimblemcp.auth")
 
@@ -67,8 +67,13 @@ MAX_JWKS_BYTES = 512 * 1024  # a key set is a few kB; this leaves room for hundr
 MAX_INTROSPECTION_BYTES = 64 * 1024
 
 
-class ResponseTooLarge(Exception):
+class _TooLarge(Exception):
     """An issuer's answer went past its size limit (the download was stopped)."""
+
+
+def _why(exc: Exception) -> str:
+    """What a failed call to the issuer is logged as (never its content)."""
+    return f"answer too large ({exc})" if isinstance(exc, _TooLarge) else type(exc).__name__
 
 
 def _as_tuple(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -135,12 +140,12 @@ async def _bounded(
         response.raise_for_status()
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise ResponseTooLarge(f"{declared} bytes")
+            raise _TooLarge(f"{declared} bytes")
         chunks, size = [], 0
         async for chunk in response.aiter_bytes():
             size += len(chunk)
             if size > limit:
-                raise ResponseTooLarge(f"over {limit} bytes")
+                raise _TooLarge(f"over {limit} bytes")
             chunks.append(chunk)
         return b"".join(chunks), response.headers
 
@@ -300,7 +305,7 @@ class JwtVerifier:
                     raise ValueError("not a JSON object")
                 keys = self._import(document)
             except Exception as exc:  # fail closed, keep the old keys
-                log.warning("JWKS fetch from %s failed: %s", self.jwks_uri, type(exc).__name__)
+                log.warning("JWKS fetch from %s failed: %s", self.jwks_uri, _why(exc))
                 # Try again after miss_interval, not on every request (nor for every
                 # unknown kid) while the issuer is down.
                 self._fresh_until = time.monotonic() + self.miss_interval
@@ -395,7 +400,7 @@ class IntrospectionVerifier:
             )
             answer = orjson.loads(body)
         except Exception as exc:  # fail closed
-            log.warning("token introspection at %s failed: %s", self.endpoint, type(exc).__name__)
+            log.warning("token introspection at %s failed: %s", self.endpoint, _why(exc))
             return None
         return answer if isinstance(answer, dict) else None
 
