@@ -408,6 +408,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.verifiers": [
         "IntrospectionVerifier",
         "JwtVerifier",
+        "TOKEN_TYPES",
     ],
     "nimblemcp.types": [
         "ACCEPT_BOTH",

@@ -87,7 +87,8 @@ def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **optio
     Beside the endpoint it serves the server's `@server.route` routes and, unless
     `health=False`, `/healthz` (liveness) and `/readyz` (readiness: 503 until the
     lifespan has started). Mounted in a host (`Mount("/notes", app)`), every path is
-    relative to the mount point: the endpoint answers on `/notes/mcp`."""
+    relative to the mount point: the endpoint answers on `/notes/mcp`. With `auth`,
+    every path needs a token except the probes and `@server.route(..., public=True)`."""
     from nimblemcp.transports.http_security import secure_app
 
     configure(server)
@@ -95,8 +96,12 @@ def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **optio
     legacy_sse = options.pop("legacy_sse", False)
     if legacy_sse and auth is not None:
         raise ValueError("legacy_sse cannot be combined with auth: the 2024-11-05 endpoints are not guarded")
-    if auth is not None and "scopes_for" not in auth:  # per-target scopes: 403 before running
-        options["auth"] = {**auth, "scopes_for": server.scopes_needed}
+    if auth is not None:
+        auth = {**auth}
+        auth.setdefault("scopes_for", server.scopes_needed)  # per-target scopes: 403 before running
+        # Every path needs a token but the health probes and routes declared public.
+        auth.setdefault("public_paths", _public_paths(server, health))
+        options["auth"] = auth
     _shared_legacy(server, options)
     routes = _routes(server, health)
     if legacy_sse:
@@ -141,9 +146,18 @@ def _routes(server: Server, health: bool) -> dict[str, Any]:
     from nimblemcp.transports._routes import function_route, health_routes
 
     routes: dict[str, Any] = dict(health_routes(lambda: server.ready)) if health else {}
-    for where, (fn, methods) in server.routes.items():
+    for where, (fn, methods, _public) in server.routes.items():
         routes[where] = function_route(fn, methods)
     return routes
+
+
+def _public_paths(server: Server, health: bool) -> list[str]:
+    """The paths served without a token under `auth`: `@server.route(..., public=True)`
+    and, unless `health=False`, the probes (a load balancer has no token)."""
+    from nimblemcp.transports._routes import HEALTH_PATHS
+
+    public = [where for where, (_fn, _methods, open_) in server.routes.items() if open_]
+    return [*HEALTH_PATHS, *public] if health else public
 
 
 def run_http(
