@@ -99,7 +99,8 @@ class SessionExpired(HttpStatusError):
 
 class MessageTooLarge(TransportError):
     """The peer sent a message (a JSON body, an SSE event, a stdio line) larger than
-    `limit` bytes, the client's `max_message_bytes`; the rest of it was not read."""
+    `limit` bytes, the client's `max_message_bytes`; the rest of it was not read. Also
+    a paged list longer than `limit` pages or items (`max_list_pages`/`max_list_items`)."""
 
     def __init__(self, limit: int, message: str) -> None:
         super().__init__(message)

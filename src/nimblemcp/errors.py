@@ -31,7 +31,7 @@
     └── ClientError               failures on our side of a client (never from the peer)
         ├── TransportError        the connection or stream broke; `retryable`, `session_expired`
         │   ├── StreamBroken               broke before the final response (retryable)
-        │   ├── MessageTooLarge            a response or event over `max_message_bytes`; `limit`
+        │   ├── MessageTooLarge            a message over `max_message_bytes`, a list over its caps; `limit`
         │   └── HttpStatusError            an HTTP error status; `status`, `error`
         │       ├── SessionExpired         404 for a 2025-11-25 session (session_expired)
         │       ├── ServerBusy             429/503 (retryable); `retry_after` seconds or None
