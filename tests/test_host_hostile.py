@@ -302,7 +302,7 @@ async def test_stdio_servers_get_an_allow_list_of_the_environment(
         assert seen["DOCS_DIR"] == "/srv/docs" and seen["LANG"] == "C.UTF-8"
         assert seen["PATH"]
         assert set(seen) <= {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG",
-                             "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "DOCS_DIR", "LC_CTYPE"}
+                             "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "DOCS_DIR"}
         assert opted.env()["OPENAI_API_KEY"] == "sk-host-only"
     finally:
         await group.close()
