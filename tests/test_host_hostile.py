@@ -147,6 +147,19 @@ async def test_endless_pages_stop_at_the_cap_and_the_list_is_left_out(tmp_path: 
             assert endless.count("tools_list") == 7
         finally:
             await group.close()
+    items = Hostile(tmp_path, "items", endless=["prompts/list"])
+    group = ClientGroup({"items": stdio("items", items)},
+                        client_options={"limits": Limits(max_list_items=25)})
+    async with group.events() as events:
+        await bounded(group.start())
+        try:
+            (said,) = await warnings_of(events, "items")
+            assert "its prompts are left out" in said and "past 25 items" in said
+            assert items.count("prompts_list") == 3  # 10 items a page
+        finally:
+            await group.close()
+    with pytest.raises(ValueError, match="max_list_pages >= 1"):
+        Limits(max_list_items=0)
 
 
 async def test_the_default_page_cap_bounds_a_real_flood(tmp_path: Path) -> None:
