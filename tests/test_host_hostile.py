@@ -174,6 +174,20 @@ async def test_the_default_page_cap_bounds_a_real_flood(tmp_path: Path) -> None:
         await group.close()
 
 
+async def test_the_clients_limits_bound_the_transports_the_group_builds(tmp_path: Path) -> None:
+    big = Hostile(tmp_path, "big", capabilities=TOOLS_ONLY,
+                  lists={"tools/list": [{**GOOD_TOOL, "description": "d" * 100_000}]})
+    group = ClientGroup({"big": stdio("big", big)},
+                        client_options={"limits": Limits(max_message_bytes=50_000)},
+                        supervision=Supervision(reconnect=False))
+    await bounded(group.start())
+    try:
+        assert group.states["big"].status == "failed"
+        assert "larger than 50000 bytes" in str(group.states["big"].error)
+    finally:
+        await group.close()
+
+
 async def test_a_relist_that_never_answers_ends_at_its_deadline(tmp_path: Path) -> None:
     slow = Hostile(tmp_path, "slow", lists={"tools/list": [GOOD_TOOL]},
                    hang_after_first=["tools/list"], notices=1)

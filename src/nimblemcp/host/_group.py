@@ -28,7 +28,8 @@ flow runs only when a server answers 401, so giving every remote server one is s
         return OAuth(on_authorize=open_browser, pre_registered=[PreRegistered(ids["clientId"])]
                      if "clientId" in ids else ())
 
-`client_options` are passed to every `Client` (`log_level`, `timeout`, `tasks`, ...).
+`client_options` are passed to every `Client` (`log_level`, `timeout`, `tasks`, ...);
+their `limits` (`client.Limits`) also bound the transports the group builds.
 Uses only the public Client API; transports are imported when a server is built.
 """
 
@@ -44,7 +45,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
-from nimblemcp.client import Client
+from nimblemcp.client import Client, Limits
 from nimblemcp.errors import ServerUnavailable, TransportError, UnknownName
 
 from ._catalog import Catalog, NameScheme
@@ -62,6 +63,7 @@ ProgressHook = Callable[[str, str, float, "float | None", "str | None"], Any]
 AuthFactory = Callable[[ServerConfig], Any]
 
 logger = logging.getLogger("nimblemcp.host")
+_DEFAULT_LIMITS = Limits()
 
 
 class ClientGroup:
@@ -228,16 +230,23 @@ class ClientGroup:
     def _make_client(self, config: ServerConfig) -> Client:
         name = config.name
         target: Any
+        # the transports built here take the Client's limits (a Transport handed to a
+        # Client keeps its own)
+        limits = self.client_options.get("limits") or _DEFAULT_LIMITS
         if config.transport == "stdio":
             from nimblemcp.transports.stdio_client import StdioTransport
 
             target = StdioTransport(config.command or "", config.args, cwd=config.cwd,
-                                    env=child_environment(config), inherit_env=False)
+                                    env=child_environment(config), inherit_env=False,
+                                    max_message_bytes=limits.max_message_bytes)
         elif config.transport == "http":
             from nimblemcp.transports.http_client import HttpTransport
 
             auth = self.auth(config) if self.auth is not None else None
-            target = HttpTransport(config.url or "", headers=config.headers, auth=auth)
+            target = HttpTransport(config.url or "", headers=config.headers, auth=auth,
+                                   max_message_bytes=limits.max_message_bytes,
+                                   max_redirects=limits.max_redirects,
+                                   max_connections=limits.max_connections)
         else:
             raise TransportError(
                 f"{config.shown}: the HTTP+SSE transport (type {config.transport!r}, protocol "
