@@ -159,21 +159,22 @@ class ServerConfig:
         return found
 
     def __repr__(self) -> str:
+        def names_only(field: str, values: Mapping[str, Any] | None) -> None:
+            if values:  # the keys, never the values
+                parts.append(f"{field}={{{', '.join(f'{k!r}: ***' for k in values)}}}")
+
         parts = [f"name={self.name!r}", f"transport={self.transport!r}"]
         if self.transport == "stdio":
             parts.append(f"command={self.shown!r}")
-            if self.env:
-                parts.append(f"env={{{', '.join(f'{k!r}: ***' for k in self.env)}}}")
+            names_only("env", self.env)
             if self.cwd is not None:
                 parts.append(f"cwd={self.cwd!r}")
             if self.inherit_env:
                 parts.append("inherit_env=True")
         else:
             parts.append(f"url={self.shown!r}")
-            if self.headers:
-                parts.append(f"headers={{{', '.join(f'{k!r}: ***' for k in self.headers)}}}")
-        if self.oauth:
-            parts.append(f"oauth={{{', '.join(f'{k!r}: ***' for k in self.oauth)}}}")
+            names_only("headers", self.headers)
+        names_only("oauth", self.oauth)
         if self.timeout is not None:
             parts.append(f"timeout={self.timeout!r}")
         if self.disabled:
