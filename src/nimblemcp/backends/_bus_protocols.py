@@ -1,4 +1,4 @@
-"""The bus's Protocols (`Subscription`, `NotificationBus`, `FlushingBus`), built on first use.
+"""The bus's Protocols (`Subscription`, `NotificationBus`, `FlushingBus`, `LocalBus`), built on first use.
 
 `nimblemcp.backends.bus` hands these out through its module `__getattr__`: a
 `Protocol` class costs ~170k instructions to build on CPython 3.11 and a server needs
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from nimblemcp.backends.bus import Event, Match
 
-__all__ = ["FlushingBus", "NotificationBus", "Subscription"]
+__all__ = ["FlushingBus", "LocalBus", "NotificationBus", "Subscription"]
 
 
 class Subscription(Protocol):
@@ -50,5 +50,15 @@ class FlushingBus(Protocol):
         ...
 
 
-for _cls in (Subscription, NotificationBus, FlushingBus):
+@runtime_checkable
+class LocalBus(Protocol):
+    """A bus that can deliver an event to this process's subscriptions alone."""
+
+    def publish_local(self, event: Event) -> None:
+        """Deliver `event` to the subscriptions of this process only (never to other
+        instances); non-blocking, from any thread, as `publish`."""
+        ...
+
+
+for _cls in (Subscription, NotificationBus, FlushingBus, LocalBus):
     _cls.__module__ = "nimblemcp.backends.bus"

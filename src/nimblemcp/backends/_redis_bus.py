@@ -184,6 +184,10 @@ class RedisBus:
         self._start()
         return RedisSubscription(self, self._local.subscribe(max_queue, match=match))
 
+    def publish_local(self, event: Event) -> None:
+        """`LocalBus`: to this instance's subscriptions only (not through Redis)."""
+        self._local.publish(event)
+
     def close_all(self) -> None:
         self._local.close_all()
 

@@ -11,7 +11,9 @@ The in-process bus is the default; a Redis bus implements the same Protocol.
 A bus that sends events elsewhere may also offer `async flush(timeout) -> bool`
 (`FlushingBus`, not in `__all__`: the frozen public API is unchanged): the server
 awaits it when its lifespan ends, so what was published before the process exits has
-left the process.
+left the process. A bus may offer `publish_local(event)` (`LocalBus`): deliver to this
+process's subscriptions only, not to other instances (the server tells its own listens
+to move elsewhere at a rolling restart that way).
 
 Fan-out: a subscription may say which events it wants (`Match`); the subscriptions of
 one event loop are indexed by it (kind, resource URI and the URIs above it, task id),
@@ -39,6 +41,7 @@ from nimblemcp.errors import SlowListener
 
 if TYPE_CHECKING:
     from nimblemcp.backends._bus_protocols import FlushingBus as FlushingBus
+    from nimblemcp.backends._bus_protocols import LocalBus as LocalBus
     from nimblemcp.backends._bus_protocols import NotificationBus, Subscription
 
 __all__ = [
@@ -64,11 +67,13 @@ class Match(NamedTuple):
     `kinds`: every event of these kinds ("tools", "prompts", "resources", ...);
     `uris`: "updated" events for one of these URIs or a resource beneath it (the
     event's URI equals it, or starts with it plus "/": SUB-11); `tasks`: "task"
-    events for one of these task ids."""
+    events for one of these task ids; `keys`: events equal to one of these
+    `(kind, uri)` pairs (a listen's hand-over marker)."""
 
     kinds: Collection[str] = ()
     uris: Collection[str] = ()
     tasks: Collection[str] = ()
+    keys: Collection[tuple[str, str]] = ()
 
 
 _CLOSED = Event("__closed__")
@@ -160,6 +165,8 @@ class _Fanout:
             yield self._beneath, uri.rstrip("/")
         for task_id in match.tasks:
             yield self._exact, ("task", task_id)
+        for key in match.keys:
+            yield self._exact, key
 
     def add(self, sub: "_LocalSubscription") -> None:
         sub._fanout = self
@@ -244,6 +251,10 @@ class InProcessBus:
     def publish(self, event: Event) -> None:
         self.publish_many((event,))
 
+    def publish_local(self, event: Event) -> None:
+        """`LocalBus`: this process's subscriptions are all there is."""
+        self.publish_many((event,))
+
     def publish_many(self, events: Sequence[Event]) -> None:
         """Publish `events` in order: one hand-over per event loop for all of them."""
         if not events:
@@ -294,7 +305,7 @@ class InProcessBus:
         return sum(fanout.size for fanout in self._fanouts)
 
 
-_PROTOCOLS = frozenset({"FlushingBus", "NotificationBus", "Subscription"})
+_PROTOCOLS = frozenset({"FlushingBus", "LocalBus", "NotificationBus", "Subscription"})
 
 
 def __getattr__(name: str) -> Any:

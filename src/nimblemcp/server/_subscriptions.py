@@ -7,22 +7,45 @@ closing the stream / `notifications/cancelled` (the task is cancelled); the serv
 ends it gracefully with the closing result, or, for a listener too slow to keep up,
 with `notifications/cancelled` giving the reason. Task status notifications
 (`notifications.taskIds`) are `_task_events`. Must not import transports.
+
+A rolling restart moves listens, make-before-break (`move_listeners`, on SIGTERM under
+`run_http`). A listen ends with the closing result (SUB-09) whose `_meta` carries
+`LISTEN_AGAIN` ("listen again elsewhere"), a hint other clients may ignore. A client
+that offers a hand-over (`_meta[HANDOVER]: true` on its listen request; nimblemcp's
+does) gets a token in the acknowledgement's `_meta[HANDOVER]` and, at a rolling restart,
+first the `MOVING` notification while its stream keeps delivering. It then sends a new
+listen (through the balancer, to another instance) with `_meta[HANDOVER]: <token>`.
+That listen subscribes, then publishes a marker on the bus and skips every event until
+its own marker comes back: Redis delivers one order to every instance, so the events
+before the marker are the old stream's (which ends with the closing result, `_meta
+[HANDOVER]` naming its token, when the marker reaches it) and those after it the new
+one's. Each event reaches the client once, in order, with no gap. A listen whose client
+does not move within `ListenOptions.handover` seconds ends with `LISTEN_AGAIN` then; a
+listen that reaches an instance already moving its listens ends with it at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import secrets
 from typing import TYPE_CHECKING, Any
 
 from nimblemcp.backends.bus import Event, Match, SlowListener
 from nimblemcp.errors import InvalidParams
 from nimblemcp.server._task_events import MAX_TASK_IDS, TaskWatch
-from nimblemcp.types._meta import SUBSCRIPTION_ID
+from nimblemcp.types._meta import HANDOVER, LISTEN_AGAIN, MOVING, SUBSCRIPTION_ID
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
+    from nimblemcp.server._server import Server
 
 logger = logging.getLogger("nimblemcp.server")
+
+# Bus events of the hand-over: `_MOVE` is published to this instance alone (uri None:
+# move; `_OVER`: the window has passed, end now); `_HANDED` (uri: a listen's token)
+# goes to every instance: the listen that takes over from that token is subscribed.
+_MOVE, _OVER, _HANDED = "listen-move", "over", "listen-handed"
 
 _LIST_FILTERS = (
     ("toolsListChanged", "tools", "notifications/tools/list_changed"),
@@ -91,26 +114,31 @@ async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     sid = ctx.request_id
     methods = {cap: method for key, cap, method in _LIST_FILTERS if honoured.get(key)}
     uris: list[str] = honoured.get("resourceSubscriptions", [])
+    offer = _handover_offer(params)
+    token = secrets.token_urlsafe(12) if offer is not None else None
+    takeover = offer if isinstance(offer, str) else None
     # Only matching events reach this stream (the bus indexes them); the task ids asked
-    # for are a superset of those honoured, known before subscribing.
-    match = Match(kinds=tuple(methods), uris=uris, tasks=_requested_tasks(requested))
+    # for are a superset of those honoured, known before subscribing. Every listen hears
+    # this instance's moves; one that offers a hand-over, the markers of its own.
+    markers = tuple((_HANDED, t) for t in (token, takeover) if t is not None)
+    match = Match(kinds=(*methods, _MOVE), uris=uris, tasks=_requested_tasks(requested), keys=markers)
+    ending: dict[str, Any] = {SUBSCRIPTION_ID: sid}
     async with server.bus.subscribe(server.listen_queue, match=match) as events:
         tasks = await TaskWatch.open(ctx, params.get("notifications"))  # after subscribing: no change missed
         if tasks is not None:
             honoured["taskIds"] = tasks.ids
-        ctx._send(_notification("notifications/subscriptions/acknowledged", sid, {"notifications": honoured}))
+        moving = server.moving  # this instance is moving its listens: none may stay here
+        if takeover is not None and not moving:  # from here on, its predecessor may end
+            server.bus.publish(Event(_HANDED, takeover))
+        ack = _notification("notifications/subscriptions/acknowledged", sid, {"notifications": honoured})
+        if token is not None:
+            ack["params"]["_meta"][HANDOVER] = token
+        ctx._send(ack)
         try:
-            for task_id in tasks.ids if tasks is not None else ():
-                current = await tasks.notification(task_id) if tasks is not None else None
-                if current is not None:
-                    ctx._send(current)
-            async for event in events:
-                if event.kind == "task":
-                    out = await tasks.notification(event.uri or "") if tasks is not None else None
-                else:
-                    out = _translate(event, methods, uris, sid)
-                if out is not None:
-                    ctx._send(out)
+            if moving:
+                ending[LISTEN_AGAIN] = True
+            else:
+                await _deliver(ctx, events, tasks, methods, uris, token, takeover, ending)
         except SlowListener as exc:
             logger.warning("ending listen %r: %s", sid, exc)
             ctx._send({"jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -118,7 +146,80 @@ async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         finally:
             if tasks is not None:
                 tasks.close()  # its watchdog (shared store)
-    return {"resultType": "complete", "_meta": {SUBSCRIPTION_ID: sid}}
+    return {"resultType": "complete", "_meta": ending}
+
+
+async def _deliver(
+    ctx: Context, events: Any, tasks: TaskWatch | None, methods: dict[str, str], uris: list[str],
+    token: str | None, takeover: str | None, ending: dict[str, Any],
+) -> None:
+    """The stream after the acknowledgement, until the bus closes it or the listen has
+    moved (`ending` then says how: `LISTEN_AGAIN`, or `HANDOVER` when its successor is
+    live)."""
+    sid = ctx.request_id
+    for task_id in tasks.ids if tasks is not None else ():
+        current = await tasks.notification(task_id) if tasks is not None else None
+        if current is not None:
+            ctx._send(current)
+    # A listen that takes over sends nothing its predecessor still delivers: the events
+    # before its own marker comes back through the bus (at most `handover` seconds,
+    # should the marker be lost).
+    moving = False
+    loop = asyncio.get_running_loop()
+    skip_until = loop.time() + ctx.server.listen_options.handover if takeover is not None else None
+    async for event in events:
+        kind = event.kind
+        if kind == _MOVE:
+            if event.uri == _OVER or token is None:
+                ending[LISTEN_AGAIN] = True
+                return
+            if not moving:
+                moving = True
+                ctx._send(_notification(MOVING, sid))
+            continue
+        if kind == _HANDED:
+            if event.uri == takeover:
+                skip_until = None
+            elif moving:  # its successor is live: everything before it has been sent here
+                ending[HANDOVER] = token
+                return
+            continue
+        if skip_until is not None:
+            if loop.time() < skip_until:
+                continue
+            skip_until = None
+        if kind == "task":
+            out = await tasks.notification(event.uri or "") if tasks is not None else None
+        else:
+            out = _translate(event, methods, uris, sid)
+        if out is not None:
+            ctx._send(out)
+
+
+def move_listeners(server: Server, window: float) -> bool:
+    """Tell every open listen of this instance to move (see the module docstring); those
+    still open after `window` seconds end then. False when the bus cannot reach this
+    instance's listens alone (`LocalBus`): nothing was done."""
+    from nimblemcp.backends.bus import LocalBus
+
+    bus = server.bus
+    if not isinstance(bus, LocalBus):
+        return False
+    if not server.moving:  # (a second signal: already moving)
+        server.moving = True
+        bus.publish_local(Event(_MOVE))
+        asyncio.get_running_loop().call_later(window, bus.publish_local, Event(_MOVE, _OVER))
+    return True
+
+
+def _handover_offer(params: dict[str, Any]) -> bool | str | None:
+    """What the listen request's `_meta` offers: None (no hand-over), True (hand-overs
+    welcome) or the token of the listen this one takes over from."""
+    meta = params.get("_meta")
+    offer = meta.get(HANDOVER) if isinstance(meta, dict) else None
+    if offer is True or (isinstance(offer, str) and 0 < len(offer) <= 64):
+        return offer  # type: ignore[no-any-return]
+    return None
 
 
 def _requested_tasks(requested: Any) -> list[str]:
