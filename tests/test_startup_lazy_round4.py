@@ -118,7 +118,7 @@ def test_bus_protocols_load_on_first_use_as_the_bus_module_names() -> None:
 def test_bus_records_and_a_user_bus_built_on_the_protocol() -> None:
     event = bus.Event("updated", "notes://a")
     assert event == ("updated", "notes://a") and bus.Event("tools").uri is None
-    assert bus.Match(kinds=("tools",)).uris == () and bus.Match._fields == ("kinds", "uris", "tasks")
+    assert bus.Match(kinds=("tools",)).uris == () and bus.Match._fields == ("kinds", "uris", "tasks", "keys")
     assert bus.Event.__annotations__ == {"kind": str, "uri": str | None}
     assert pickle.loads(pickle.dumps(event)) == event
 
