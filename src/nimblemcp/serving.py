@@ -312,6 +312,8 @@ def run_http(
                 for sock in sockets or []:
                     sock.close()
                 await drain.drain()
+            else:
+                drain.close()  # legacy GET and /sse streams end now
             server.close_listeners()
             await super().shutdown(sockets)
 
@@ -390,6 +392,8 @@ def _run_engine(server: Server, drain: Any, sockets: list[Any], *, host: str, po
         # elsewhere, any other stop ends them with the closing result (SUB-09).
         if signum == signal.SIGTERM:
             await drain.drain()
+        else:
+            drain.close()
         server.close_listeners()
 
     started = None if on_started is None else (lambda _address: on_started(*_bound(sockets)))

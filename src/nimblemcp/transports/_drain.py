@@ -15,7 +15,9 @@ Whatever the handler sends afterwards is dropped.
 stream it opens with `on_drain(stop)`; `drain()` calls `stop`, and the stream ends itself
 cleanly (its final empty body, the session's stream slot freed). The 2025-11-25 spec lets
 a server close a stream at any time; the client opens a new GET (through the balancer,
-on another instance). A GET stream opened while draining is ended at once. `on_drain`
+on another instance). A GET stream opened while draining is ended at once. Any other
+stop (SIGINT) calls `close()`: the same hooks run at once, with `closing` set (an `/sse`
+stream then ends without waiting for its answers in flight). `on_drain`
 takes any such hook: `run_http` registers one that starts the grace time of the
 server's running background tasks (`Server.drain`).
 
@@ -73,6 +75,7 @@ class ListenDrain:
         # Moves the open listens (the server's `move_listeners`); False: it could not.
         self.listens: Callable[[], bool] | None = None
         self.draining = False
+        self.closing = False  # `close()`: streams end now, not after their answers
         # The ASGI app to serve: this drain, or the guard it was made around
         # (`SecurityMiddleware`: `takes_listen_drain`), which then does this
         # drain's per-request part itself from the header dict it builds anyway
@@ -124,6 +127,16 @@ class ListenDrain:
             await self.app(scope, receive, stream.relay)
         finally:
             self.streams.discard(stream)
+
+    def close(self) -> None:
+        """A stop that is no rolling restart (SIGINT): the legacy GET and 2024-11-05
+        `/sse` streams end now, cleanly (an `/sse` stream's requests in flight are
+        cancelled: their answers could only go to that stream). Listen streams get
+        their closing result from the server (`close_listeners`)."""
+        self.closing = self.draining = True
+        for stop in list(self.stoppers):
+            self.stoppers.discard(stop)
+            stop()
 
     async def drain(self) -> int:
         """End the legacy GET streams and move (or end) the listen streams; how many
