@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from nimblemcp.backends.bus import Event, Match, SlowListener
 from nimblemcp.errors import InvalidParams
+from nimblemcp.jsonrpc import encode
 from nimblemcp.server._task_events import MAX_TASK_IDS, TaskWatch
 from nimblemcp.types._meta import HANDOVER, LISTEN_AGAIN, MOVING, SUBSCRIPTION_ID
 
@@ -94,9 +95,22 @@ def honoured_filter(
     return honoured
 
 
+class _Covered:
+    """SUB-11: the updates a listen hears: those of a subscribed URI or of a resource
+    beneath one."""
+
+    __slots__ = ("beneath", "exact")
+
+    def __init__(self, uris: list[str]) -> None:
+        self.exact = frozenset(uris)
+        self.beneath = tuple(u.rstrip("/") + "/" for u in uris)
+
+    def __contains__(self, uri: str) -> bool:
+        return uri in self.exact or uri.startswith(self.beneath)
+
+
 def _covers(subscribed: list[str], uri: str) -> bool:
-    """An update to `uri` matches a subscribed URI or a resource beneath it (SUB-11)."""
-    return any(uri == s or uri.startswith(s.rstrip("/") + "/") for s in subscribed)
+    return uri in _Covered(subscribed)
 
 
 def _notification(method: str, sid: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -155,12 +169,17 @@ async def _deliver(
 ) -> None:
     """The stream after the acknowledgement, until the bus closes it or the listen has
     moved (`ending` then says how: `LISTEN_AGAIN`, or `HANDOVER` when its successor is
-    live)."""
+    live). Where the transport takes encoded messages (`emit_json`), a notification is
+    the event's shared JSON (`_shared`) around this listen's id, encoded once here."""
     sid = ctx.request_id
     for task_id in tasks.ids if tasks is not None else ():
         current = await tasks.notification(task_id) if tasks is not None else None
         if current is not None:
             ctx._send(current)
+    io = ctx._emit
+    emit_json = getattr(io, "emit_json", None)
+    sid_json = encode(sid)
+    covered = _Covered(uris)
     # A listen that takes over sends nothing its predecessor still delivers: the events
     # before its own marker comes back through the bus (at most `handover` seconds,
     # should the marker be lost).
@@ -190,10 +209,46 @@ async def _deliver(
             skip_until = None
         if kind == "task":
             out = await tasks.notification(event.uri or "") if tasks is not None else None
+            if out is not None:
+                ctx._send(out)
+            continue
+        # The bus sends only what this listen's `Match` asked for; checked again here
+        # for a bus that does not filter.
+        if kind == "updated":
+            uri = event.uri
+            if uri is None or uri not in covered:
+                continue
+            method = "notifications/resources/updated"
         else:
-            out = _translate(event, methods, uris, sid)
-        if out is not None:
-            ctx._send(out)
+            found = methods.get(kind)
+            if found is None:
+                continue
+            method = found
+        if emit_json is not None:
+            head, tail = _shared(event, method)
+            emit_json(head + sid_json + tail, sid)
+        else:
+            ctx._send(_notification(method, sid, None if kind != "updated" else {"uri": event.uri}))
+
+
+# The JSON of an event's notification before and after the subscription id: what every
+# listener of the event shares, encoded once (a few recent events kept).
+_SHARED: dict[tuple[Event, str], tuple[bytes, bytes]] = {}
+_SHARED_MAX = 256
+_PLACE = "\x00sid"  # stands for the subscription id while the shared part is encoded
+_PLACE_JSON = encode(_PLACE)
+
+
+def _shared(event: Event, method: str) -> tuple[bytes, bytes]:
+    key = (event, method)
+    parts = _SHARED.get(key)
+    if parts is None:
+        extra = {"uri": event.uri} if event.kind == "updated" else None
+        head, _, tail = encode(_notification(method, _PLACE, extra)).partition(_PLACE_JSON)
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        parts = _SHARED[key] = (head, tail)
+    return parts
 
 
 def move_listeners(server: Server, window: float) -> bool:
@@ -227,12 +282,3 @@ def _requested_tasks(requested: Any) -> list[str]:
     if not isinstance(raw, list) or len(raw) > MAX_TASK_IDS:  # type: ignore[arg-type]
         return []  # refused by TaskWatch.open
     return [t for t in raw if isinstance(t, str)]  # type: ignore[union-attr]
-
-
-def _translate(event: Event, methods: dict[str, str], uris: list[str], sid: Any) -> dict[str, Any] | None:
-    if event.kind == "updated":
-        if event.uri is not None and _covers(uris, event.uri):
-            return _notification("notifications/resources/updated", sid, {"uri": event.uri})
-        return None
-    method = methods.get(event.kind)
-    return _notification(method, sid) if method else None
