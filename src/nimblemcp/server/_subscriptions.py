@@ -99,14 +99,14 @@ class _Covered:
     """SUB-11: the updates a listen hears: those of a subscribed URI or of a resource
     beneath one."""
 
-    __slots__ = ("beneath", "exact")
+    __slots__ = ("beneath", "uris")
 
     def __init__(self, uris: list[str]) -> None:
-        self.exact = frozenset(uris)
+        self.uris = uris
         self.beneath = tuple(u.rstrip("/") + "/" for u in uris)
 
     def __contains__(self, uri: str) -> bool:
-        return uri in self.exact or uri.startswith(self.beneath)
+        return uri in self.uris or uri.startswith(self.beneath)
 
 
 def _covers(subscribed: list[str], uri: str) -> bool:
@@ -144,10 +144,7 @@ async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
         moving = server.moving  # this instance is moving its listens: none may stay here
         if takeover is not None and not moving:  # from here on, its predecessor may end
             server.bus.publish(Event(_HANDED, takeover))
-        ack = _notification("notifications/subscriptions/acknowledged", sid, {"notifications": honoured})
-        if token is not None:
-            ack["params"]["_meta"][HANDOVER] = token
-        ctx._send(ack)
+        ctx._send(_acknowledgement(sid, honoured, token))
         try:
             if moving:
                 ending[LISTEN_AGAIN] = True
@@ -161,6 +158,13 @@ async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
             if tasks is not None:
                 tasks.close()  # its watchdog (shared store)
     return {"resultType": "complete", "_meta": ending}
+
+
+def _acknowledgement(sid: Any, honoured: dict[str, Any], token: str | None) -> dict[str, Any]:
+    ack = _notification("notifications/subscriptions/acknowledged", sid, {"notifications": honoured})
+    if token is not None:
+        ack["params"]["_meta"][HANDOVER] = token
+    return ack
 
 
 async def _deliver(
@@ -178,7 +182,7 @@ async def _deliver(
             ctx._send(current)
     io = ctx._emit
     emit_json = getattr(io, "emit_json", None)
-    sid_json = encode(sid)
+    sid_json = bytes(memoryview(encode(sid)))  # a copy: orjson's result holds a 4 KiB buffer
     covered = _Covered(uris)
     # A listen that takes over sends nothing its predecessor still delivers: the events
     # before its own marker comes back through the bus (at most `handover` seconds,
