@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from nimblemcp.backends._bus_protocols import NotificationBus, Subscription
 
 __all__ = [
+    "GAP",
     "Event",
     "InProcessBus",
     "Match",
@@ -59,6 +60,13 @@ class Event(NamedTuple):
 
     kind: str
     uri: str | None = None
+
+
+# The kind of event a bus sends to its own subscriptions that name it (`Match.kinds`;
+# not to those without a `Match`) when events from other instances may have been lost (the Redis bus lost its
+# connection, or has it again): a listen then ends so that its client re-listens and
+# knows it may have missed something.
+GAP = "gap"
 
 
 class Match(NamedTuple):
@@ -199,7 +207,7 @@ class _Fanout:
         not change the index, but a caller may)."""
         kind, uri = event
         found: list[_Subs] = []
-        if self._all:
+        if self._all and kind != GAP:  # only to those that ask for it
             found.append(self._all)
         subs = self._kinds.get(kind)
         if subs:

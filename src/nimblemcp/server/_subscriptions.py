@@ -21,7 +21,9 @@ before the marker are the old stream's (which ends with the closing result, `_me
 [HANDOVER]` naming its token, when the marker reaches it) and those after it the new
 one's. Each event reaches the client once, in order, with no gap. A listen whose client
 does not move within `ListenOptions.handover` seconds ends with `LISTEN_AGAIN` then; a
-listen that reaches an instance already moving its listens ends with it at once.
+listen that reaches an instance already moving its listens ends with it at once. So
+does every listen when the bus may have lost events (`GAP`: the Redis bus lost its
+connection, or got it back): its client re-listens and hears `missed`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from nimblemcp.backends.bus import Event, Match, SlowListener
+from nimblemcp.backends.bus import GAP, Event, Match, SlowListener
 from nimblemcp.errors import InvalidParams
 from nimblemcp.jsonrpc import encode
 from nimblemcp.server._task_events import MAX_TASK_IDS, TaskWatch
@@ -133,9 +135,10 @@ async def listen(ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
     takeover = offer if isinstance(offer, str) else None
     # Only matching events reach this stream (the bus indexes them); the task ids asked
     # for are a superset of those honoured, known before subscribing. Every listen hears
-    # this instance's moves; one that offers a hand-over, the markers of its own.
+    # this instance's moves and its bus's gaps; one that offers a hand-over, the
+    # markers of its own.
     markers = tuple((_HANDED, t) for t in (token, takeover) if t is not None)
-    match = Match(kinds=(*methods, _MOVE), uris=uris, tasks=_requested_tasks(requested), keys=markers)
+    match = Match(kinds=(*methods, _MOVE, GAP), uris=uris, tasks=_requested_tasks(requested), keys=markers)
     ending: dict[str, Any] = {SUBSCRIPTION_ID: sid}
     async with server.bus.subscribe(server.listen_queue, match=match) as events:
         tasks = await TaskWatch.open(ctx, params.get("notifications"))  # after subscribing: no change missed
@@ -200,6 +203,9 @@ async def _deliver(
                 moving = True
                 ctx._send(_notification(MOVING, sid))
             continue
+        if kind == GAP:  # the bus may have lost events: the client re-listens, hearing `missed`
+            ending[LISTEN_AGAIN] = True
+            return
         if kind == _HANDED:
             if event.uri == takeover:
                 skip_until = None

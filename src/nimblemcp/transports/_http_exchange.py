@@ -191,8 +191,10 @@ class Exchange:
                 await send({"type": "http.response.body", "body": data, "more_body": True})
                 continue
             if self.closed or self.disconnected:
-                if not self.disconnected:
-                    await send({"type": "http.response.body", "body": b""})
+                # Finished after a disconnect too: a client that only shut its sending
+                # side (half-close) still gets the end of the body; for one that is gone
+                # the server drops it. (Unfinished, uvicorn logs an error.)
+                await send({"type": "http.response.body", "body": b""})
                 return
             w = self.waiter = self.loop.create_future()
             timer = self.loop.call_later(self.keepalive or 3600.0, _ping, w)
