@@ -42,3 +42,26 @@ def test_a_minute_of_faults_runs_nothing_twice_and_leaves_no_task_behind(tmp_pat
     assert {f["kind"] for f in data["faults"]} == {
         "sigterm", "kill", "redis-restart", "redis-pause", "redis-cut", "slow-client"}
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+def test_the_compose_file_runs_the_same_script_with_options_it_has() -> None:
+    """deploy/chaos/ (docker is not on CI): the compose file parses, builds the image of
+    the Dockerfile beside it, whose sources exist, and passes options chaos.py takes."""
+    import yaml
+
+    root = BENCH.parent
+    compose = yaml.safe_load((root / "deploy" / "chaos" / "docker-compose.yml").read_text())
+    service = compose["services"]["chaos"]
+    assert service["build"] == {"context": "../..", "dockerfile": "deploy/chaos/Dockerfile"}
+    dockerfile = (root / "deploy" / "chaos" / "Dockerfile").read_text()
+    for line in dockerfile.splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (root / source).exists(), source
+    assert 'ENTRYPOINT ["python", "chaos.py"]' in dockerfile
+    env = {**os.environ, "NIMBLE_PY": sys.executable}
+    usage = subprocess.run([sys.executable, str(BENCH / "chaos.py"), "--help"], cwd=BENCH, env=env,
+                           capture_output=True, text=True, timeout=60).stdout
+    for option in service["command"]:
+        if option.startswith("--"):
+            assert option in usage, option
