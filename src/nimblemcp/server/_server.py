@@ -630,8 +630,9 @@ class Server:
         shut-down): background tasks still running after the drain's grace (none
         without a drain) are marked failed at once, the change published and their
         leases released, instead of staying `working` until a lease lapses; and
-        registrations no longer count as while serving."""
+        registrations no longer count as while serving; listens moved away are over."""
         self.served = False
+        self.moving = False
         if self._tasks is not None:
             await self._tasks.settle()
 
