@@ -73,6 +73,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "nimblemcp.backends.bus": [
         "Event",
+        "GAP",
         "InProcessBus",
         "Match",
         "NotificationBus",

@@ -248,6 +248,7 @@ def run_http(
         from nimblemcp.transports.h1 import engine_server  # noqa: F401
     drain = ListenDrain(app)
     drain.on_drain(lambda: server.drain(shutdown_timeout))  # running tasks get the grace time
+    drain.listens = lambda: server.move_listeners(min(server.listen_options.handover, shutdown_timeout))
     sockets = _listen(host, port, reuse_port)
     if engine == "nimblemcp":
         _run_engine(server, drain, sockets, host=host, port=port, shutdown_timeout=shutdown_timeout,
@@ -309,15 +310,18 @@ def run_http(
         async def shutdown(self, sockets: Any = None) -> None:
             # Listen streams never finish by themselves: end them first, so the wait
             # below covers only real in-flight requests. SIGTERM (a rolling restart:
-            # Kubernetes, docker, systemd) stops accepting, then ends them without the
-            # closing result so clients re-listen elsewhere; any other stop sends the
-            # closing result (SUB-09): the subscription is over.
+            # Kubernetes, docker, systemd) stops accepting, then moves them to another
+            # instance (make-before-break, ended with the closing result once moved:
+            # `Server.move_listeners`); any other stop sends the closing result (SUB-09):
+            # the subscription is over.
             if received[:1] == [signal.SIGTERM]:
                 for listener in self.servers:
                     listener.close()
                 for sock in sockets or []:
                     sock.close()
                 await drain.drain()
+            else:
+                drain.close()  # legacy GET and /sse streams end now
             server.close_listeners()
             await super().shutdown(sockets)
 
@@ -392,10 +396,12 @@ def _run_engine(server: Server, drain: Any, sockets: list[Any], *, host: str, po
     )
 
     async def before_stop(signum: int) -> None:
-        # As under uvicorn (see `_Uvicorn.shutdown`): SIGTERM ends listen streams
-        # without their closing result, any other stop sends it (SUB-09).
+        # As under uvicorn (see `_Uvicorn.shutdown`): SIGTERM moves listen streams
+        # elsewhere, any other stop ends them with the closing result (SUB-09).
         if signum == signal.SIGTERM:
             await drain.drain()
+        else:
+            drain.close()
         server.close_listeners()
 
     started = None if on_started is None else (lambda _address: on_started(*_bound(sockets)))

@@ -209,6 +209,7 @@ class Server:
         # subscriptions/listen: list changes and resource updates fan out via the bus.
         self.bus: NotificationBus = backends.bus if backends.bus is not None else InProcessBus()
         self._opened: Opened | None = None  # backends it opened itself from the environment
+        self.moving = False  # a rolling restart is moving the listens away (`move_listeners`)
         # Python logging inside handlers -> notifications/message (True = root logger).
         if forward_logs is not False:
             from nimblemcp.server._logbridge import install
@@ -663,8 +664,19 @@ class Server:
         return self.bus.subscribe(self.listen_queue, match=_CHANGES) if self.subscriptions else None
 
     def close_listeners(self) -> None:
-        """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09)."""
-        self.bus.close_all()
+        """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09);
+        while `move_listeners` moves them they end by themselves, within its window."""
+        if not self.moving:
+            self.bus.close_all()
+
+    def move_listeners(self, window: float) -> bool:
+        """A rolling restart began (SIGTERM under `run_http`): every open listen is told
+        to move to another instance, make-before-break, and ends once it has (at most
+        `window` seconds); see `server/_subscriptions.py`. False when the bus cannot
+        reach this instance's listens alone: nothing was done."""
+        from nimblemcp.server._subscriptions import move_listeners
+
+        return move_listeners(self, window)
 
     def drain(self, grace: float) -> None:
         """A graceful stop began (SIGTERM under `run_http`; SIGTERM or the end of stdin
@@ -681,8 +693,9 @@ class Server:
         shut-down): background tasks still running after the drain's grace (none
         without a drain) are marked failed at once, the change published and their
         leases released, instead of staying `working` until a lease lapses; and
-        registrations no longer count as while serving."""
+        registrations no longer count as while serving; listens moved away are over."""
         self.served = False
+        self.moving = False
         if self._tasks is not None:
             await self._tasks.settle()
 
