@@ -1,7 +1,7 @@
 """Listen fan-out across instances: many `subscriptions/listen` streams, a burst of events.
 
     python benchmarks/listen_fanout.py [--instances 3] [--listeners 1000] [--events 10000]
-                                       [--topics 100] [--quick]
+                                       [--topics 100] [--quick] [--server nimblemcp|mcp]
 
 `--instances` copies of `servers/nimble_listen_server.py` run under `nimblemcp run
 --transport http`, sharing one Redis (the bus) and one state key. `--listeners` 2026-07-28
@@ -15,8 +15,18 @@ reach every listener (a broadcast: events x listeners deliveries).
 
 Measured: deliveries received of those expected, delivery latency (publish to receipt by
 the client) p50 / p99 / max overall and per instance, the whole burst's span (first
-publish to last receipt), and each instance's RSS idle, with the listeners open, and
-after the burst; CPU seconds used during the burst by the instances, Redis and the client.
+publish to last receipt), events/s and deliveries/s over that span, each instance's RSS
+idle, with the listeners open, and after the burst (and the memory each open listen
+costs: RSS listening minus idle, per listen); CPU seconds used during the burst by the
+instances, Redis and the client.
+
+`--server mcp` runs the official SDK instead (`servers/mcp_listen_server.py`, mcp 2.3.0
+under uvicorn from benchmarks/.venv-peers, the same HTTP stack): one instance (the SDK
+has no bus across instances), every listener on `bench://t/0` and every event for it
+(the SDK matches URIs exactly: a broadcast, `--topics 1`); its `burst` tool returns each
+event's publish time and the client pairs the k-th event of a stream with the k-th time.
+Its listen cap (1,024 streams) and backlog cap are raised (`BENCH_LISTEN_MAX`,
+`BENCH_LISTEN_QUEUE`).
 
 The client is one process: asyncio (uvloop) protocols with httptools' response parser, one
 socket per stream, a timestamp per socket read and a regex over each batch of complete SSE
@@ -36,12 +46,13 @@ import json
 import os
 import re
 import resource
+import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from _common import META, NIMBLE_PY, VERSION, ensure_peers, pct, save, say, table
+from _common import META, NIMBLE_PY, PEER_PY, VERSION, ensure_peers, pct, save, say, table
 
 try:
     import httptools
@@ -50,6 +61,7 @@ except ImportError:  # the driver's interpreter lacks it: run from the nimble ve
     os.execv(NIMBLE_PY, [NIMBLE_PY, str(Path(__file__).resolve()), *sys.argv[1:]])
 
 from _fleet import (
+    LOGS,
     SERVERS_DIR,
     Redis,
     cpu_seconds,
@@ -64,6 +76,7 @@ from _fleet import (
 
 TARGET = SERVERS_DIR / "nimble_listen_server.py"
 STAMP = re.compile(rb"bench://t/\d+/\d+/(\d+)")
+UPDATED = b"notifications/resources/updated"
 
 
 class Stats:
@@ -76,15 +89,20 @@ class Stats:
 
 
 class Listener(asyncio.Protocol):
-    """One listen stream: write the POST, parse the SSE body, record one latency per event."""
+    """One listen stream: write the POST, parse the SSE body, record one latency per event
+    (`ordered`: the receipt time of each event instead, paired with the publish times
+    the burst returns; the official SDK's events carry no stamp)."""
 
-    def __init__(self, request: bytes, stats: Stats, instance: int) -> None:
+    def __init__(self, request: bytes, stats: Stats, instance: int, ordered: bool = False) -> None:
         self.request, self.stats, self.instance = request, stats, instance
         self.parser = httptools.HttpResponseParser(self)
         self.buf = b""
         self.acked = False
         self.now = 0
         self.transport: asyncio.Transport | None = None
+        self.ordered = ordered
+        self.times: list[int] = []
+        self.sep = b"\r\n\r\n" if ordered else b"\n\n"  # the SDK ends SSE lines with CRLF
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -101,11 +119,11 @@ class Listener(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         buf = self.buf + body
-        cut = buf.rfind(b"\n\n")
+        cut = buf.rfind(self.sep)
         if cut < 0:
             self.buf = buf
             return
-        done, self.buf = buf[:cut], buf[cut + 2:]
+        done, self.buf = buf[:cut], buf[cut + len(self.sep):]
         if not self.acked:
             if b"notifications/subscriptions/acknowledged" in done:
                 if b"resourceSubscriptions" not in done:
@@ -116,9 +134,13 @@ class Listener(asyncio.Protocol):
                 self.stats.failed.append(done[:300].decode(errors="replace"))
         now, lat = self.now, self.stats.lat[self.instance]
         n = 0
-        for m in STAMP.finditer(done):
-            lat.append(now - int(m.group(1)))
-            n += 1
+        if self.ordered:
+            n = done.count(UPDATED)
+            self.times.extend([now] * n)
+        else:
+            for m in STAMP.finditer(done):
+                lat.append(now - int(m.group(1)))
+                n += 1
         if n:
             self.stats.received += n
             self.stats.last_ns = now
@@ -139,10 +161,11 @@ def listen_request(port: int, rid: int, topic: int) -> bytes:
     return head.encode() + body
 
 
-def call_burst(port: int, events: int, topics: int, rate: float) -> None:
+def call_burst(port: int, events: int, topics: int, rate: float, sdk: bool = False) -> list[int]:
+    """Run the server's `burst` tool; the publish times it returns (the SDK's server)."""
+    arguments = {"n": events} if sdk else {"n": events, "topics": topics, "rate": rate}
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"_meta": META, "name": "burst",
-                                  "arguments": {"n": events, "topics": topics, "rate": rate}}}).encode()
+                       "params": {"_meta": META, "name": "burst", "arguments": arguments}}).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=body, headers={
         "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": VERSION, "Mcp-Method": "tools/call", "Mcp-Name": "burst"})
@@ -150,6 +173,16 @@ def call_burst(port: int, events: int, topics: int, rate: float) -> None:
         reply = resp.read()
     if b'"isError":true' in reply or b'"error"' in reply:
         raise RuntimeError(f"burst failed: {reply[:300]!r}")
+    if not sdk:
+        return []
+    text = reply.strip()
+    if not text.startswith(b"{"):  # an SSE answer: its last data line is the response
+        lines = [ln[5:].strip() for ln in text.splitlines() if ln.startswith(b"data:")]
+        if not lines:
+            raise RuntimeError(f"burst: no answer in {reply[:300]!r}")
+        text = lines[-1]
+    stamps: list[int] = json.loads(text)["result"]["structuredContent"]["result"]
+    return stamps
 
 
 def expected(listeners: int, events: int, topics: int) -> int:
@@ -173,7 +206,7 @@ async def measure(args: argparse.Namespace, ports: list[int], pids: list[int], r
         for j in range(start, min(start + 100, args.listeners)):
             inst = j % len(ports)
             req = listen_request(ports[inst], j + 1, j % args.topics)
-            batch.append(loop.create_connection(lambda r=req, i=inst: Listener(r, stats, i),
+            batch.append(loop.create_connection(lambda r=req, i=inst: Listener(r, stats, i, args.server == "mcp"),
                                                 "127.0.0.1", ports[inst]))
         for _transport, proto in await asyncio.gather(*batch):
             protocols.append(proto)
@@ -189,7 +222,8 @@ async def measure(args: argparse.Namespace, ports: list[int], pids: list[int], r
     cpu0 = [cpu_seconds(p) for p in pids] + [cpu_seconds(redis_pid), own_cpu()]
     want = expected(args.listeners, args.events, args.topics)
     burst_start = time.monotonic_ns()
-    call = loop.run_in_executor(None, call_burst, ports[0], args.events, args.topics, args.rate)
+    call = loop.run_in_executor(None, call_burst, ports[0], args.events, args.topics, args.rate,
+                                args.server == "mcp")
     last_progress, last_count = time.monotonic(), 0
     while stats.received < want:
         await asyncio.sleep(0.05)
@@ -197,7 +231,9 @@ async def measure(args: argparse.Namespace, ports: list[int], pids: list[int], r
             last_progress, last_count = time.monotonic(), stats.received
         elif time.monotonic() - last_progress > args.idle:
             break
-    await call
+    stamps = await call
+    for proto in protocols:  # the SDK's server: the k-th event of a stream was published at stamps[k]
+        stats.lat[proto.instance].extend(t - stamps[k] for k, t in enumerate(proto.times[:len(stamps)]))
     span_s = (stats.last_ns - burst_start) / 1e9 if stats.last_ns else float("nan")
     cpu1 = [cpu_seconds(p) for p in pids] + [cpu_seconds(redis_pid), own_cpu()]
     await asyncio.sleep(0.5)
@@ -214,6 +250,18 @@ async def measure(args: argparse.Namespace, ports: list[int], pids: list[int], r
             "failed": stats.failed[:5]}
 
 
+def launch_sdk(port: int, queue: int, listeners: int) -> subprocess.Popen[bytes]:
+    """The official SDK's listen server under uvicorn (uvloop, httptools), from .venv-peers."""
+    ensure_peers()
+    env = dict(os.environ, BENCH_LISTEN_QUEUE=str(queue), BENCH_LISTEN_MAX=str(max(listeners, 1024)))
+    env.pop("PYTHONPATH", None)
+    with (LOGS / "bench-listen-mcp.log").open("wb") as log:
+        return subprocess.Popen(
+            [PEER_PY, "-m", "uvicorn", "mcp_listen_server:http_app", "--factory", "--port", str(port),
+             "--log-level", "warning", "--loop", "uvloop", "--http", "httptools"],
+            stdout=log, stderr=log, env=env, cwd=str(SERVERS_DIR))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--instances", type=int, default=3)
@@ -225,9 +273,13 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=10.0, help="give up after this long without a delivery")
     ap.add_argument("--name", default="listen_fanout", help="results file name")
     ap.add_argument("--quick", action="store_true", help="tiny numbers: a smoke run")
+    ap.add_argument("--server", choices=("nimblemcp", "mcp"), default="nimblemcp",
+                    help="mcp: the official SDK (one instance, a broadcast)")
     args = ap.parse_args()
     if args.quick:
         args.instances, args.listeners, args.events, args.topics = 2, 20, 200, 5
+    if args.server == "mcp":
+        args.instances, args.topics = 1, 1
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     load_before = load()
@@ -238,7 +290,8 @@ def main() -> None:
     try:
         ports = [free_port() for _ in range(args.instances)]
         for i, port in enumerate(ports):
-            procs.append(launch(TARGET, port, f"listen-{i}", env=env))
+            procs.append(launch(TARGET, port, f"listen-{i}", env=env) if args.server == "nimblemcp"
+                         else launch_sdk(port, args.queue, args.listeners))
         for proc, port in zip(procs, ports, strict=True):
             wait_port(port, proc)
         try:
@@ -268,15 +321,22 @@ def main() -> None:
                  f"{sum(r[0] for r in res['rss']):.1f}", f"{sum(r[1] for r in res['rss']):.1f}",
                  f"{sum(r[2] for r in res['rss']):.1f}", f"{sum(r[3] for r in res['rss']):.1f}",
                  f"{sum(res['cpu_instances']):.2f}"])
-    rate = len(every) / res["span_s"] if res["span_s"] == res["span_s"] and res["span_s"] > 0 else 0
+    span_ok = res["span_s"] == res["span_s"] and res["span_s"] > 0
+    rate = len(every) / res["span_s"] if span_ok else 0
+    events_rate = args.events / res["span_s"] if span_ok else 0
+    per_listen = sum(r[1] - r[0] for r in res["rss"]) * 1024 / args.listeners  # KiB
+    cpu_per = sum(res["cpu_instances"]) / len(every) * 1e6 if every else float("nan")  # us
     paced = f"paced at {args.rate:g}/s" if args.rate else "all at once"
-    out = (f"{args.listeners} listen streams over {args.instances} instances sharing Redis; "
+    who = "nimblemcp" if args.server == "nimblemcp" else "the official SDK (mcp 2.3.0), one instance"
+    out = (f"{who}: {args.listeners} listen streams over {args.instances} instances sharing Redis; "
            f"{args.events} resource-updated events from instance 0 ({paced}), each reaching {fanout}; "
            f"{os.cpu_count()} cores; {load_before} before, {load_after} after.\n\n"
            + table(["listeners on", "deliveries", "p50 ms", "p99 ms", "max ms", "RSS idle MiB",
                     "RSS listening MiB", "RSS after burst MiB", "RSS closed MiB", "CPU s in burst"], rows)
            + f"\n\nDelivered {len(every)} of {res['want']} ({len(every) / res['want']:.1%}); burst span "
-           f"(first publish to last receipt) {res['span_s']:.2f} s, {rate:,.0f} deliveries/s. Opening the "
+           f"(first publish to last receipt) {res['span_s']:.2f} s: {events_rate:,.1f} events/s, "
+           f"{rate:,.0f} deliveries/s, {cpu_per:.1f} us of instance CPU per delivery; each open listen "
+           f"{per_listen:.1f} KiB of RSS. Opening the "
            f"{args.listeners} listens took {res['connect_s']:.2f} s. CPU during the burst: instances "
            f"{sum(res['cpu_instances']):.2f} s, Redis {res['cpu_redis']:.2f} s, client {res['cpu_client']:.2f} s.")
     if res["failed"]:
@@ -286,7 +346,9 @@ def main() -> None:
                           "expected": res["want"], "delivered": len(every), "span_s": res["span_s"],
                           "connect_s": res["connect_s"], "rss_idle_listening_after_closed": res["rss"],
                           "cpu_instances": res["cpu_instances"], "cpu_redis": res["cpu_redis"],
-                          "cpu_client": res["cpu_client"],
+                          "cpu_client": res["cpu_client"], "server": args.server,
+                          "events_per_s": events_rate, "deliveries_per_s": rate,
+                          "kib_per_listen": per_listen, "cpu_us_per_delivery": cpu_per,
                           "latency_ms": {"p50": pct(every, 50) / 1e6 if every else None,
                                          "p99": pct(every, 99) / 1e6 if every else None,
                                          "max": max(every) / 1e6 if every else None},

@@ -1,11 +1,14 @@
 """Helpers for the deployment tests: launch `nimblemcp run` subprocesses on loopback
-ports, wait for them, and speak raw 2026-07-28 MCP over httpx (a tools/call, an MRTR
-round)."""
+ports, wait for them, put Debian's nginx in front of them (`Nginx`: the kit's
+`deploy/nginx/nimblemcp.conf`), and speak raw 2026-07-28 MCP over httpx (a tools/call,
+an MRTR round)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +20,8 @@ from typing import Any
 import httpx
 import orjson
 
+CONF = Path(__file__).resolve().parents[1] / "deploy" / "nginx" / "nimblemcp.conf"
+NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.path.exists(p)), None)
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V,
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
@@ -124,3 +129,44 @@ def text(response: httpx.Response) -> Any:
     assert "result" in reply, reply
     result = reply["result"]
     return result.get("structuredContent", result["content"][0]["text"])
+
+
+class Nginx:
+    """nginx running the kit's site (`deploy/nginx/nimblemcp.conf`), its upstream
+    addresses and listen port rewritten to loopback ones; `extra` is appended to the
+    site (more server blocks). `url` is the MCP endpoint through it."""
+
+    def __init__(self, tmp: Path, ports: list[int], extra: str = "") -> None:
+        assert NGINX is not None, "nginx is not installed (apt-get install -y nginx-light)"
+        self.port = _free_port()
+        site = CONF.read_text()
+        for i, port in enumerate(ports, 1):
+            site = site.replace(f"server mcp{i}:8000", f"server 127.0.0.1:{port}")
+        assert "mcp1:8000" not in site
+        site = re.sub(r"listen 80;", f"listen 127.0.0.1:{self.port};", site) + extra
+        (tmp / "nimblemcp.conf").write_text(site)
+        temp = "\n".join(f"  {kind}_temp_path {tmp}/{kind};" for kind in
+                         ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        main = tmp / "nginx.conf"
+        main.write_text(
+            ("user root;\n" if os.getuid() == 0 else "")
+            + f"worker_processes 1;\npid {tmp}/nginx.pid;\nerror_log {tmp}/error.log warn;\n"
+            f"events {{ worker_connections 1024; }}\n"
+            f"http {{\n  access_log {tmp}/access.log;\n{temp}\n  include {tmp}/nimblemcp.conf;\n}}\n")
+        check = subprocess.run([NGINX, "-t", "-p", str(tmp), "-c", str(main)], capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+        self.proc = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(main), "-g", "daemon off;"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port, self.proc, tmp / "error.log")
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=HANG_GUARD)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

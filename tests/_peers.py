@@ -48,13 +48,20 @@ def _locked(name: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _new_venv(folder: Path) -> None:
+    """A fresh venv whose python is a symlink, as `python -m venv` makes on POSIX. A copied
+    binary is a file just written: when install_all's threads fork for another install at
+    that moment, the child holds it open and exec'ing it fails with "Text file busy"."""
+    venv.EnvBuilder(with_pip=True, clear=True, symlinks=True).create(folder)
+
+
 def mcp_python() -> Path:
     """The python of a venv holding `mcp==2.3.0` (created once)."""
     python = MCP_VENV / "bin" / "python"
     marker = MCP_VENV / f"installed-mcp-{MCP_VERSION}"
     with _locked(MCP_VENV.name):
         if not marker.exists():
-            venv.EnvBuilder(with_pip=True, clear=True).create(MCP_VENV)
+            _new_venv(MCP_VENV)
             subprocess.run([str(python), "-m", "pip", "install", "-q", f"mcp=={MCP_VERSION}"],
                            check=True, timeout=300, capture_output=True)
             marker.write_text("ok\n")
@@ -67,7 +74,7 @@ def fastmcp_python() -> Path:
     marker = FASTMCP_VENV / f"installed-fastmcp-{FASTMCP_VERSION}"
     with _locked(FASTMCP_VENV.name):
         if not marker.exists():
-            venv.EnvBuilder(with_pip=True, clear=True).create(FASTMCP_VENV)
+            _new_venv(FASTMCP_VENV)
             subprocess.run([str(python), "-m", "pip", "install", "-q", f"fastmcp=={FASTMCP_VERSION}"],
                            check=True, timeout=600, capture_output=True)
             marker.write_text("ok\n")

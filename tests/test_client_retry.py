@@ -16,7 +16,7 @@ import pytest
 from _serving import serving
 
 from nimblemcp.client import Client
-from nimblemcp.errors import TransportError
+from nimblemcp.errors import HttpStatusError, TransportError
 
 TOOLS = [
     {"name": "safe", "inputSchema": {"type": "object"}, "annotations": {"idempotentHint": True}},
@@ -29,6 +29,7 @@ class FlakyPeer:
 
     def __init__(self) -> None:
         self.drops: dict[str, int] = {}
+        self.gateway: dict[str, int] = {}  # method -> statuses to answer first (a proxy's 502/504)
         self.seen: list[dict[str, Any]] = []
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -46,6 +47,13 @@ class FlakyPeer:
             await send({"type": "http.response.body", "body": b""})
             return
         method = message["method"]
+        statuses = self.gateway.get(method)
+        if statuses:
+            self.gateway[method] = statuses[1:]
+            await send({"type": "http.response.start", "status": statuses[0],
+                        "headers": [(b"content-type", b"text/html")]})
+            await send({"type": "http.response.body", "body": b"<html>Bad Gateway</html>"})
+            return
         if self.drops.get(method, 0) > 0:
             self.drops[method] -= 1
             await send({"type": "http.response.start", "status": 200,
@@ -125,3 +133,23 @@ async def test_retries_are_capped(peer: tuple[FlakyPeer, str]) -> None:
         with pytest.raises(TransportError):
             await client.list_tools()
     assert len(app.ids("tools/list")) == 3  # the first try and two re-issues
+
+
+async def test_a_gateway_failure_is_reissued_only_for_idempotent_requests(peer: tuple[FlakyPeer, str]) -> None:
+    """A proxy's 502/504 (found by the chaos run, issue 34: nginx answers 502 when an
+    instance closes a kept-alive connection as it stops) means the request may or may not
+    have run: an idempotent one is sent again, others fail with the status."""
+    app, url = peer
+    async with Client(url, retry_backoff=0.01) as client:
+        await client.list_tools()
+        app.gateway = {"tools/call": [502, 504]}
+        assert (await client.call_tool("safe", {}))["content"][0]["text"] == "safe"
+        assert len(app.ids("tools/call")) == 3
+        app.gateway = {"tools/call": [502]}
+        with pytest.raises(HttpStatusError) as failed:
+            await client.call_tool("unsafe", {})
+        assert failed.value.status == 502 and len(app.ids("tools/call")) == 4  # not re-sent
+        app.gateway = {"tools/call": [500]}  # the server itself failed: not a gateway's doing
+        with pytest.raises(HttpStatusError):
+            await client.call_tool("safe", {})
+        assert len(app.ids("tools/call")) == 5

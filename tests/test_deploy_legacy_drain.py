@@ -1,9 +1,10 @@
-"""Graceful shutdown and 2025-11-25 GET streams (issue 13, LEG-08): on SIGTERM a
+"""Graceful shutdown and 2025-11-25 GET streams (issues 13 and 34, LEG-08): on SIGTERM a
 `nimblemcp run` instance ends each legacy session's standalone GET stream cleanly (the
 chunked body is terminated: the client sees an end, not a cut connection, and opens a
 new GET elsewhere), finishes the legacy requests in flight, and exits long before its
 shutdown deadline, whether or not the server offers subscriptions (without them nothing
-else would ever end the stream). Real subprocesses, raw httpx, loopback only."""
+else would ever end the stream). On SIGINT the streams end at once too. Real
+subprocesses, raw httpx, loopback only."""
 
 from __future__ import annotations
 
@@ -78,5 +79,36 @@ async def test_sigterm_ends_legacy_get_streams_cleanly_and_exits_promptly(
             took = time.monotonic() - began
             # Not the deadline: the streams were ended at once, not waited for or cut.
             assert ended < DEADLINE / 2 and took < DEADLINE / 2, (ended, took, log.read_text())
+    finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize("subscriptions", [True, False])
+async def test_sigint_ends_legacy_get_streams_at_once(tmp_path: Path, subscriptions: bool) -> None:
+    """Ctrl-C (issue 34): each GET stream ends cleanly at once, with or without
+    subscriptions (without them nothing but the stop ended it: it stayed open until the
+    shutdown deadline cut it), and the process exits long before that deadline."""
+    src = write_server(tmp_path)
+    if not subscriptions:
+        src.write_text(src.read_text().replace('m.Server("deploy")', 'm.Server("deploy", subscriptions=False)'))
+    port = free_port()
+    log = tmp_path / "a.log"
+    proc = launch(src, port, log, "--shutdown-timeout", str(DEADLINE))
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        async with httpx.AsyncClient(timeout=HANG_GUARD) as c:
+            h = await _session(c, url)
+            async with c.stream("GET", url, headers={**h, "accept": "text/event-stream"}) as get:
+                chunks = get.aiter_bytes()
+                assert (await chunks.__anext__()).startswith(b":")  # the opening keep-alive
+                began = time.monotonic()
+                proc.send_signal(signal.SIGINT)
+                rest = await asyncio.wait_for(_read_to_end(chunks), HANG_GUARD)  # raises on a cut body
+                ended = time.monotonic() - began
+                assert all(chunk.startswith(b":") for chunk in rest)
+            code = await asyncio.to_thread(proc.wait, HANG_GUARD)
+            took = time.monotonic() - began
+        assert code in (0, -signal.SIGINT), log.read_text()
+        assert ended < DEADLINE / 5 and took < DEADLINE / 5, (ended, took, log.read_text())
     finally:
         stop(proc)

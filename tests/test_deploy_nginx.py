@@ -12,25 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import re
-import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
-from _deploy import HANG_GUARD, call, launch, stop, text, wait_port, write_server
+from _deploy import CONF, HANG_GUARD, NGINX, Nginx, call, launch, stop, text, write_server
 from _redis import RedisServer, free_port
 
 from nimblemcp import Client
 from nimblemcp.server._sealing import new_key
-
-CONF = Path(__file__).resolve().parents[1] / "deploy" / "nginx" / "nimblemcp.conf"
-NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.path.exists(p)), None)
 
 pytestmark = pytest.mark.skipif(
     NGINX is None, reason="nginx is not installed (apt-get install -y nginx-light; scripts/test "
@@ -41,27 +34,6 @@ class Site:
     def __init__(self, url: str, instances: list[str], plain_url: str) -> None:
         self.url, self.instances = url, instances
         self.plain_url = plain_url  # a control: everything round-robin, nothing sticky
-
-
-def _nginx_conf(tmp: Path, ports: list[int], listen: int, plain: int) -> Path:
-    site = CONF.read_text()
-    for i, port in enumerate(ports, 1):
-        site = site.replace(f"server mcp{i}:8000", f"server 127.0.0.1:{port}")
-    assert "mcp1:8000" not in site
-    site = re.sub(r"listen 80;", f"listen 127.0.0.1:{listen};", site)
-    site += (f"server {{\n    listen 127.0.0.1:{plain};\n    location /mcp {{\n"
-             "        proxy_pass http://nimblemcp;\n        proxy_http_version 1.1;\n"
-             '        proxy_set_header Connection "";\n    }\n}\n')
-    (tmp / "nimblemcp.conf").write_text(site)
-    temp = "\n".join(f"  {kind}_temp_path {tmp}/{kind};" for kind in
-                     ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    main = tmp / "nginx.conf"
-    main.write_text(
-        ("user root;\n" if os.getuid() == 0 else "")
-        + f"worker_processes 1;\npid {tmp}/nginx.pid;\nerror_log {tmp}/error.log warn;\n"
-        f"events {{ worker_connections 1024; }}\n"
-        f"http {{\n  access_log {tmp}/access.log;\n{temp}\n  include {tmp}/nimblemcp.conf;\n}}\n")
-    return main
 
 
 @pytest.fixture(scope="module")
@@ -76,22 +48,19 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     names = ["A", "B", "C"]
     ports = [free_port() for _ in names]
     procs: list[subprocess.Popen[bytes]] = []
-    nginx: subprocess.Popen[bytes] | None = None
+    nginx: Nginx | None = None
     try:
         for name, port in zip(names, ports, strict=True):
             procs.append(launch(src, port, tmp / f"{name}.log", env={**env, "INSTANCE": name}))
-        listen, plain = free_port(), free_port()
-        conf = _nginx_conf(tmp, ports, listen, plain)
-        check = subprocess.run([NGINX, "-t", "-p", str(tmp), "-c", str(conf)], capture_output=True, text=True)
-        assert check.returncode == 0, check.stderr
-        nginx = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(listen, nginx, tmp / "error.log")
-        yield Site(f"http://127.0.0.1:{listen}/mcp", names, f"http://127.0.0.1:{plain}/mcp")
+        plain = free_port()  # a control: everything round-robin, nothing sticky
+        nginx = Nginx(tmp, ports, extra=(
+            f"server {{\n    listen 127.0.0.1:{plain};\n    location /mcp {{\n"
+            "        proxy_pass http://nimblemcp;\n        proxy_http_version 1.1;\n"
+            '        proxy_set_header Connection "";\n    }\n}\n'))
+        yield Site(nginx.url, names, f"http://127.0.0.1:{plain}/mcp")
     finally:
         if nginx is not None:
-            nginx.terminate()
-            nginx.wait(timeout=HANG_GUARD)
+            nginx.close()
         for proc in procs:
             stop(proc)
         redis.close()

@@ -1,8 +1,12 @@
-"""Graceful shutdown for rolling restarts (issue 13): on SIGTERM an instance stops
-accepting, lets in-flight requests finish, and ends its listen streams *without* the
-closing result, so clients re-listen (through the balancer, elsewhere). A listen through
-a round-robin proxy survives a rolling restart of both instances: later updates arrive.
-Real `nimblemcp run` subprocesses, one real Redis, loopback only."""
+"""Graceful shutdown for rolling restarts (issues 13 and 34): on SIGTERM an instance
+stops accepting, lets in-flight requests finish, and ends its listen streams with the
+closing result (SUB-09) carrying the "listen again elsewhere" hint in `_meta`
+(`com.github.nimblemcp/listenAgain`): at once for a client that offers no hand-over,
+after the hand-over window for nimblemcp's client when no other instance takes its
+listen (it keeps re-listening). A listen through a round-robin proxy survives a rolling
+restart of both instances: later updates arrive (the make-before-break hand-over itself,
+exactly once, is tests/test_deploy_listen_handover.py). Real `nimblemcp run`
+subprocesses, one real Redis, loopback only."""
 
 from __future__ import annotations
 
@@ -14,9 +18,11 @@ import time
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
-from _deploy import HANG_GUARD, call, launch, stop, text, write_server
+from _deploy import HANG_GUARD, META, call, headers, launch, stop, text, write_server
 from _redis import RedisServer, free_port
+from _task_http import Notes
 
 from nimblemcp import Client
 from nimblemcp.server._sealing import new_key
@@ -67,30 +73,45 @@ class FailoverProxy:
         self.server.close()
 
 
-async def test_sigterm_finishes_in_flight_stops_accepting_and_ends_listens_quickly(tmp_path: Path) -> None:
+async def test_sigterm_finishes_in_flight_stops_accepting_and_ends_listens_with_the_hint(tmp_path: Path) -> None:
     src = write_server(tmp_path)
     port = free_port()
     log = tmp_path / "a.log"
     proc = launch(src, port, log, "--shutdown-timeout", "20")
     url = f"http://127.0.0.1:{port}/mcp"
+    listen = {"jsonrpc": "2.0", "id": "plain", "method": "subscriptions/listen",
+              "params": {"_meta": META, "notifications": {"resourceSubscriptions": ["test://doc"]}}}
     try:
-        async with Client(url) as client, client.listen(resources=["test://doc"], backoff=5.0) as events:
+        async with Client(url) as client, client.listen(resources=["test://doc"], backoff=5.0) as events, \
+                httpx.AsyncClient(timeout=HANG_GUARD) as c, httpx.AsyncClient(timeout=HANG_GUARD) as other, \
+                other.stream("POST", url, content=orjson.dumps(listen),
+                             headers=headers("subscriptions/listen")) as plain:
             assert (await events.next()).kind == "acknowledged"
-            async with httpx.AsyncClient(timeout=HANG_GUARD) as c:
-                slow = asyncio.create_task(call(c, url, "slow", {"seconds": 1.5}))
-                await asyncio.sleep(0.5)
-                began = time.monotonic()
-                proc.send_signal(signal.SIGTERM)
-                await asyncio.sleep(0.3)
-                with pytest.raises(httpx.ConnectError):  # no longer accepting
-                    await c.post(url, content=b"{}", headers={"connection": "close"})
-                assert text(await slow) == "finished"  # in flight: allowed to finish
+            notes = Notes(plain.aiter_bytes())
+            ack = await notes.next()  # a client that offers no hand-over gets no token
+            assert ack["method"] == "notifications/subscriptions/acknowledged"
+            assert ack["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "plain"}
+            slow = asyncio.create_task(call(c, url, "slow", {"seconds": 1.5}))
+            await asyncio.sleep(0.5)
+            began = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            # The plain listen ends at once with the closing result and the hint (SUB-09).
+            closing = await notes.next()
+            assert closing["id"] == "plain" and closing["result"]["resultType"] == "complete", closing
+            meta = closing["result"]["_meta"]
+            assert meta["io.modelcontextprotocol/subscriptionId"] == "plain"
+            assert meta["com.github.nimblemcp/listenAgain"] is True
+            assert time.monotonic() - began < 5
+            await asyncio.sleep(0.3)
+            with pytest.raises(httpx.ConnectError):  # no longer accepting
+                await c.post(url, content=b"{}", headers={"connection": "close"})
+            assert text(await slow) == "finished"  # in flight: allowed to finish
             await asyncio.to_thread(proc.wait, HANG_GUARD)
-            # Not the 20 s deadline: the open listen was ended, not waited for.
-            assert time.monotonic() - began < 8, log.read_text()
-            assert events.reconnects == 0
-            # The stream ended without the closing result: the listener is re-listening
-            # (SUB-10), not closed.
+            # Not the 20 s deadline: nimblemcp's listen had nowhere to move and ended
+            # with the hand-over window (5 s).
+            assert time.monotonic() - began < 15, log.read_text()
+            # It ended with the hint, not as closed: the listener is re-listening.
+            assert events.reconnects == 0 and events.handovers == 0
             assert not events._finished and events._task is not None and not events._task.done()
     finally:
         stop(proc)
@@ -140,7 +161,7 @@ async def test_listen_survives_a_rolling_restart_behind_a_balancer(tmp_path: Pat
                 start(name)
                 await update_arrives()
             assert delivered == 5
-            assert events.reconnects >= 1  # the instance holding the listen went away
+            assert events.reconnects + events.handovers >= 1  # the instance holding the listen went away
     finally:
         await proxy.close()
         for proc in procs.values():

@@ -106,3 +106,34 @@ async def test_sigterm_ends_sse_streams_after_their_answers_and_exits_promptly(t
     finally:
         stop(proc)
 
+
+
+@pytest.mark.parametrize("engine", ["nimblemcp", "uvicorn"])
+async def test_sigint_ends_sse_streams_at_once_and_exits_promptly(tmp_path: Path, engine: str) -> None:
+    """Any stop other than SIGTERM (Ctrl-C) does not wait for the answers in flight: each
+    `/sse` stream ends at once, cleanly, and its session's requests are cancelled (issue
+    34). Before, the stream stayed open until the shutdown deadline cut it."""
+    src = write_server(tmp_path)
+    port = free_port()
+    log = tmp_path / "a.log"
+    proc = launch(src, port, log, "--legacy-sse", "--shutdown-timeout", str(DEADLINE), "--engine", engine)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(timeout=HANG_GUARD) as c, \
+                c.stream("GET", f"{base}/sse", headers={"accept": "text/event-stream"}) as get:
+            events, endpoint = await _open(c, base, get)
+            slow_call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                         "params": {"name": "slow", "arguments": {"seconds": DEADLINE}}}
+            assert (await c.post(endpoint, json=slow_call)).status_code == 202
+            await asyncio.sleep(0.5)
+            began = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            rest = await asyncio.wait_for(events.rest(), HANG_GUARD)  # raises on a cut body
+            ended = time.monotonic() - began
+            assert all(chunk.startswith(b":") for chunk in rest)  # no answer: the call was cancelled
+            code = await asyncio.to_thread(proc.wait, HANG_GUARD)
+            took = time.monotonic() - began
+        assert code in (0, -signal.SIGINT), log.read_text()
+        assert ended < DEADLINE / 5 and took < DEADLINE / 5, (ended, took, log.read_text())
+    finally:
+        stop(proc)

@@ -23,6 +23,8 @@ OUTSIDE_THE_TREE = {
         "tool-argument validation inside ToolEntry.call; becomes an `isError: true` result",
     "nimblemcp.transports.http_security._BodyTooLarge":
         "private: ends the body read in the size-limit middleware, answered with HTTP 413",
+    "nimblemcp.transports.verifiers._TooLarge":
+        "private: ends a key-set or introspection download past its cap; logged, the token refused (401)",
     "nimblemcp.client._listen._Dropped":
         "private: a listen stream ended early; the Listener reconnects or ends iteration",
     "nimblemcp.cli._install._Refused":

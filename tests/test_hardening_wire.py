@@ -353,7 +353,7 @@ class StarletteLikeAuth:
 
 @pytest.mark.parametrize("bearer", [False, True])
 async def test_subject_is_namespaced_and_legacy_sessions_work_behind_starlette_auth(bearer: bool) -> None:
-    tokens = StaticTokens({"t1": AccessToken(subject="alice")})
+    tokens = StaticTokens({"t1": AccessToken(subject="alice", audience=("http://127.0.0.1/mcp",))})
     inner = secure_app(build_server(), auth={
         "verifier": tokens, "resource": "http://127.0.0.1/mcp", "authorization_servers": ["https://as.example"],
     } if bearer else None)

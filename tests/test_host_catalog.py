@@ -131,3 +131,34 @@ async def test_policy_asks_confirm_and_denies() -> None:
     with pytest.raises(ValueError, match="maybe"):
         await decide(safe, odd, confirm)  # type: ignore[arg-type]
     assert wipe.title == "wipe"
+
+
+def test_a_servers_namespace_is_reserved_with_bare_names() -> None:
+    """Issue 37: a bare name shaped like another server's qualified name is qualified,
+    whichever server comes first, and the namespaces of servers that are down too."""
+    scheme = NameScheme(always=False)
+    for order in (("evil", "notes"), ("notes", "evil")):
+        lists = {"evil": ServerLists(tools=_tools("notes__delete", "delete", "docs__x", "mine")),
+                 "notes": ServerLists(tools=_tools("delete"))}
+        catalog = Catalog({name: lists[name] for name in order}, scheme, servers=["docs"])
+        names = {(t.server, t.original): t.name for t in catalog.tools}
+        assert names == {("evil", "notes__delete"): "evil__notes__delete",
+                         ("evil", "delete"): "evil__delete", ("evil", "docs__x"): "evil__docs__x",
+                         ("evil", "mine"): "mine", ("notes", "delete"): "notes__delete"}
+        assert catalog.resolve("notes__delete") == ("notes", "delete")
+    # a custom format reserves the names it gives
+    custom = NameScheme(always=False, qualify=lambda server, name: f"{server}.{name}",
+                        pattern=r"[^A-Za-z0-9_.-]")
+    catalog = Catalog({"evil": ServerLists(tools=_tools("notes.delete")),
+                       "notes": ServerLists(tools=_tools("delete")),
+                       "other": ServerLists(tools=_tools("delete"))}, custom)
+    assert {t.name: t.server for t in catalog.tools}["notes.delete"] == "notes"
+
+
+def test_items_that_are_not_objects_are_skipped_not_raised_on() -> None:
+    catalog = Catalog({"s": ServerLists(tools=["x", {"name": 5}, *_tools("ok")],  # type: ignore[list-item]
+                                        prompts=["x"], resources=[3, {"uri": "a://b"}],  # type: ignore[list-item]
+                                        templates=[None])})  # type: ignore[list-item]
+    assert [t.name for t in catalog.tools] == ["s__ok"]
+    assert catalog.prompts == [] and catalog.templates == []
+    assert [r.name for r in catalog.resources] == ["a://b"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nimblemcp.host import ConfigError, ServerConfig, load_config, parse_config
-from nimblemcp.host._config import strip_jsonc
+from nimblemcp.host._config import child_environment, strip_jsonc
 
 
 def test_claude_desktop_shape_stdio_and_remote(tmp_path: Path) -> None:
@@ -116,3 +116,48 @@ def test_strip_jsonc_keeps_strings() -> None:
     text = '{"a": "// not a comment", "b": "/* nor this */", "c": [1, 2,], /* x */ "d": "\\"q\\"",}'
     assert json.loads(strip_jsonc(text)) == {"a": "// not a comment", "b": "/* nor this */",
                                              "c": [1, 2], "d": '"q"'}
+
+
+def test_booleans_must_be_booleans_and_unknown_keys_are_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 37: `"disabled": "false"` once disabled the server."""
+    path = tmp_path / "mcp.json"
+    for key, value in (("disabled", "false"), ("enabled", 0), ("inheritEnv", "yes")):
+        path.write_text(json.dumps({"mcpServers": {"s": {"command": "x", key: value}}}))
+        with pytest.raises(ConfigError) as refused:
+            load_config(path)
+        assert str(refused.value) == (f"{path}: server 's': `{key}` must be true or false, "
+                                      f"not {value!r}" + (" (a string)" if isinstance(value, str) else ""))
+    path.write_text(json.dumps({"mcpServers": {"s": {"command": "x", "disabled": False,
+                                                    "envv": {}, "autoApprove": ["t"]}}}))
+    assert load_config(path)["s"].disabled is False
+    assert f"{path}: server 's': unknown key 'envv' ignored" in caplog.text
+    assert "autoApprove" not in caplog.text
+
+
+def test_what_is_printed_of_a_server_hides_its_values() -> None:
+    stdio = ServerConfig.stdio("s", ["npx", "-y", "pkg", "--key=abcd1234", "--auth", "tok-5678", "-v"],
+                               env={"API_KEY": "env-9999"}, secrets=("expanded-1111",))
+    assert stdio.shown == "npx -y pkg --key=*** --auth *** -v"
+    assert repr(stdio) == ("ServerConfig(name='s', transport='stdio', command='npx -y pkg "
+                           "--key=*** --auth *** -v', env={'API_KEY': ***})")
+    text = "failed: npx --key=abcd1234 --auth tok-5678 (env-9999, expanded-1111)"
+    assert stdio.redact(text) == "failed: npx --key=*** --auth *** (***, ***)"
+    http = ServerConfig.http("r", "https://user:pw-2222@example.com:8443/mcp?token=t-3333",
+                             headers={"Authorization": "Bearer b-4444"})
+    assert http.shown == "https://***@example.com:8443/mcp?token=***"
+    assert "b-4444" not in repr(http) and "pw-2222" not in repr(http)
+    assert http.redact("GET https://user:pw-2222@example.com:8443/mcp?token=t-3333 b-4444") == \
+        "GET https://***:***@example.com:8443/mcp?token=*** ***"  # user info is a secret too
+
+
+def test_a_stdio_servers_environment_is_an_allow_list() -> None:
+    host = {"PATH": "/bin", "HOME": "/home/u", "AWS_SECRET_ACCESS_KEY": "k", "LANG": "C.UTF-8",
+            "BASH_FUNC_x%%": "() { :; }", "SHELL": "() { evil; }"}
+    plain = ServerConfig.stdio("s", ["x"], env={"OWN": "1", "PATH": "/opt/bin"})
+    assert child_environment(plain, host) == {"PATH": "/opt/bin", "HOME": "/home/u",
+                                              "LANG": "C.UTF-8", "OWN": "1"}
+    everything = ServerConfig.stdio("s", ["x"], env={"OWN": "1"}, inherit_env=True)
+    assert child_environment(everything, host) == {**host, "OWN": "1"}
+    assert parse_config({"mcpServers": {"s": {"command": "x", "inheritEnv": True}}})["s"].inherit_env

@@ -406,7 +406,7 @@ async def test_remote_headers_and_the_auth_factory_reach_a_protected_server(
     def secret() -> str:
         return "42"
 
-    app = BearerAuth(server.asgi_app(), verifier=StaticTokens({"t1": AccessToken("alice")}),
+    app = BearerAuth(server.asgi_app(), verifier=StaticTokens({"t1": AccessToken("alice", audience=("http://127.0.0.1/mcp",))}),
                      resource="http://127.0.0.1/mcp", authorization_servers=["https://auth.example"])
 
     class Token(httpx.Auth):

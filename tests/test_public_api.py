@@ -73,6 +73,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "nimblemcp.backends.bus": [
         "Event",
+        "GAP",
         "InProcessBus",
         "Match",
         "NotificationBus",
@@ -434,6 +435,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.verifiers": [
         "IntrospectionVerifier",
         "JwtVerifier",
+        "TOKEN_TYPES",
     ],
     "nimblemcp.types": [
         "ACCEPT_BOTH",

@@ -5,26 +5,32 @@ request it serves makes the server count as serving. With shared backends (a rea
 Redis) an `add_*`/`remove_*` after that is refused, exactly as once the lifespan has
 started; before it (import time) it is allowed. `registrations="local"` and in-process
 backends keep runtime registration; a lifespan's shut-down may still change the registry.
-Real uvicorn on loopback, raw httpx, a real `redis-server`."""
+Real uvicorn on loopback, raw httpx, a real `redis-server`; and real processes: a host
+app under the `uvicorn` command against `nimblemcp run`, refused in the same words."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 import uvicorn
-from _deploy import HANG_GUARD, META, headers
-from _redis import RedisServer, shared
+from _deploy import HANG_GUARD, META, headers, stop, wait_port
+from _redis import RedisServer, free_port, shared
 from _serving import serving
 
 import nimblemcp as m
 from nimblemcp.errors import RegistrationNotShared
 from nimblemcp.server._resources import ResourceEntry
+from nimblemcp.server._sealing import new_key
 
 
 def hello() -> str:
@@ -153,3 +159,63 @@ async def test_a_2024_sse_stream_counts_as_serving_too(redis: RedisServer) -> No
                 while b'"id":1' not in answer:  # the list change of "before_any_request" may come first
                     answer = await chunks.__anext__()
                 assert b"event: message" in answer and b'"protocolVersion":"2024-11-05"' in answer
+
+
+HOSTED = """
+import nimblemcp as m
+from nimblemcp.errors import RegistrationNotShared
+
+server = m.Server("reg")
+
+
+def hello() -> str:
+    return "hello"
+
+
+@server.tool
+def add_tool(tool: str) -> str:
+    try:
+        server.add_tool(hello, name=tool)
+    except RegistrationNotShared as exc:
+        return f"refused: {exc}"
+    return "added"
+
+
+def host():
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    return Starlette(routes=[Mount("/api", app=server.asgi_app())])  # its lifespan never runs
+"""
+
+
+async def test_refused_alike_under_a_host_process_and_under_nimblemcp_run(tmp_path: Path, redis: RedisServer) -> None:
+    """Real processes (issue 34): the same server module served by `nimblemcp run` and
+    mounted in a Starlette host that `uvicorn` runs (no lifespan for the server), both on
+    one real Redis from the environment: a runtime registration is refused by both, in
+    the same words."""
+    (tmp_path / "reg_server.py").write_text(HOSTED)
+    env = {**os.environ, "NIMBLEMCP_REDIS_URL": redis.url, "NIMBLEMCP_STATE_KEYS": new_key(),
+           "PYTHONUNBUFFERED": "1"}
+    run_port, host_port = free_port(), free_port()
+    logs = [tmp_path / "run.log", tmp_path / "host.log"]
+    commands = [
+        [sys.executable, "-m", "nimblemcp", "run", "reg_server.py", "--transport", "http", "--port", str(run_port)],
+        [sys.executable, "-m", "uvicorn", "reg_server:host", "--factory", "--port", str(host_port),
+         "--log-level", "warning"],
+    ]
+    procs = []
+    try:
+        for argv, log in zip(commands, logs, strict=True):
+            with log.open("wb") as sink:
+                procs.append(subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=sink, stderr=sink))
+        for proc, port, log in zip(procs, (run_port, host_port), logs, strict=True):
+            wait_port(port, proc, log)
+        async with httpx.AsyncClient(timeout=HANG_GUARD) as c:
+            under_run = await call(c, f"http://127.0.0.1:{run_port}/mcp", "add_tool", {"tool": "late"})
+            hosted = await call(c, f"http://127.0.0.1:{host_port}/api/mcp", "add_tool", {"tool": "late"})
+        assert under_run.startswith("refused: cannot add tool 'late' while 'reg' is serving with shared backends")
+        assert hosted == under_run
+    finally:
+        for proc in procs:
+            stop(proc)

@@ -361,7 +361,7 @@ def test_the_bus_protocols_are_the_bus_module_s() -> None:
 def test_bus_records_and_a_user_bus_built_on_the_protocol() -> None:
     event = bus.Event("updated", "notes://a")
     assert event == ("updated", "notes://a") and bus.Event("tools").uri is None
-    assert bus.Match(kinds=("tools",)).uris == () and bus.Match._fields == ("kinds", "uris", "tasks")
+    assert bus.Match(kinds=("tools",)).uris == () and bus.Match._fields == ("kinds", "uris", "tasks", "keys")
     assert bus.Event.__annotations__ == {"kind": str, "uri": str | None}
     assert pickle.loads(pickle.dumps(event)) == event
 

@@ -105,9 +105,10 @@ async def test_task_ids_need_the_extension_declared() -> None:
 async def test_tasks_of_another_subject_are_not_honoured() -> None:
     server = make_server()
     ids: dict[str, str] = {}
-
-    tokens = StaticTokens({"ta": AccessToken("alice"), "tm": AccessToken("mallory")})
-    app = BearerAuth(asgi_app(server), verifier=tokens, resource="http://127.0.0.1/mcp",
+    resource = "http://127.0.0.1/mcp"
+    tokens = StaticTokens({"ta": AccessToken("alice", audience=(resource,)),
+                           "tm": AccessToken("mallory", audience=(resource,))})
+    app = BearerAuth(asgi_app(server), verifier=tokens, resource=resource,
                      authorization_servers=["http://127.0.0.1/as"])
 
     async with serving(app) as base:

@@ -84,7 +84,10 @@ class RequestIO(Protocol):
     Optional, read only when a handler asks (so a transport computes them lazily):
     `headers`, the request's headers as a mapping of lowercased names to values, and
     `auth`, the verified access token of an authenticated request. A transport
-    without them simply lacks the attributes (stdio, in-memory)."""
+    without them simply lacks the attributes (stdio, in-memory). Optional too:
+    `emit_json(data, subscription)`, a message already encoded as JSON (a listen's
+    notification, whose shared part is encoded once for all listeners; `subscription`
+    is its listen's id), used where present (HTTP)."""
 
     @property
     def subject(self) -> str | None: ...

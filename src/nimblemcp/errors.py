@@ -31,7 +31,7 @@
     └── ClientError               failures on our side of a client (never from the peer)
         ├── TransportError        the connection or stream broke; `retryable`, `session_expired`
         │   ├── StreamBroken               broke before the final response (retryable)
-        │   ├── MessageTooLarge            a response or event over `max_message_bytes`; `limit`
+        │   ├── MessageTooLarge            a message over `max_message_bytes`, a list over its caps; `limit`
         │   └── HttpStatusError            an HTTP error status; `status`, `error`
         │       ├── SessionExpired         404 for a 2025-11-25 session (session_expired)
         │       ├── ServerBusy             429/503 (retryable); `retry_after` seconds or None
@@ -425,7 +425,8 @@ class SessionExpired(HttpStatusError):
 
 class MessageTooLarge(TransportError):
     """The peer sent a message (a JSON body, an SSE event, a stdio line) larger than
-    `limit` bytes, the client's `max_message_bytes`; the rest of it was not read."""
+    `limit` bytes, the client's `max_message_bytes`; the rest of it was not read. Also
+    a paged list longer than `limit` pages or items (`max_list_pages`/`max_list_items`)."""
 
     def __init__(self, limit: int, message: str) -> None:
         super().__init__(message)

@@ -87,7 +87,8 @@ def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **optio
     Beside the endpoint it serves the server's `@server.route` routes and, unless
     `health=False`, `/healthz` (liveness) and `/readyz` (readiness: 503 until the
     lifespan has started). Mounted in a host (`Mount("/notes", app)`), every path is
-    relative to the mount point: the endpoint answers on `/notes/mcp`."""
+    relative to the mount point: the endpoint answers on `/notes/mcp`. With `auth`,
+    every path needs a token except the probes and `@server.route(..., public=True)`."""
     from nimblemcp.transports.http_security import secure_app
 
     configure(server)
@@ -95,8 +96,12 @@ def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **optio
     legacy_sse = options.pop("legacy_sse", False)
     if legacy_sse and auth is not None:
         raise ValueError("legacy_sse cannot be combined with auth: the 2024-11-05 endpoints are not guarded")
-    if auth is not None and "scopes_for" not in auth:  # per-target scopes: 403 before running
-        options["auth"] = {**auth, "scopes_for": server.scopes_needed}
+    if auth is not None:
+        auth = {**auth}
+        auth.setdefault("scopes_for", server.scopes_needed)  # per-target scopes: 403 before running
+        # Every path needs a token but the health probes and routes declared public.
+        auth.setdefault("public_paths", _public_paths(server, health))
+        options["auth"] = auth
     _shared_legacy(server, options)
     routes = _routes(server, health)
     if legacy_sse:
@@ -141,9 +146,18 @@ def _routes(server: Server, health: bool) -> dict[str, Any]:
     from nimblemcp.transports._routes import function_route, health_routes
 
     routes: dict[str, Any] = dict(health_routes(lambda: server.ready)) if health else {}
-    for where, (fn, methods) in server.routes.items():
+    for where, (fn, methods, _public) in server.routes.items():
         routes[where] = function_route(fn, methods)
     return routes
+
+
+def _public_paths(server: Server, health: bool) -> list[str]:
+    """The paths served without a token under `auth`: `@server.route(..., public=True)`
+    and, unless `health=False`, the probes (a load balancer has no token)."""
+    from nimblemcp.transports._routes import HEALTH_PATHS
+
+    public = [where for where, (_fn, _methods, open_) in server.routes.items() if open_]
+    return [*HEALTH_PATHS, *public] if health else public
 
 
 def run_http(
@@ -234,6 +248,7 @@ def run_http(
         from nimblemcp.transports.h1 import engine_server  # noqa: F401
     drain = ListenDrain(app)
     drain.on_drain(lambda: server.drain(shutdown_timeout))  # running tasks get the grace time
+    drain.listens = lambda: server.move_listeners(min(server.listen_options.handover, shutdown_timeout))
     sockets = _listen(host, port, reuse_port)
     if engine == "nimblemcp":
         _run_engine(server, drain, sockets, host=host, port=port, shutdown_timeout=shutdown_timeout,
@@ -295,15 +310,18 @@ def run_http(
         async def shutdown(self, sockets: Any = None) -> None:
             # Listen streams never finish by themselves: end them first, so the wait
             # below covers only real in-flight requests. SIGTERM (a rolling restart:
-            # Kubernetes, docker, systemd) stops accepting, then ends them without the
-            # closing result so clients re-listen elsewhere; any other stop sends the
-            # closing result (SUB-09): the subscription is over.
+            # Kubernetes, docker, systemd) stops accepting, then moves them to another
+            # instance (make-before-break, ended with the closing result once moved:
+            # `Server.move_listeners`); any other stop sends the closing result (SUB-09):
+            # the subscription is over.
             if received[:1] == [signal.SIGTERM]:
                 for listener in self.servers:
                     listener.close()
                 for sock in sockets or []:
                     sock.close()
                 await drain.drain()
+            else:
+                drain.close()  # legacy GET and /sse streams end now
             server.close_listeners()
             await super().shutdown(sockets)
 
@@ -378,10 +396,12 @@ def _run_engine(server: Server, drain: Any, sockets: list[Any], *, host: str, po
     )
 
     async def before_stop(signum: int) -> None:
-        # As under uvicorn (see `_Uvicorn.shutdown`): SIGTERM ends listen streams
-        # without their closing result, any other stop sends it (SUB-09).
+        # As under uvicorn (see `_Uvicorn.shutdown`): SIGTERM moves listen streams
+        # elsewhere, any other stop ends them with the closing result (SUB-09).
         if signum == signal.SIGTERM:
             await drain.drain()
+        else:
+            drain.close()
         server.close_listeners()
 
     started = None if on_started is None else (lambda _address: on_started(*_bound(sockets)))

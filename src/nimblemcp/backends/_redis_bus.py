@@ -13,9 +13,10 @@ order, each exactly once. Listeners are subscribed once `async with bus.subscrib
 (it waits for Redis to confirm the channel, at most `ready_timeout` seconds).
 
 Delivery is at most once while Redis stays up. When Redis drops, both connections reconnect with capped
-exponential backoff and listeners are told nothing: events that reach the channel
-while an instance is not subscribed are lost to that instance (a client that must not
-miss a change re-lists when its own stream reconnects). Unsent events wait, bounded,
+exponential backoff: events that reach the channel while an instance is not subscribed
+are lost to that instance, so the local subscriptions that ask for it get a `GAP` event
+when the subscription is lost and again once it is back (a listen then ends and its
+client re-listens, hearing `missed`). Unsent events wait, bounded,
 and go out once the publisher reconnects (a pipeline that failed part-way is sent again
 whole, so its first events may then arrive twice). Identical events still waiting to be sent are
 merged: they mean the same thing ("refetch"), and this turns a burst of registrations
@@ -43,7 +44,7 @@ from typing import Any
 
 import orjson
 
-from nimblemcp.backends.bus import Event, InProcessBus, Match
+from nimblemcp.backends.bus import GAP, Event, InProcessBus, Match
 
 logger = logging.getLogger("nimblemcp.backends.redis")
 
@@ -167,6 +168,7 @@ class RedisBus:
         self._pending: dict[Event, None] = {}
         self._wake: asyncio.Event | None = None
         self._connects = 0  # times the channel subscription was confirmed
+        self._live = False  # subscribed now (on the bus thread)
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._flushes: list[asyncio.Future[None]] = []  # on the bus loop: wait for _pending to empty
         self._closed = False
@@ -183,6 +185,10 @@ class RedisBus:
     def subscribe(self, max_queue: int = 256, *, match: Match | None = None) -> RedisSubscription:
         self._start()
         return RedisSubscription(self, self._local.subscribe(max_queue, match=match))
+
+    def publish_local(self, event: Event) -> None:
+        """`LocalBus`: to this instance's subscriptions only (not through Redis)."""
+        self._local.publish(event)
 
     def close_all(self) -> None:
         self._local.close_all()
@@ -373,6 +379,9 @@ class RedisBus:
                         if message["type"] == "subscribe":
                             delay = _BACKOFF_MIN
                             self._connected()
+                            if self._connects > 1:  # back after a loss: what came meanwhile is gone
+                                events.append(Event(GAP))
+                            self._live = True
                         elif message["type"] == "message":
                             event = decode(message["data"])
                             if event is None:
@@ -387,6 +396,9 @@ class RedisBus:
                 if self._stopping:
                     return
                 logger.warning("redis bus: subscription lost (%s); reconnecting in %.2fs", describe(exc), delay)
+                if self._live:  # events from now on may not reach this instance
+                    self._live = False
+                    self._local.publish(Event(GAP))
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()

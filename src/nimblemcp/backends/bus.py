@@ -11,7 +11,9 @@ The in-process bus is the default; a Redis bus implements the same Protocol.
 A bus that sends events elsewhere may also offer `async flush(timeout) -> bool`
 (`FlushingBus`, not in `__all__`: the frozen public API is unchanged): the server
 awaits it when its lifespan ends, so what was published before the process exits has
-left the process.
+left the process. A bus may offer `publish_local(event)` (`LocalBus`): deliver to this
+process's subscriptions only, not to other instances (the server tells its own listens
+to move elsewhere at a rolling restart that way).
 
 Fan-out: a subscription may say which events it wants (`Match`); the subscriptions of
 one event loop are indexed by it (kind, resource URI and the URIs above it, task id),
@@ -36,6 +38,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from nimblemcp.errors import SlowListener
 
 __all__ = [
+    "GAP",
     "Event",
     "InProcessBus",
     "Match",
@@ -52,17 +55,26 @@ class Event(NamedTuple):
     uri: str | None = None
 
 
+# The kind of event a bus sends to its own subscriptions that name it (`Match.kinds`;
+# not to those without a `Match`) when events from other instances may have been lost (the Redis bus lost its
+# connection, or has it again): a listen then ends so that its client re-listens and
+# knows it may have missed something.
+GAP = "gap"
+
+
 class Match(NamedTuple):
     """Which events a subscription wants (no `Match` at all: every event).
 
     `kinds`: every event of these kinds ("tools", "prompts", "resources", ...);
     `uris`: "updated" events for one of these URIs or a resource beneath it (the
     event's URI equals it, or starts with it plus "/": SUB-11); `tasks`: "task"
-    events for one of these task ids."""
+    events for one of these task ids; `keys`: events equal to one of these
+    `(kind, uri)` pairs (a listen's hand-over marker)."""
 
     kinds: Collection[str] = ()
     uris: Collection[str] = ()
     tasks: Collection[str] = ()
+    keys: Collection[tuple[str, str]] = ()
 
 
 class Subscription(Protocol):
@@ -94,6 +106,16 @@ class FlushingBus(Protocol):
     async def flush(self, timeout: float = ...) -> bool:
         """Wait until what was published before the call has left the process (True),
         at most `timeout` seconds (False)."""
+        ...
+
+
+@runtime_checkable
+class LocalBus(Protocol):
+    """A bus that can deliver an event to this process's subscriptions alone."""
+
+    def publish_local(self, event: Event) -> None:
+        """Deliver `event` to the subscriptions of this process only (never to other
+        instances); non-blocking, from any thread, as `publish`."""
         ...
 
 
@@ -186,6 +208,8 @@ class _Fanout:
             yield self._beneath, uri.rstrip("/")
         for task_id in match.tasks:
             yield self._exact, ("task", task_id)
+        for key in match.keys:
+            yield self._exact, key
 
     def add(self, sub: "_LocalSubscription") -> None:
         sub._fanout = self
@@ -218,7 +242,7 @@ class _Fanout:
         not change the index, but a caller may)."""
         kind, uri = event
         found: list[_Subs] = []
-        if self._all:
+        if self._all and kind != GAP:  # only to those that ask for it
             found.append(self._all)
         subs = self._kinds.get(kind)
         if subs:
@@ -268,6 +292,10 @@ class InProcessBus:
         self._fanouts: tuple[_Fanout, ...] = ()
 
     def publish(self, event: Event) -> None:
+        self.publish_many((event,))
+
+    def publish_local(self, event: Event) -> None:
+        """`LocalBus`: this process's subscriptions are all there is."""
         self.publish_many((event,))
 
     def publish_many(self, events: Sequence[Event]) -> None:

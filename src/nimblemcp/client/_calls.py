@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nimblemcp.errors import InvalidParams, UnsupportedProtocolVersion
+from nimblemcp.errors import InvalidParams, MessageTooLarge, UnsupportedProtocolVersion
 
 from ._era import LegacyEra
 from ._pipeline import Pipeline
@@ -40,12 +40,18 @@ async def discover(pipe: Pipeline, legacy: LegacyEra, *, cache: bool = True) -> 
 
 
 async def all_pages(pipe: Pipeline, method: str, key: str, cache: bool, **kw: Any) -> list[Any]:
-    """Every item of a paged list; a stale cursor restarts the walk once (CACHE-09)."""
+    """Every item of a paged list; a stale cursor restarts the walk once (CACHE-09).
+    More than `max_list_pages` pages or `max_list_items` items (`Limits`) raise
+    `MessageTooLarge`: a server cannot page a client out of memory (issue 37)."""
     items: list[Any] = []
     cursor: str | None = None
     seen: set[str] = set()
     restarted = False
+    limits = pipe.limits
     while True:
+        if len(seen) >= limits.max_list_pages:
+            raise MessageTooLarge(limits.max_list_pages, f"{method}: the server's list runs past "
+                                  f"{limits.max_list_pages} pages (the client's max_list_pages)")
         params = {} if cursor is None else {"cursor": cursor}
         try:
             page = await pipe.run(method, params, cache=cache, **kw)
@@ -56,7 +62,11 @@ async def all_pages(pipe: Pipeline, method: str, key: str, cache: bool, **kw: An
             pipe.cache.evict(method)
             items, cursor, seen, restarted = [], None, set(), True
             continue
-        items.extend(page.get(key) or [])
+        found = page.get(key) or []
+        items.extend(found if isinstance(found, list) else [found])
+        if len(items) > limits.max_list_items:
+            raise MessageTooLarge(limits.max_list_items, f"{method}: the server's list runs past "
+                                  f"{limits.max_list_items} items (the client's max_list_items)")
         nxt = page.get("nextCursor")
         if not isinstance(nxt, str) or nxt in seen:  # PAG-02: "" is a real cursor
             return items

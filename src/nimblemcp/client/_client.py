@@ -146,6 +146,7 @@ class Client:
             log_level=log_level,
         )
         pipe.on_stray = self._on_stray
+        pipe.limits = self.limits
         self._legacy = LegacyEra(pipe)
         self._settle = settler(self._legacy)
         self._tasks = Tasks(pipe, self.task_policy)

@@ -13,7 +13,14 @@ evict the client cache (CACHE-08). A stream that ends without the closing result
 drop (SUB-10): the listen is re-sent with backoff (at least an HTTP 429/503's
 `Retry-After`, up to `RetryPolicy.max_retry_after`) and a `missed` event says events may
 have been lost (the cached lists listened to are dropped). The closing result yields
-`closed` and ends iteration. Leaving the block cancels the listen (the transport
+`closed` and ends iteration, unless its `_meta` asks to listen again elsewhere (a server
+stopping for a rolling restart): that is re-listened like a drop. Make-before-break: the
+listen offers a hand-over (`_meta` `com.github.nimblemcp/handover`); when its server
+says it is moving, a successor listen is opened (through the balancer, elsewhere) while
+the old stream still delivers, and takes over once the old one ends: what the successor
+received meanwhile is held back until then, so events arrive once and in order, and no
+`missed` is yielded when the old stream confirms the hand-over (`handovers` counts
+those; see `server/_subscriptions.py` for the server's part). Leaving the block cancels the listen (the transport
 closes the stream or sends `notifications/cancelled`, SUB-08). The listen is exempt from request timeouts
 (TRAP-40). On a 2025-11-25 connection (LEGC-05) the same API is served by the legacy
 mechanisms: `resources/subscribe` per URI (when the server advertises
@@ -37,7 +44,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from nimblemcp.errors import ClientError, McpError, ServerBusy, TransportError
-from nimblemcp.types._meta import SUBSCRIPTION_ID
+from nimblemcp.types._meta import HANDOVER, LISTEN_AGAIN, MOVING, SUBSCRIPTION_ID
 
 from ._era import LegacyEra
 from ._pipeline import Pipeline
@@ -78,6 +85,38 @@ class _Dropped(Exception):
     """The stream ended without the closing result (SUB-10)."""
 
 
+class _Round:
+    """One `subscriptions/listen` request of a Listener: its id, the hand-over token its
+    server gave (None: none), `moving` once the server said it is moving, and, while it
+    waits to take over from the listen it succeeds (`takeover`), the events it holds
+    back (`held`, with its acknowledgement `ack`). `missed`: events may have been lost
+    before it (its acknowledgement yields a `missed` event)."""
+
+    __slots__ = ("ack", "acked", "held", "missed", "moving", "rid", "takeover", "task", "token")
+
+    def __init__(self, *, missed: bool, takeover: str | None = None) -> None:
+        self.rid: Any = None
+        self.token: str | None = None
+        self.missed = missed
+        self.takeover = takeover
+        self.held: list[ListenEvent] | None = [] if takeover is not None else None
+        self.ack: dict[str, Any] | None = None
+        self.acked = False
+        self.moving: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.task: asyncio.Task[dict[str, Any]] | None = None
+
+    def put(self, queue: asyncio.Queue[ListenEvent | BaseException], event: ListenEvent) -> None:
+        if self.held is not None:
+            self.held.append(event)
+        else:
+            queue.put_nowait(event)
+
+
+def _meta_of(result: dict[str, Any]) -> dict[str, Any]:
+    meta = result.get("_meta")
+    return meta if isinstance(meta, dict) else {}
+
+
 class Listener:
     """The async context manager and async iterator `Client.listen()` returns."""
 
@@ -105,8 +144,11 @@ class Listener:
         self.acknowledged: dict[str, Any] | None = None
         #: The id of the current listen request (changes on every re-listen).
         self.subscription_id: Any = None
+        #: Re-listens after a drop or a move that may have lost events (each yielded `missed`).
         self.reconnects = 0
-        self._got_ack_this_round = False
+        #: Moves to another instance that lost nothing (a rolling restart, make-before-break).
+        self.handovers = 0
+        self._rounds: set[_Round] = set()
         self._queue: asyncio.Queue[ListenEvent | BaseException] = asyncio.Queue()
         self._acked = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -194,14 +236,30 @@ class Listener:
     async def _run(self) -> None:
         failures = 0
         delay = self.backoff
-        while True:
-            try:
-                await self._listen_once(missed=self._acked.is_set())
-                return  # graceful close
-            except asyncio.CancelledError:
-                raise
-            except (_Dropped, TransportError) as exc:
-                if self._got_ack_this_round:
+        current = self._start(_Round(missed=False))
+        try:
+            while True:
+                outcome, successor = await self._follow(current)
+                if successor is not None:  # it moved: the successor takes over
+                    handed = isinstance(outcome, dict) and current.token is not None and _meta_of(
+                        outcome).get(HANDOVER) == current.token
+                    successor.missed = successor.missed or not handed
+                    self._release(successor)
+                    current, failures, delay = successor, 0, self.backoff
+                    continue
+                if isinstance(outcome, dict):  # the closing result (SUB-09)
+                    if not _meta_of(outcome).get(LISTEN_AGAIN):
+                        closing = {"jsonrpc": "2.0", "id": current.rid, "result": outcome}
+                        self._queue.put_nowait(ListenEvent("closed", None, closing, current.rid))
+                        return
+                    # The server went away and asked us to listen again (elsewhere).
+                    exc: BaseException = _Dropped("the server moved the listen")
+                else:
+                    exc = outcome
+                if not isinstance(exc, _Dropped | TransportError):
+                    self._queue.put_nowait(exc)
+                    return
+                if current.acked:
                     failures, delay = 0, self.backoff
                 else:
                     failures += 1
@@ -215,68 +273,140 @@ class Listener:
                 logger.info("listen stream dropped (%s); re-listening in %.2f s", exc, wait)
                 await asyncio.sleep(wait)
                 delay = min(delay * 2, self.max_backoff)
-            except Exception as exc:
-                self._queue.put_nowait(exc)
-                return
+                current = self._start(_Round(missed=True))
+        finally:
+            for rnd in self._rounds:
+                if rnd.task is not None:
+                    rnd.task.cancel()  # the transport cancels the listen on the wire (SUB-08)
+            for rnd in list(self._rounds):
+                if rnd.task is not None:
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await rnd.task
 
-    async def _listen_once(self, *, missed: bool) -> None:
+    def _start(self, rnd: _Round) -> _Round:
+        self._rounds.add(rnd)
+        rnd.task = asyncio.create_task(self._listen_once(rnd), name="nimblemcp-listen-round")
+        rnd.task.add_done_callback(lambda _task: self._rounds.discard(rnd))
+        return rnd
+
+    async def _follow(self, current: _Round) -> tuple[dict[str, Any] | BaseException, _Round | None]:
+        """Wait for `current` to end: its closing result or what it raised. When its
+        server says it is moving, open its successor meanwhile (make-before-break), and
+        again after a pause should that fail (no other instance yet); return it too."""
+        assert current.task is not None
+        successor: _Round | None = None
+        delay = self.backoff
+        gap = False  # a successor that failed may have held events back
+        while not current.task.done():
+            if successor is None and current.moving.done():
+                successor = self._start(_Round(missed=gap, takeover=current.token))
+            pending: set[asyncio.Future[Any]] = {current.task}
+            pending.add(successor.task if successor is not None and successor.task is not None
+                        else current.moving)
+            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if current.task.done():
+                break
+            if successor is not None and successor.task is not None and successor.task.done():
+                reason = None if successor.task.cancelled() else successor.task.exception()
+                logger.info("listen: could not move yet (%s); again in %.2f s", reason, delay)
+                gap = gap or successor.acked
+                successor = None
+                await asyncio.wait({current.task}, timeout=delay)
+                delay = min(delay * 2, self.max_backoff)
+        if current.task.cancelled():
+            raise asyncio.CancelledError
+        failure = current.task.exception()
+        return (failure if failure is not None else current.task.result()), successor
+
+    def _release(self, rnd: _Round) -> None:
+        """A successor takes over: what it held back goes out now, after a `missed`
+        when a gap was possible (the old stream did not confirm the hand-over)."""
+        held, rnd.held = rnd.held or [], None
+        self.subscription_id = rnd.rid
+        if rnd.ack is not None:  # else `_on_notification` takes it when it comes
+            self._acknowledge(rnd, rnd.ack)
+        for event in held:
+            self._queue.put_nowait(event)
+
+    async def _listen_once(self, rnd: _Round) -> dict[str, Any]:
         """One `subscriptions/listen` through the pipeline: no timeout (TRAP-40), no
-        re-send (re-listening is ours), every notification to `_on_notification`."""
+        re-send (re-listening is ours), every notification to `_on_notification`; the
+        closing result. It offers a hand-over (`HANDOVER`): the token of the listen it
+        takes over from, or True."""
         pipe = self.pipeline
-        self._got_ack_this_round = False
         rid = pipe.next_id()
-        self.subscription_id = rid
+        rnd.rid = rid
+        if rnd.held is None:
+            self.subscription_id = rid
 
         def on_note(note: dict[str, Any], sent: int) -> None:
-            self._on_notification(note, sent, missed)
+            self._on_notification(note, rnd)
 
-        result = await pipe.run(
+        offer: str | bool = rnd.takeover if rnd.takeover is not None else True
+        return await pipe.run(
             "subscriptions/listen", {"notifications": self.requested}, timeout=None,
             cache=False, manual=True, retry=False, renegotiate=False, require_open=False,
-            request_id=rid, on_note=on_note,
+            request_id=rid, on_note=on_note, meta={HANDOVER: offer},
         )
-        closing = {"jsonrpc": "2.0", "id": rid, "result": result}
-        self._queue.put_nowait(ListenEvent("closed", None, closing, rid))
 
-    def _on_notification(self, note: dict[str, Any], rid: Any, missed: bool) -> None:
+    def _on_notification(self, note: dict[str, Any], rnd: _Round) -> None:
         method = note.get("method")
         raw_params = note.get("params")
         params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
         raw_meta = params.get("_meta")
         meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        rid = rnd.rid
         sid = meta.get(SUBSCRIPTION_ID, rid)
         if sid != rid or type(sid) is not type(rid):  # SUB-05/06: not ours
             return
         if method == "notifications/cancelled":
             raise _Dropped(f"the server cancelled the listen: {params.get('reason')}")
+        if method == MOVING:
+            if rnd.token is not None and not rnd.moving.done():
+                rnd.moving.set_result(None)
+            return
         kind = _KINDS.get(method or "")
         if kind is None:
             logger.debug("ignoring %s on a listen stream", method)
             return
         self.pipeline.evict_for(note)  # CACHE-08
         uri = params.get("uri") if isinstance(params.get("uri"), str) else None
+        if kind == "acknowledged":
+            token = meta.get(HANDOVER)
+            rnd.token = token if isinstance(token, str) else None
+            rnd.acked = True
+            if rnd.held is None:
+                self._acknowledge(rnd, note)
+            else:
+                rnd.ack = note  # taken when it takes over
+            return
         if kind == "task_status":
             task_id = params.get("taskId")
             if isinstance(task_id, str):
-                self._queue.put_nowait(ListenEvent(kind, None, note, rid, task_id))
+                rnd.put(self._queue, ListenEvent(kind, None, note, rid, task_id))
             return
-        if kind == "acknowledged":
-            honoured = params.get("notifications")
-            self.acknowledged = honoured if isinstance(honoured, dict) else {}
-            self._got_ack_this_round = True
-            self._acked.set()
-            if missed:
-                # The stream dropped: a list change may have been lost (a server that
-                # restarted with new tools says nothing), so what is cached of the
-                # lists listened to is stale (CACHE-08).
-                for key, lists in _LEGACY_CAPS.items():
-                    if self.acknowledged.get(key) is True:
-                        self.pipeline.evict_for({"method": f"notifications/{lists}/list_changed"})
-                self.reconnects += 1
-                self._queue.put_nowait(ListenEvent("missed", None, note, rid))
-                return
-        self._queue.put_nowait(ListenEvent(kind, uri, note, rid))
+        rnd.put(self._queue, ListenEvent(kind, uri, note, rid))
 
+    def _acknowledge(self, rnd: _Round, note: dict[str, Any]) -> None:
+        """The acknowledgement of the listen now current: the filter honoured, and the
+        `missed` event when events may have been lost since the last one."""
+        honoured = note["params"].get("notifications")
+        self.acknowledged = honoured if isinstance(honoured, dict) else {}
+        first = not self._acked.is_set()
+        self._acked.set()
+        if rnd.missed:
+            # The stream dropped: a list change may have been lost (a server that
+            # restarted with new tools says nothing), so what is cached of the lists
+            # listened to is stale (CACHE-08).
+            for key, lists in _LEGACY_CAPS.items():
+                if self.acknowledged.get(key) is True:
+                    self.pipeline.evict_for({"method": f"notifications/{lists}/list_changed"})
+            self.reconnects += 1
+            self._queue.put_nowait(ListenEvent("missed", None, note, rnd.rid))
+        elif first:
+            self._queue.put_nowait(ListenEvent("acknowledged", None, note, rnd.rid))
+        else:
+            self.handovers += 1  # moved to another instance without a gap
 
     # -- a 2025-11-25 connection (LEGC-05) ----------------------------------------------
 

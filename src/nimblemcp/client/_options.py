@@ -16,7 +16,13 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
-from nimblemcp.transports._limits import MAX_CONNECTIONS, MAX_MESSAGE_BYTES, MAX_REDIRECTS
+from nimblemcp.transports._limits import (
+    MAX_CONNECTIONS,
+    MAX_LIST_ITEMS,
+    MAX_LIST_PAGES,
+    MAX_MESSAGE_BYTES,
+    MAX_REDIRECTS,
+)
 from nimblemcp.types._meta import TASKS_EXTENSION as TASKS_EXTENSION
 
 from ._cache import CacheStore
@@ -82,15 +88,21 @@ class Limits:
     it the request fails with `MessageTooLarge`), `max_redirects` same-origin 307/308
     hops per HTTP request, and `max_connections` to an HTTP server at once (more
     concurrent requests wait in line for one). A Transport handed in takes its own
-    settings."""
+    settings. `max_list_pages` and `max_list_items` bound one paged list (`list_tools`
+    and the others, any transport): a server that pages past them gets `MessageTooLarge`
+    instead of the client's memory (issue 37)."""
 
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_redirects: int = MAX_REDIRECTS
     max_connections: int = MAX_CONNECTIONS
+    max_list_pages: int = MAX_LIST_PAGES
+    max_list_items: int = MAX_LIST_ITEMS
 
     def __post_init__(self) -> None:
         if self.max_message_bytes <= 0 or self.max_redirects < 0 or self.max_connections < 1:
             raise ValueError("need max_message_bytes > 0, max_redirects >= 0 and max_connections >= 1")
+        if self.max_list_pages < 1 or self.max_list_items < 1:
+            raise ValueError("need max_list_pages >= 1 and max_list_items >= 1")
 
 
 @dataclass(frozen=True, slots=True)

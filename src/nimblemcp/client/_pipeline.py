@@ -45,7 +45,7 @@ from nimblemcp.types.methods import METHODS
 
 from ._cache import ResultCache
 from ._mrtr import Callback, answer_round
-from ._options import TASKS_EXTENSION, Callbacks, RetryPolicy
+from ._options import TASKS_EXTENSION, Callbacks, Limits, RetryPolicy
 from ._tracing import trace_context, traced
 from ._transport import ParamValue, QuietAbandon, Transport
 
@@ -89,6 +89,7 @@ IDEMPOTENT_METHODS = frozenset({
     "server/discover", "tools/list", "prompts/list", "resources/list",
     "resources/templates/list", "resources/read", "completion/complete",
 })
+_DEFAULT_LIMITS = Limits()
 _RESULT_TYPES = frozenset({"complete", "input_required"})
 _EVICT_ON = {
     "notifications/tools/list_changed": ("tools/list",),
@@ -156,6 +157,8 @@ class Pipeline:
         self.on_stray: Callable[[dict[str, Any]], None] = self.evict_for
         #: Called when a tools/list_changed arrives (the tools collaborator relists).
         self.on_tools_changed: Callable[[], None] = _nothing
+        #: What the peer may send (`all_pages` reads the list caps; set by the Client).
+        self.limits = _DEFAULT_LIMITS
         self._settle = settle
         self._era_lock = asyncio.Lock()
         self._ids = itertools.count(1)

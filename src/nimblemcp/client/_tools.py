@@ -48,8 +48,10 @@ class Tools:
         kept: list[dict[str, Any]] = []
         tools: dict[str, dict[str, Any]] = {}
         rules: dict[str, list[HeaderRule]] = {}
+        malformed = 0
         for tool in raw:
             if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                malformed += 1
                 continue
             try:
                 found = header_rules(tool)
@@ -59,6 +61,9 @@ class Tools:
             kept.append(tool)
             tools[tool["name"]] = tool
             rules[tool["name"]] = found
+        if malformed:
+            logger.warning("dropping %d tools/list item(s) that are not a tool with a string name",
+                           malformed)
         if self.tools != tools:
             self._validators = {}
         self.tools, self._header_rules, self._tools_listed = tools, rules, True

@@ -10,7 +10,11 @@ Naming is a `NameScheme`: `always=True` (default) prefixes every name with its s
 (`docs__read_doc`), `always=False` keeps a bare name while it is unique and prefixes
 only the colliding ones. `qualify=` replaces the formatting entirely. Whatever the
 scheme returns is sanitised, cut to `max_length`, and de-duplicated with a `_2`, `_3`
-suffix, so two servers can never end up sharing a name.
+suffix, so two servers can never end up sharing a name. A server's namespace is its
+own: a bare name that looks qualified (`notes__delete` from any server but `notes`)
+is qualified too, and qualified names are given out before bare ones, so no server
+can take another's name (issue 37). Items that are not objects with the naming key
+are skipped, never raised on.
 Pure data: no I/O; imports nothing from nimblemcp.
 """
 
@@ -90,23 +94,38 @@ class NameScheme:
     def clean(self, name: str) -> str:
         return self._bad.sub("_", name)[: self.max_length] or "_"
 
-    def assign(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
-        """Unique catalog names for `(server, name)` pairs, in order (deterministic)."""
+    def assign(self, pairs: Sequence[tuple[str, str]], servers: Iterable[str] = ()) -> list[str]:
+        """Unique catalog names for `(server, name)` pairs, in order (deterministic).
+
+        `servers` are the group's servers (connected or not) whose namespaces are
+        reserved: with `always=False` a bare name inside one of them is qualified."""
         counts: dict[str, int] = {}
         for _, name in pairs:
             counts[name] = counts.get(name, 0) + 1
+        bare = [False] * len(pairs)
+        if not self.always:
+            owners = {*servers, *(server for server, _ in pairs)}
+            # the namespaces `server__*` (the default format; a custom `qualify` reserves
+            # the names it gives the listed items)
+            prefixes = tuple(self.clean(self.format(s, "")) for s in owners
+                             ) if self.qualify is None else ()
+            qualified = {self.clean(self.format(server, name)) for server, name in pairs}
+            bare = [counts[name] == 1 and self.clean(name) not in qualified
+                    and not self.clean(name).startswith(prefixes) for _, name in pairs]
         taken: set[str] = set()
-        names: list[str] = []
-        for server, name in pairs:
-            wanted = name if not self.always and counts[name] == 1 else self.format(server, name)
-            candidate = self.clean(wanted)
+        names = [""] * len(pairs)
+        # qualified names first: on a clash, a server's own namespace wins over a bare name
+        for index in sorted(range(len(pairs)), key=lambda i: bare[i]):
+            server, name = pairs[index]
+            wanted = self.clean(name if bare[index] else self.format(server, name))
+            candidate = wanted
             number = 1
             while candidate in taken:
                 number += 1
                 suffix = f"_{number}"
-                candidate = self.clean(wanted)[: self.max_length - len(suffix)] + suffix
+                candidate = wanted[: self.max_length - len(suffix)] + suffix
             taken.add(candidate)
-            names.append(candidate)
+            names[index] = candidate
         return names
 
 
@@ -115,9 +134,13 @@ class Catalog:
 
     def __init__(
         self, lists: Mapping[str, ServerLists] | None = None, scheme: NameScheme | None = None,
+        *, servers: Iterable[str] = (),
     ) -> None:
+        """`servers`: every server of the group, connected or not (their namespaces
+        are reserved, see `NameScheme.assign`)."""
         self.scheme = scheme or NameScheme()
         lists = lists or {}
+        self._servers = {*servers, *lists}
         self.tools: list[CatalogItem] = self._named("tool", [
             (server, tool) for server, got in lists.items() for tool in got.tools
         ])
@@ -125,13 +148,12 @@ class Catalog:
             (server, prompt) for server, got in lists.items() for prompt in got.prompts
         ])
         self.resources: list[CatalogItem] = [
-            CatalogItem(str(r.get("uri")), server, str(r.get("uri")), "resource", r)
-            for server, got in lists.items() for r in got.resources if isinstance(r.get("uri"), str)
+            CatalogItem(r["uri"], server, r["uri"], "resource", r)
+            for server, got in lists.items() for r in got.resources if _keyed(r, "uri")
         ]
         self.templates: list[CatalogItem] = [
-            CatalogItem(str(t.get("uriTemplate")), server, str(t.get("uriTemplate")), "template", t)
-            for server, got in lists.items() for t in got.templates
-            if isinstance(t.get("uriTemplate"), str)
+            CatalogItem(t["uriTemplate"], server, t["uriTemplate"], "template", t)
+            for server, got in lists.items() for t in got.templates if _keyed(t, "uriTemplate")
         ]
         self._by_name = {item.name: item for item in [*self.tools, *self.prompts]}
         self._tools = {item.name: item for item in self.tools}
@@ -141,8 +163,9 @@ class Catalog:
             self._uris.setdefault(item.name, []).append(item)
 
     def _named(self, kind: ItemKind, found: list[tuple[str, Mapping[str, Any]]]) -> list[CatalogItem]:
-        valid = [(server, d) for server, d in found if isinstance(d.get("name"), str)]
-        names = self.scheme.assign([(server, str(d["name"])) for server, d in valid])
+        valid = [(server, d) for server, d in found if _keyed(d, "name")]
+        names = self.scheme.assign([(server, str(d["name"])) for server, d in valid],
+                                   self._servers)
         return [CatalogItem(qualified, server, str(d["name"]), kind, d)
                 for qualified, (server, d) in zip(names, valid, strict=True)]
 
@@ -186,6 +209,10 @@ class Catalog:
 
     def __len__(self) -> int:
         return len(self.tools) + len(self.prompts) + len(self.resources) + len(self.templates)
+
+
+def _keyed(item: Any, key: str) -> bool:
+    return isinstance(item, Mapping) and isinstance(item.get(key), str)
 
 
 _EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")

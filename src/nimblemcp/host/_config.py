@@ -16,14 +16,24 @@ server's `type` is `stdio`, `http` (aliases `streamable-http`, `streamableHttp`)
 `sse` (the 2024-11-05 HTTP+SSE transport, which nimblemcp does not speak: it is kept
 so the server shows up, and fails to connect with a clear error). Without a `type`,
 `command` means stdio and `url` (or `serverUrl`, `httpUrl`) means HTTP.
+
+What the file says is checked, not guessed (issue 37): `disabled`, `enabled` and
+`inheritEnv` must be JSON booleans (`"disabled": "false"` is refused, naming the file,
+the entry and the key), and a key no host is known to use is logged as a warning. A
+stdio server gets a small allow-list of the host's environment (`child_environment`)
+with its `env` on top, all of it only with `"inheritEnv": true`. Argument values,
+header and `env` values, URL queries and `${...}` expansions are secrets as far as
+printing goes: `repr(config)`, `config.shown` and `config.redact(text)` hide them.
 Pure data: imports only `nimblemcp.errors`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +41,9 @@ from typing import Any, Literal
 
 from nimblemcp.errors import ConfigError
 
-__all__ = ["ConfigError", "ServerConfig", "TransportKind", "load_config", "parse_config"]
+__all__ = [
+    "ConfigError", "ServerConfig", "TransportKind", "child_environment", "load_config", "parse_config",
+]
 
 TransportKind = Literal["stdio", "http", "sse"]
 _TYPES: dict[str, TransportKind] = {
@@ -40,15 +52,44 @@ _TYPES: dict[str, TransportKind] = {
 }
 _URL_KEYS = ("url", "serverUrl", "httpUrl")
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
+_BOOLEAN_KEYS = ("disabled", "enabled", "inheritEnv")
+#: Keys of a server entry this module reads.
+_READ_KEYS = frozenset({"type", "transport", "command", "args", "env", "envFile", "cwd",
+                        "headers", "oauth", *_URL_KEYS, *_BOOLEAN_KEYS})
+#: Keys other hosts write into the same files (Claude, Cursor, VS Code, Cline, Gemini,
+#: Windsurf): not ours to read, and no reason for a warning.
+_OTHER_HOSTS_KEYS = frozenset({
+    "timeout", "description", "name", "title", "alwaysAllow", "autoApprove", "disabledTools",
+    "includeTools", "excludeTools", "trust", "transportType", "dev", "gallery", "version",
+    "icon", "icons", "envVars", "tools", "metadata", "startupTimeout",
+})
+#: What a stdio server gets of the host's environment without `inheritEnv` (the list
+#: the official SDKs use, plus locale, time zone and temporary directory). Nothing that
+#: usually holds a credential.
+INHERITED_ENV = (
+    ("APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT",
+     "PROCESSOR_ARCHITECTURE", "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP", "USERNAME",
+     "USERPROFILE", "COMSPEC", "WINDIR")
+    if sys.platform == "win32" else
+    ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
+     "TMPDIR")
+)
+_HIDDEN = "***"
+_SHORTEST_SECRET = 4  # shorter values are not searched for in free text (it would be noise)
+logger = logging.getLogger("nimblemcp.host")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class ServerConfig:
     """How to reach one server: a stdio command line or a remote URL.
 
     `timeout` bounds connecting (start, discovery, first lists) in seconds; None uses
     the group's default. `oauth` is the entry's `oauth` object (Claude Code), handed to
     the group's `auth` factory. `raw` keeps the entry as written, for host-specific keys.
+    `inherit_env` hands a stdio server the host's whole environment (default: a short
+    allow-list, see `child_environment`). `secrets` are values never to print (the file's
+    `${...}` expansions); `repr()` and `shown` hide them, and every argument, header and
+    `env` value and URL query besides.
     """
 
     name: str
@@ -63,6 +104,8 @@ class ServerConfig:
     disabled: bool = False
     oauth: Mapping[str, Any] | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    inherit_env: bool = False
+    secrets: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if self.transport == "stdio" and not self.command:
@@ -86,6 +129,130 @@ class ServerConfig:
     def command_line(self) -> list[str]:
         return [self.command or "", *self.args]
 
+    @property
+    def shown(self) -> str:
+        """The command line or URL with every value hidden, for messages and logs:
+        `--token=s3cr3t` and `--token s3cr3t` become `--token=***` and `--token ***`,
+        a URL keeps its scheme, host and path (no user info, query values hidden)."""
+        if self.transport == "stdio":
+            return " ".join([self.command or "", *_hidden_args(self.args, self._secret_values())])
+        return _hidden_url(self.url or "")
+
+    def redact(self, text: str) -> str:
+        """`text` (an error message, a log line) without this server's secret values."""
+        for value in sorted(self._secret_values(), key=len, reverse=True):
+            if len(value) >= _SHORTEST_SECRET:
+                text = text.replace(value, _HIDDEN)
+        return text
+
+    def _secret_values(self) -> set[str]:
+        found = set(self.secrets)
+        found.update(self.env.values())
+        for value in self.headers.values():
+            found.add(value)
+            found.update(value.split())  # `Bearer <token>`: the token on its own too
+        found.update(_arg_values(self.args))
+        found.update(_url_secrets(self.url or ""))
+        if self.oauth:
+            found.update(v for v in self.oauth.values() if isinstance(v, str))
+        found.discard("")
+        return found
+
+    def __repr__(self) -> str:
+        def names_only(field: str, values: Mapping[str, Any] | None) -> None:
+            if values:  # the keys, never the values
+                parts.append(f"{field}={{{', '.join(f'{k!r}: ***' for k in values)}}}")
+
+        parts = [f"name={self.name!r}", f"transport={self.transport!r}"]
+        if self.transport == "stdio":
+            parts.append(f"command={self.shown!r}")
+            names_only("env", self.env)
+            if self.cwd is not None:
+                parts.append(f"cwd={self.cwd!r}")
+            if self.inherit_env:
+                parts.append("inherit_env=True")
+        else:
+            parts.append(f"url={self.shown!r}")
+            names_only("headers", self.headers)
+        names_only("oauth", self.oauth)
+        if self.timeout is not None:
+            parts.append(f"timeout={self.timeout!r}")
+        if self.disabled:
+            parts.append("disabled=True")
+        return f"ServerConfig({', '.join(parts)})"
+
+
+def child_environment(config: ServerConfig,
+                      environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a stdio server starts with: `INHERITED_ENV` taken from the host
+    (or all of it with `inherit_env`), then the config's `env` on top."""
+    source = os.environ if environ is None else environ
+    if config.inherit_env:
+        base = dict(source)
+    else:  # exported shell functions ("() { ...") are left out, as the official SDK does
+        base = {k: source[k] for k in INHERITED_ENV
+                if k in source and not source[k].startswith("()")}
+    return {**base, **config.env}
+
+
+def _split_args(args: Sequence[str]) -> list[tuple[str, str | None]]:
+    """Each argument as (the part that may be shown, its value or None): `--opt=VALUE`
+    is ("--opt=", VALUE), the word after a long option `--opt` is ("", word)."""
+    split: list[tuple[str, str | None]] = []
+    after_option = False
+    for arg in args:
+        if arg.startswith("-") and "=" in arg:
+            head, _, value = arg.partition("=")
+            split.append((head + "=", value))
+        elif after_option and not arg.startswith("-"):
+            split.append(("", arg))
+        else:
+            split.append((arg, None))
+        after_option = arg.startswith("--") and len(arg) > 2 and "=" not in arg
+    return split
+
+
+def _arg_values(args: Sequence[str]) -> list[str]:
+    return [value for _, value in _split_args(args) if value is not None]
+
+
+def _hidden_args(args: Sequence[str], secrets: set[str]) -> list[str]:
+    secrets = {s for s in secrets if len(s) >= _SHORTEST_SECRET}
+    return [head + _HIDDEN if value is not None
+            else _HIDDEN if any(secret in head for secret in secrets) else head
+            for head, value in _split_args(args)]
+
+
+def _url_secrets(url: str) -> list[str]:
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found = [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
+    found.extend(pair.partition("=")[2] for pair in parts.query.split("&"))  # as written
+    if parts.password:
+        found.append(parts.password)
+    if parts.username:
+        found.append(parts.username)
+    return found
+
+
+def _hidden_url(url: str) -> str:
+    from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return _HIDDEN
+    netloc = (f"{_HIDDEN}@" if parts.username or parts.password else "") + (
+        f"[{host}]" if ":" in host else host) + port
+    query = "&".join(f"{key}={_HIDDEN}" for key, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
 
 def load_config(
     source: str | os.PathLike[str] | Mapping[str, Any],
@@ -108,14 +275,21 @@ def load_config(
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path} is not JSON: {exc}") from exc
         base = path.resolve().parent
+        try:
+            return parse_config(data, variables=variables, environ=environ, base=base,
+                                origin=str(path))
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
     return parse_config(data, variables=variables, environ=environ, base=base)
 
 
 def parse_config(
     data: Any, *, variables: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None, base: Path | None = None,
+    origin: str | None = None,
 ) -> dict[str, ServerConfig]:
-    """`ServerConfig`s from a parsed configuration object (any of the accepted shapes)."""
+    """`ServerConfig`s from a parsed configuration object (any of the accepted shapes).
+    `origin` names the file in warnings (unknown keys)."""
     if not isinstance(data, Mapping):
         raise ConfigError("the configuration must be a JSON object")
     entries = data.get("mcpServers")
@@ -131,6 +305,11 @@ def parse_config(
         if not isinstance(entry, Mapping):
             raise ConfigError(f"server {name!r}: the entry must be an object")
         found[str(name)] = _server(str(name), entry, dict(variables or {}), env, base)
+        unknown = [str(k) for k in entry if k not in _READ_KEYS and k not in _OTHER_HOSTS_KEYS]
+        if unknown:
+            logger.warning("%s: server %r: unknown key%s %s ignored", origin or "configuration",
+                           str(name), "s" if len(unknown) > 1 else "",
+                           ", ".join(repr(k) for k in unknown))
     return found
 
 
@@ -138,10 +317,19 @@ def _server(
     name: str, entry: Mapping[str, Any], variables: dict[str, str],
     environ: Mapping[str, str], base: Path | None,
 ) -> ServerConfig:
+    secrets: list[str] = []
+
     def expand(value: Any, what: str) -> str:
         if not isinstance(value, str):
             raise ConfigError(f"server {name!r}: `{what}` must be a string, not {value!r}")
-        return _expand(value, variables, environ, f"server {name!r} `{what}`")
+        return _expand(value, variables, environ, f"server {name!r} `{what}`", secrets)
+
+    def flag(key: str, default: bool) -> bool:
+        value = entry.get(key, default)
+        if not isinstance(value, bool):
+            raise ConfigError(f"server {name!r}: `{key}` must be true or false, not {value!r}"
+                              + (" (a string)" if isinstance(value, str) else ""))
+        return value
 
     def strings(key: str) -> dict[str, str]:
         value = entry.get(key) or {}
@@ -159,7 +347,8 @@ def _server(
             raise ConfigError(f"server {name!r}: unknown type {kind_raw!r} "
                               f"(expected stdio, http or sse)")
         kind = mapped
-    disabled = bool(entry.get("disabled", False)) or entry.get("enabled", True) is False
+    disabled = flag("disabled", False) or not flag("enabled", True)
+    inherit_env = flag("inheritEnv", False)
     oauth = entry.get("oauth")
     common: dict[str, Any] = {
         "disabled": disabled, "raw": dict(entry),
@@ -182,19 +371,22 @@ def _server(
         cwd_text = expand(cwd, "cwd") if cwd is not None else None
         if cwd_text is not None and base is not None and not Path(cwd_text).is_absolute():
             cwd_text = str(base / cwd_text)
-        return ServerConfig(
-            name, "stdio", command=expand(entry.get("command"), "command"),
-            args=tuple(expand(a, f"args[{i}]") for i, a in enumerate(args)),
-            env=env, cwd=cwd_text, **common,
-        )
+        command = expand(entry.get("command"), "command")
+        arguments = tuple(expand(a, f"args[{i}]") for i, a in enumerate(args))
+        return ServerConfig(name, "stdio", command=command, args=arguments, env=env,
+                            cwd=cwd_text, inherit_env=inherit_env, secrets=tuple(secrets),
+                            **common)
     if url_key is None:
         raise ConfigError(f"server {name!r}: a {kind} server needs a `url`")
-    return ServerConfig(name, kind, url=expand(entry[url_key], url_key),
-                        headers=strings("headers"), **common)
+    url = expand(entry[url_key], url_key)
+    headers = strings("headers")
+    return ServerConfig(name, kind, url=url, headers=headers, secrets=tuple(secrets), **common)
 
 
 def _expand(text: str, variables: Mapping[str, str], environ: Mapping[str, str],
-            where: str) -> str:
+            where: str, expanded: list[str]) -> str:
+    """`text` with its `${...}` replaced; the environment's values it used are added to
+    `expanded` (a value from the environment is a secret until known otherwise)."""
     def replace(match: re.Match[str]) -> str:
         body = match.group(1)
         if body.startswith("env:"):
@@ -205,6 +397,7 @@ def _expand(text: str, variables: Mapping[str, str], environ: Mapping[str, str],
             if key in variables:
                 return variables[key]
         if key in environ:
+            expanded.append(environ[key])
             return environ[key]
         if default is not None:
             return default

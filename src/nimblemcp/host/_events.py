@@ -6,7 +6,9 @@ Every event is tagged with the server it came from. Kinds:
   after the server said its list changed (so `group.catalog` is already current);
 - `resource_updated`: a subscribed resource changed (`uri`);
 - `log`: a `notifications/message` (the params are in `raw`);
-- `progress`: a tool call's progress (`raw` holds `tool`, `progress`, `total`, `message`).
+- `progress`: a tool call's progress (`raw` holds `tool`, `progress`, `total`, `message`);
+- `warning`: something the server sent was refused or left out (malformed list items,
+  a list past its caps, a re-list that failed or ran out of time); `raw["message"]`.
 
 `group.events()` opens one `EventStream`; each stream has its own queue and only
 receives what happens while it is open (nothing is buffered for absent readers).
@@ -26,7 +28,7 @@ __all__ = ["EventKind", "EventStream", "HostEvent", "ServerState", "Status"]
 Status = Literal["connecting", "connected", "failed", "disabled", "closed"]
 EventKind = Literal[
     "status", "tools_changed", "prompts_changed", "resources_changed", "resource_updated",
-    "log", "progress",
+    "log", "progress", "warning",
 ]
 
 
@@ -35,7 +37,9 @@ class ServerState:
     """One server's health as the group sees it (a new object on every change).
 
     `error` is the last failure; `attempts` counts failed attempts since the last
-    success; `retry_in` is the delay before the next attempt when one is planned."""
+    stable connection (one that was lost within `Supervision.stable_after` counts as
+    failed); `retry_in` is the delay before the next attempt when one is planned: a
+    `failed` server with no `retry_in` is given up (its `error` says why)."""
 
     name: str
     status: Status

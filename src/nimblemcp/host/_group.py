@@ -17,15 +17,19 @@ The host's hooks: `on_elicit`, `on_sample`, `on_roots` receive `(server, params)
 consent UI can say who asks; every tool call first passes `policy` (and `confirm` when
 the policy says "ask", see `_policy`); logs and progress are delivered as events and to
 `on_log(server, params)` / `on_progress(server, tool, progress, total, message)`.
-`auth(config)` may return an `httpx.Auth` for a remote server. The OAuth flow runs only
-when a server answers 401, so giving every remote server one is safe:
+A stdio server starts with a short allow-list of the host's environment plus its
+config's `env` (`_config.child_environment`; `inherit_env` for all of it). A catalog
+rebuild that fails keeps the previous catalog and is logged, never raised into a
+supervisor. `auth(config)` may return an `httpx.Auth` for a remote server. The OAuth
+flow runs only when a server answers 401, so giving every remote server one is safe:
 
     def auth(config):                    # config.oauth is the entry's `oauth` object
         ids = config.oauth or {}
         return OAuth(on_authorize=open_browser, pre_registered=[PreRegistered(ids["clientId"])]
                      if "clientId" in ids else ())
 
-`client_options` are passed to every `Client` (`log_level`, `timeout`, `tasks`, ...).
+`client_options` are passed to every `Client` (`log_level`, `timeout`, `tasks`, ...);
+their `limits` (`client.Limits`) also bound the transports the group builds.
 `pinning` pins every server's catalog (`_pins`): a changed catalog is reviewed before
 any changed tool is offered or called.
 Uses only the public Client API; transports are imported when a server is built.
@@ -43,11 +47,11 @@ from types import TracebackType
 from typing import Any
 
 from nimblemcp._loop import maybe_await
-from nimblemcp.client import Client
+from nimblemcp.client import Client, Limits
 from nimblemcp.errors import ServerUnavailable, TransportError, UnknownName
 
 from ._catalog import Catalog, NameScheme, ServerLists
-from ._config import ServerConfig, load_config
+from ._config import ServerConfig, child_environment, load_config
 from ._events import EventKind, EventStream, HostEvent, ServerState
 from ._pins import CatalogChange, PinGate, Pinning, snapshot_of
 from ._policy import AnnotationPolicy, Confirm, ToolCall, ToolPolicy, decide
@@ -62,6 +66,9 @@ HostCallback = Callable[[str, dict[str, Any]], Any]
 LogCallback = Callable[[str, dict[str, Any]], Any]
 ProgressHook = Callable[[str, str, float, "float | None", "str | None"], Any]
 AuthFactory = Callable[[ServerConfig], Any]
+
+logger = logging.getLogger("nimblemcp.host")
+_DEFAULT_LIMITS = Limits()
 
 
 class ClientGroup:
@@ -229,7 +236,10 @@ class ClientGroup:
         lists = {name: s.lists for name, s in self._servers.items() if s.live is not None}
         if self._pins is not None:
             lists = self._pinned(lists)
-        self.catalog = Catalog(lists, self.scheme)
+        try:
+            self.catalog = Catalog(lists, self.scheme, servers=self._servers)
+        except Exception:  # not expected (the lists are checked): keep the last catalog
+            logger.exception("could not rebuild the catalog; the previous one is kept")
 
     def _pinned(self, lists: dict[str, ServerLists]) -> dict[str, ServerLists]:
         """Each server's items that its pin (or a decision) lets the catalog offer."""
@@ -265,7 +275,7 @@ class ClientGroup:
         self._emit(HostEvent(server.name, "status", state=server.state))
 
     def _lists_changed(self, server: ServerSupervisor, event: HostEvent) -> None:
-        if event.kind != "resource_updated":
+        if event.kind.endswith("_changed") and self._servers.get(server.name) is server:
             self._rebuild()
         self._emit(event)
 
@@ -278,19 +288,26 @@ class ClientGroup:
     def _make_client(self, config: ServerConfig) -> Client:
         name = config.name
         target: Any
+        # the transports built here take the Client's limits (a Transport handed to a
+        # Client keeps its own)
+        limits = self.client_options.get("limits") or _DEFAULT_LIMITS
         if config.transport == "stdio":
             from nimblemcp.transports.stdio_client import StdioTransport
 
-            target = StdioTransport(config.command or "", config.args, env=config.env,
-                                    cwd=config.cwd)
+            target = StdioTransport(config.command or "", config.args, cwd=config.cwd,
+                                    env=child_environment(config), inherit_env=False,
+                                    max_message_bytes=limits.max_message_bytes)
         elif config.transport == "http":
             from nimblemcp.transports.http_client import HttpTransport
 
             auth = self.auth(config) if self.auth is not None else None
-            target = HttpTransport(config.url or "", headers=config.headers, auth=auth)
+            target = HttpTransport(config.url or "", headers=config.headers, auth=auth,
+                                   max_message_bytes=limits.max_message_bytes,
+                                   max_redirects=limits.max_redirects,
+                                   max_connections=limits.max_connections)
         else:
             raise TransportError(
-                f"{config.url}: the HTTP+SSE transport (type {config.transport!r}, protocol "
+                f"{config.shown}: the HTTP+SSE transport (type {config.transport!r}, protocol "
                 "2024-11-05) is not supported; use the server's Streamable HTTP endpoint")
 
         def hook(callback: HostCallback | None) -> Callable[[dict[str, Any]], Any] | None:

@@ -12,6 +12,16 @@ subscribed resources) drops or closes, its process exits (stdio), or a call thro
 the group fails with a transport error (`note_failure`). Every state change is a new
 `ServerState` handed to `on_state`; list changes re-list the affected lists before
 `on_change` hears of them, so the group's catalog is current when its event goes out.
+
+What a server says is never trusted to keep this loop alive (issue 37): every list
+item is checked (`_lists`) and a bad one dropped with a `warning` event; a list past
+the Client's page or item caps is left out, with a warning; each re-list after a
+`list_changed` runs under `list_timeout`, and notices that arrive while one runs are
+merged into the next (one re-list per `relist_interval` at most); a connection that
+ends within `stable_after` seconds is a crash, which keeps the back-off growing, and
+`max_restarts` crashes in a row end the retries, visibly (status `failed`, no
+`retry_in`, the error says why). Whatever goes wrong, the first attempt settles and
+the task ends in a state, never in an exception nobody reads.
 Uses only the public Client API; the group builds the Client (`make_client`).
 """
 
@@ -22,18 +32,27 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from nimblemcp.client import Client
-from nimblemcp.errors import HttpStatusError, McpError, ProtocolError, TransportError
+from nimblemcp.errors import (
+    HttpStatusError,
+    McpError,
+    MessageTooLarge,
+    ProtocolError,
+    TransportError,
+)
 
 from ._catalog import ServerLists
 from ._config import ServerConfig
-from ._events import HostEvent, ServerState
+from ._events import EventKind, HostEvent, ServerState
+from ._lists import ListKind, checked
 
 __all__ = ["ServerSupervisor", "Supervision"]
 
 logger = logging.getLogger("nimblemcp.host")
+_MAX_ERROR = 2000  # characters of `state.error` (a dead child's stderr tail can be long)
+_REASON = 80  # characters of a JSON-RPC error message kept from an HTTP error answer
 
 Lister = Callable[[], Awaitable[list[dict[str, Any]]]]
 
@@ -46,7 +65,14 @@ class Supervision:
     after a failure or a loss the next attempt waits `backoff` s, doubling up to
     `max_backoff`; `max_attempts` failed attempts in a row end the retries (None:
     never); `reconnect=False` makes every failure final; `listen=False` opens no
-    listen streams (no list-change events; losses are noticed by calls only)."""
+    listen streams (no list-change events; losses are noticed by calls only).
+
+    A connection lost within `stable_after` s of connecting is a crash: the back-off
+    goes on growing (only a connection that stayed up that long resets it) and
+    `max_restarts` crashes in a row end the retries (None: never). `list_timeout`
+    bounds each re-list after a `list_changed` notice; bursts of notices are merged,
+    at most one re-list per `relist_interval` s. Pages and items per list are the
+    Client's `Limits` (`max_list_pages`, `max_list_items`)."""
 
     connect_timeout: float = 30.0
     reconnect: bool = True
@@ -54,6 +80,10 @@ class Supervision:
     max_backoff: float = 30.0
     max_attempts: int | None = None
     listen: bool = True
+    stable_after: float = 10.0
+    max_restarts: int | None = 5
+    list_timeout: float = 30.0
+    relist_interval: float = 0.5
 
 
 class ServerSupervisor:
@@ -86,6 +116,9 @@ class ServerSupervisor:
         self._generation = 0
         self._acked_generation = -1
         self._acked = asyncio.Condition()
+        # list_changed notices not yet re-listed (kind -> the last notice), and the wake-up
+        self._dirty: dict[str, Mapping[str, Any] | None] = {}
+        self._changed = asyncio.Event()
 
     @property
     def name(self) -> str:
@@ -138,15 +171,44 @@ class ServerSupervisor:
 
     def _set(self, **changes: Any) -> None:
         self.state = replace(self.state, **changes)
-        self._on_state(self)
+        try:
+            self._on_state(self)
+        except Exception:  # the group's bug must not end this server's supervision
+            logger.exception("server %s: a state listener failed", self.name)
+
+    def _tell(self, event: HostEvent) -> None:
+        try:
+            self._on_change(self, event)
+        except Exception:
+            logger.exception("server %s: an event listener failed", self.name)
+
+    def _warn(self, message: str) -> None:
+        """Something the server sent was refused or left out: log it, and say it as a
+        `warning` event naming the server."""
+        logger.warning("server %s: %s", self.name, message)
+        self._tell(HostEvent(self.name, "warning", raw={"message": message}))
 
     # -- the loop ----------------------------------------------------------------------
 
     async def _run(self) -> None:
+        try:
+            await self._supervise()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # not expected: end in a state that says so
+            logger.exception("server %s: supervision stopped", self.name)
+            await self._drop_client()
+            self._set(status="failed", retry_in=None,
+                      error=self._describe(exc, 0.0, "supervision stopped: "))
+        finally:
+            self.settled.set()
+
+    async def _supervise(self) -> None:
         settings = self.settings
         delay = settings.backoff
-        failures = 0
+        failures = crashes = 0  # in a row: failed attempts, connections that did not last
         limit = self.config.timeout or settings.connect_timeout
+        clock = asyncio.get_running_loop().time
         while True:
             self._set(status="connecting", retry_in=None)
             try:
@@ -157,32 +219,57 @@ class ServerSupervisor:
             except Exception as exc:
                 await self._drop_client()
                 failures += 1
-                retry = settings.reconnect and (
-                    settings.max_attempts is None or failures < settings.max_attempts)
-                self._set(status="failed", error=_describe(exc, limit), attempts=failures,
-                          retry_in=delay if retry else None)
-                logger.info("server %s failed: %s", self.name, self.state.error)
+                error = self._describe(exc, limit)
+                stop = settings.max_attempts is not None and failures >= settings.max_attempts
+                cause = ""  # the limit the caller chose: the last error says enough
+            else:
+                client = self.client
+                assert client is not None
+                info = client.server_info or (client.initialized or {}).get("serverInfo")
+                self._set(status="connected", error=None, attempts=failures + crashes,
+                          retry_in=None, era=client.era, server_info=info)
                 self.settled.set()
-                if not retry:
-                    return
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, settings.max_backoff)
-                continue
-            failures, delay = 0, settings.backoff
-            client = self.client
-            assert client is not None
-            info = client.server_info or (client.initialized or {}).get("serverInfo")
-            self._set(status="connected", error=None, attempts=0, retry_in=None,
-                      era=client.era, server_info=info)
-            self.settled.set()
-            reason = await self._watch()
-            await self._drop_client()
-            self._set(status="failed", error=reason, attempts=0,
-                      retry_in=delay if settings.reconnect else None)
-            logger.info("server %s lost: %s", self.name, reason)
+                since = clock()
+                try:
+                    error = self._clean(await self._watch())
+                except Exception as exc:
+                    logger.exception("server %s: watching it failed", self.name)
+                    error = self._describe(exc, limit)
+                await self._drop_client()
+                if clock() - since >= settings.stable_after:
+                    failures = crashes = 0
+                    delay = settings.backoff
+                else:
+                    crashes += 1
+                stop = settings.max_restarts is not None and crashes >= settings.max_restarts
+                cause = (f"{crashes} connections in a row lost within "
+                         f"{settings.stable_after:g} s")
             if not settings.reconnect:
+                stop, cause = True, ""
+            if stop and cause:
+                error = f"gave up after {cause}; last: {error}"
+            self._set(status="failed", error=error, attempts=failures + crashes,
+                      retry_in=None if stop else delay)
+            log = logger.warning if stop and cause else logger.info
+            log("server %s failed: %s", self.name, self.state.error)
+            self.settled.set()
+            if stop:
                 return
             await asyncio.sleep(delay)
+            delay = min(delay * 2, settings.max_backoff)
+
+    def _describe(self, exc: BaseException, limit: float, prefix: str = "") -> str:
+        """A failure as `state.error` says it: short, without the body of an HTTP error
+        answer, and without any of the config's secret values."""
+        if isinstance(exc, TimeoutError):
+            return f"{prefix}did not connect within {limit:g} s"
+        # an HttpStatusError's message quotes the body; its subclasses' are our own words
+        text = _http_reason(exc) if type(exc) is HttpStatusError else str(exc) or type(exc).__name__
+        return self._clean(f"{prefix}{type(exc).__name__}: {text}")
+
+    def _clean(self, text: str) -> str:
+        text = self.config.redact(text)
+        return text if len(text) <= _MAX_ERROR else text[:_MAX_ERROR] + " [...]"
 
     async def _connect(self) -> None:
         self._lost.clear()
@@ -196,20 +283,31 @@ class ServerSupervisor:
         self.lists = await self._fetch(client, ("tools", "prompts", "resources"))
 
     async def _fetch(self, client: Client, only: tuple[str, ...]) -> ServerLists:
-        async def listed(method: Lister, optional: bool = False) -> list[dict[str, Any]]:
+        """The lists of `only` the server has, each checked item by item; a list past the
+        Client's caps is left out (empty) with a warning, other errors are raised."""
+        async def listed(kind: ListKind, method: Lister, optional: bool = False) -> list[dict[str, Any]]:
             try:
-                return await method()
+                items = await method()
+            except MessageTooLarge as exc:
+                self._warn(f"its {kind} are left out: {exc}")
+                return []
             except ProtocolError:
                 if optional:  # e.g. a server without resource templates
                     return []
                 raise
+            kept, dropped = checked(kind, items)
+            if dropped:
+                self._warn(f"dropped {len(dropped)} malformed item(s) of its {kind}: "
+                           + "; ".join(dropped[:3]) + ("; ..." if len(dropped) > 3 else ""))
+            return kept
 
         want = {k for k in only if k in self.capabilities}
         tools, prompts, resources, templates = await asyncio.gather(
-            listed(client.list_tools if "tools" in want else _empty),
-            listed(client.list_prompts if "prompts" in want else _empty),
-            listed(client.list_resources if "resources" in want else _empty),
-            listed(client.list_resource_templates if "resources" in want else _empty, True),
+            listed("tools", client.list_tools if "tools" in want else _empty),
+            listed("prompts", client.list_prompts if "prompts" in want else _empty),
+            listed("resources", client.list_resources if "resources" in want else _empty),
+            listed("templates",
+                   client.list_resource_templates if "resources" in want else _empty, True),
         )
         return ServerLists(tools, prompts, resources, templates)
 
@@ -236,6 +334,8 @@ class ServerSupervisor:
         listener = self._start_listen()
         if listener is not None:
             waiters[listener] = "listen"
+        self._dirty.clear()
+        waiters[asyncio.create_task(self._relister())] = "relister"
         try:
             while True:
                 done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -245,6 +345,9 @@ class ServerSupervisor:
                         return self._lost_reason or "the connection was lost"
                     if what == "exited":
                         return f"the server process exited with code {task.result()}"
+                    if what == "relister":  # ends only by an error it did not expect
+                        task.result()
+                        return "re-listing stopped"
                     if what == "relisten":
                         self._relisten.clear()
                         for other, kind in list(waiters.items()):
@@ -295,11 +398,11 @@ class ServerSupervisor:
                     if event.kind == "closed":
                         return "the server closed its listen stream (shutting down)"
                     if event.kind in ("tools_changed", "prompts_changed", "resources_changed"):
-                        await self._refresh(event.kind)
-                        self._on_change(self, HostEvent(self.name, event.kind, raw=event.raw))
+                        self._dirty[event.kind] = event.raw  # `_relister` lists it again
+                        self._changed.set()
                     elif event.kind == "resource_updated":
-                        self._on_change(self, HostEvent(self.name, "resource_updated",
-                                                        uri=event.uri, raw=event.raw))
+                        self._tell(HostEvent(self.name, "resource_updated", uri=event.uri,
+                                             raw=event.raw))
         except ProtocolError as exc:
             logger.info("server %s cannot listen (%s); watching its calls only", self.name, exc)
             return None
@@ -307,15 +410,33 @@ class ServerSupervisor:
             return f"the listen stream broke: {exc}"
         return "the listen stream ended"
 
-    async def _refresh(self, kind: str) -> None:
+    async def _relister(self) -> None:
+        """Re-list what `list_changed` notices marked, one kind at a time; notices that
+        arrive meanwhile only mark it again, so a burst costs one more re-list, not one
+        per notice. At most one round per `relist_interval` seconds."""
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            dirty, self._dirty = self._dirty, {}
+            for kind, raw in dirty.items():
+                await self._refresh(kind, raw)
+            await asyncio.sleep(self.settings.relist_interval)
+
+    async def _refresh(self, kind: str, raw: Mapping[str, Any] | None) -> None:
         client = self.client
         if client is None:
             return
         key = {"tools_changed": "tools", "prompts_changed": "prompts"}.get(kind, "resources")
+        limit = self.settings.list_timeout
         try:
-            fresh = await self._fetch(client, (key,))
+            async with asyncio.timeout(limit):
+                fresh = await self._fetch(client, (key,))
+        except TimeoutError:
+            self._warn(f"re-listing its {key} took longer than {limit:g} s; the last list is kept")
+            return
         except McpError as exc:
-            logger.info("server %s: could not refresh its %s: %s", self.name, key, exc)
+            self._warn(f"could not re-list its {key}; the last list is kept: "
+                       f"{self._describe(exc, limit)}")
             return
         old = self.lists
         self.lists = ServerLists(
@@ -324,6 +445,7 @@ class ServerSupervisor:
             fresh.resources if key == "resources" else old.resources,
             fresh.templates if key == "resources" else old.templates,
         )
+        self._tell(HostEvent(self.name, cast("EventKind", kind), raw=raw))
 
 
 async def _empty() -> list[dict[str, Any]]:
@@ -337,8 +459,18 @@ async def _cancel(task: asyncio.Task[Any]) -> None:
         await task
 
 
-def _describe(exc: BaseException, limit: float) -> str:
-    if isinstance(exc, TimeoutError):
-        return f"did not connect within {limit:g} s"
-    text = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
+def _http_reason(exc: HttpStatusError) -> str:
+    """`HTTP 502 (Bad Gateway)`, plus the JSON-RPC error's message when the body held one
+    (cut short): never the body itself."""
+    from http import HTTPStatus
+
+    try:
+        phrase = HTTPStatus(exc.status).phrase
+    except ValueError:
+        phrase = "unknown status"
+    text = f"HTTP {exc.status} ({phrase})"
+    message = (exc.error or {}).get("message")
+    if isinstance(message, str) and message:
+        short = "".join(ch if ch.isprintable() else " " for ch in message[:_REASON])
+        text += f": {short}" + ("..." if len(message) > _REASON else "")
+    return text

@@ -12,8 +12,11 @@ A provider may take the `Context` and other dependencies the same way; it may be
 sync, async, a generator or an async generator (the code after `yield` runs once the
 handler has finished, even when it failed). Within one request a provider runs once,
 however many parameters ask for it. Injected parameters are left out of the input
-schema and the prompt arguments. Sync providers run on the event loop: they must not
-block (do I/O in an async provider).
+schema and the prompt arguments. Sync providers (and a sync generator's steps before
+and after `yield`) run in the worker threads sync tools run in, as FastAPI runs them,
+so one that opens a database connection never stalls other requests;
+`Depends(provider, run_in_thread=False)` runs a quick one inline instead, as the
+built-in providers do.
 
 Built-in providers: `get_lifespan` (the lifespan value), `get_headers` (the HTTP
 request headers, empty off HTTP) and `get_principal` (the verified access token of an
@@ -25,6 +28,7 @@ and pays nothing. Must not import transports or the registry.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import typing
@@ -32,7 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 from nimblemcp.server._context import is_context, type_hints
-from nimblemcp.server._workers import run_sync_on
+from nimblemcp.server._workers import _workers, run_sync_on
 
 if TYPE_CHECKING:
     from nimblemcp.server._context import Context
@@ -54,14 +58,17 @@ CTX = "__nimblemcp_ctx__"
 
 
 class Depends:
-    """Marks a parameter as resolved by `provider`: `Annotated[T, Depends(provider)]`."""
+    """Marks a parameter as resolved by `provider`: `Annotated[T, Depends(provider)]`.
+    A sync provider runs in a worker thread unless `run_in_thread=False` (it never
+    blocks: it runs on the event loop)."""
 
-    __slots__ = ("provider",)
+    __slots__ = ("provider", "run_in_thread")
 
-    def __init__(self, provider: Callable[..., Any]) -> None:
+    def __init__(self, provider: Callable[..., Any], *, run_in_thread: bool = True) -> None:
         if not callable(provider):
             raise TypeError(f"Depends() needs a callable provider, got {provider!r}")
         self.provider = provider
+        self.run_in_thread = run_in_thread
 
     def __repr__(self) -> str:
         return f"Depends({getattr(self.provider, '__qualname__', self.provider)!r})"
@@ -102,12 +109,14 @@ def injected_params(fn: Callable[..., Any]) -> frozenset[str]:
 class _Plan:
     """How to resolve one provider: its kind and how to fill its own parameters."""
 
-    __slots__ = ("ctx_param", "kind", "provider", "subs")
+    __slots__ = ("ctx_param", "inline", "kind", "provider", "subs")
 
-    def __init__(self, provider: Callable[..., Any], seen: tuple[Callable[..., Any], ...] = ()) -> None:
+    def __init__(self, marker: Depends, seen: tuple[Callable[..., Any], ...] = ()) -> None:
+        provider = marker.provider
         if provider in seen:
             raise TypeError(f"dependency cycle through provider {provider!r}")
         self.provider = provider
+        self.inline = not marker.run_in_thread or provider in _INLINE
         if inspect.isasyncgenfunction(provider):
             self.kind = "agen"
         elif inspect.isgeneratorfunction(provider):
@@ -121,11 +130,11 @@ class _Plan:
         self.subs: dict[str, _Plan] = {}
         for p in inspect.signature(provider).parameters.values():
             hint = hints.get(p.name)
-            marker = _marker(hint)
+            sub = _marker(hint)
             if is_context(hint):
                 self.ctx_param = p.name
-            elif marker is not None:
-                self.subs[p.name] = _Plan(marker.provider, (*seen, provider))
+            elif sub is not None:
+                self.subs[p.name] = _Plan(sub, (*seen, provider))
             elif p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TypeError(
                     f"provider {getattr(provider, '__qualname__', provider)!r}: parameter {p.name!r} "
@@ -149,15 +158,30 @@ class _Plan:
         if kind == "async":
             value = await self.provider(**kwargs)
         elif kind == "sync":
-            value = self.provider(**kwargs)
+            value = self.provider(**kwargs) if self.inline else await run_sync_on(ctx._loop, self.provider, kwargs)
         elif kind == "agen":
             assert stack is not None
             value = await stack.enter_async_context(contextlib.asynccontextmanager(self.provider)(**kwargs))
         else:
             assert stack is not None
-            value = stack.enter_context(contextlib.contextmanager(self.provider)(**kwargs))
+            manager = contextlib.contextmanager(self.provider)(**kwargs)
+            if self.inline:
+                value = stack.enter_context(manager)
+            else:  # both steps in a worker: the code before and after `yield` may block
+                value = await _workers.call(ctx._loop, manager.__enter__, ())
+                stack.push_async_exit(_exit_in_worker(ctx._loop, manager))
         cache[self.provider] = value
         return value
+
+
+def _exit_in_worker(loop: asyncio.AbstractEventLoop, manager: contextlib.AbstractContextManager[Any]) -> Any:
+    """An async exit callback that runs `manager.__exit__` in a worker; shielded, so a
+    request cancelled meanwhile still closes what its provider opened."""
+
+    async def leave(kind: Any, error: Any, trace: Any) -> bool:
+        return bool(await asyncio.shield(_workers.call(loop, manager.__exit__, (kind, error, trace))))
+
+    return leave
 
 
 def inject(
@@ -168,7 +192,7 @@ def inject(
     deps = dependencies(fn)
     if not deps:
         return fn, ctx_param
-    plans = tuple((name, _Plan(marker.provider)) for name, marker in deps.items())
+    plans = tuple((name, _Plan(marker)) for name, marker in deps.items())
     needs_stack = any(plan.needs_stack for _, plan in plans)
     is_async = inspect.iscoroutinefunction(fn)
     own_ctx = ctx_param
@@ -209,5 +233,8 @@ def get_principal(ctx: Context) -> Any:
     `claims`, ...), or None."""
     return ctx.principal
 
+
+# Quick reads of the Context: never worth a thread hop.
+_INLINE = frozenset({get_lifespan, get_headers, get_principal})
 
 Headers = Annotated[Mapping[str, str], Depends(get_headers)]

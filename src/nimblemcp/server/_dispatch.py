@@ -105,6 +105,10 @@ class Host(Protocol):
     def sealer(self) -> Sealer: ...
     @property
     def tasks(self) -> TaskManager: ...
+    @property
+    def moving(self) -> bool:
+        """A rolling restart is moving this instance's listens away."""
+        ...
 
 
 class Dispatcher:
@@ -493,4 +497,5 @@ class Dispatcher:
 
         host = self.host
         return await listen(ctx, params, bus=host.bus, options=self.config.listen,
-                            capabilities=self.capabilities, tasks=lambda: host.tasks)
+                            capabilities=self.capabilities, tasks=lambda: host.tasks,
+                            moving=lambda: host.moving)

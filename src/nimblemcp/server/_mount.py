@@ -10,7 +10,11 @@ change is published), and `child.notify_resource_updated(uri)` reaches the host'
 subscribers under the prefixed URI. A mounted handler runs with `ctx.server` set to
 the child, so `ctx.lifespan` is the child's lifespan value; the host starts and stops
 the child's lifespan inside its own. The host's middleware wraps the mounted entries
-like its own (the child's middleware is not used).
+like its own (the child's middleware is not used). The child's `require_scopes` rules
+come along under the new names (`rules_in_force`), also those declared after the mount
+or on names the child registers later (a proxy's mirror), through nested mounts; a
+rule the host declares on the same name adds to them. A mount that would close a
+cycle is refused.
 
 A `Mount` works on the two registries; `Server.mount` checks the servers and keeps the
 copies in step. Must not import transports or the Server.
@@ -29,7 +33,9 @@ if TYPE_CHECKING:
     from nimblemcp.server._invoke import Runner
     from nimblemcp.server._registry import Registry
 
-__all__ = ["Mount", "check_namespace", "prefix_uri"]
+__all__ = ["Mount", "check_namespace", "mounts_below", "prefix_uri", "rules_in_force"]
+
+_Rules = dict[tuple[str, str], frozenset[str]]
 
 _NAMESPACE = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
@@ -142,3 +148,34 @@ class Mount:
                              f"{self.host_name!r} (choose another namespace)")
         table.update(fresh)
         self.names[key] = list(fresh)
+
+    def rules(self) -> _Rules:
+        """The child's rules in force, under the host's names (a template rule's key is
+        its URI template, renamed like the template)."""
+        renamed: _Rules = {}
+        for (method, target), scopes in self.owner.scope_rules.items():
+            moved = prefix_uri(target, self.namespace) if method == "resources/read" else self.name(target)
+            renamed[(method, moved)] = scopes
+        return renamed
+
+
+def rules_in_force(server: Any) -> _Rules:
+    """`server`'s own scope rules joined with those of every server mounted in it, by
+    host name; where both name one target, a token needs the scopes of both."""
+    rules = dict(server._own_scope_rules)
+    for link in server._mount_links:
+        for key, scopes in link.rules().items():
+            rules[key] = rules.get(key, frozenset()) | scopes
+    return rules
+
+
+def mounts_below(server: Any) -> set[int]:
+    """Ids of `server` and every server mounted in it, however deep."""
+    seen: set[int] = set()
+    pending = [server]
+    while pending:
+        current = pending.pop()
+        if id(current) not in seen:
+            seen.add(id(current))
+            pending.extend(current.mounted)
+    return seen

@@ -97,12 +97,15 @@ class ListenOptions:
     is advertised); `queue`: events a listener may fall behind before it is dropped
     (it then gets `notifications/cancelled`). `max_uris`: URIs one listen filter may
     name, and `max_filter_chars`: their total length; a larger filter is refused with
-    -32602 (so the acknowledgement, which echoes the filter, always fits the stream)."""
+    -32602 (so the acknowledgement, which echoes the filter, always fits the stream).
+    `handover`: at a rolling restart, seconds a listen keeps delivering while its client
+    opens a new one elsewhere (make-before-break; see `server/_subscriptions.py`)."""
 
     enabled: bool = True
     queue: int = 256
     max_uris: int = 1_000
     max_filter_chars: int = 256 * 1024
+    handover: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -209,13 +209,15 @@ class Server:
         # subscriptions/listen: list changes and resource updates fan out via the bus.
         self.bus: NotificationBus = backends.bus if backends.bus is not None else InProcessBus()
         self._opened: Opened | None = None  # backends it opened itself from the environment
+        self.moving = False  # a rolling restart is moving the listens away (`move_listeners`)
         # Python logging inside handlers -> notifications/message (True = root logger).
         if forward_logs is not False:
             from nimblemcp.server._logbridge import install
 
             install("" if forward_logs is True else str(forward_logs))
-        # Plain HTTP routes beside the MCP endpoint (`route`): path -> (function, methods).
-        self.routes: dict[str, tuple[F, tuple[str, ...]]] = {}
+        # Plain HTTP routes beside the MCP endpoint (`route`): path -> (function, methods,
+        # served without a token under `auth`).
+        self.routes: dict[str, tuple[F, tuple[str, ...], bool]] = {}
         # Servers mounted into this one (`mount`): their lifespans run inside ours.
         self.mounted: list[Server] = []
         self._lifespan = Lifespan(self, lifespan)
@@ -224,8 +226,12 @@ class Server:
         self.execute = self.dispatcher.run
         self.served = False  # a transport served a request (`note_serving`)
         self.middleware: list[Middleware] = []
-        # (method, name or URI) -> scopes a token must hold (`require_scopes`).
+        # (method, name or URI) -> scopes a token must hold: this server's own
+        # (`require_scopes`) and, in `scope_rules`, those in force here, mounted
+        # servers' rules renamed with their entries included (`_mount.rules_in_force`).
+        self._own_scope_rules: dict[tuple[str, str], frozenset[str]] = {}
         self.scope_rules: dict[tuple[str, str], frozenset[str]] = {}
+        self._mount_links: list[Any] = []  # one `_mount._Mount` per server mounted here
         for mw in middleware or ():
             self.add_middleware(mw)
 
@@ -270,10 +276,21 @@ class Server:
         needed = frozenset(scopes)
         if not needed:
             raise ValueError("require_scopes needs at least one scope")
+        self._own_scope_rules[targets[0]] = needed
+        self._scope_rules_changed()
+
+    def _scope_rules_changed(self) -> None:
+        """Recompute the rules in force here (own ones and mounted servers', renamed),
+        add the guard on the first one, and pass the change on to the servers this one
+        is mounted in: a rule travels with its entry however deep the mount."""
+        from nimblemcp.server._mount import rules_in_force
+
         first = not self.scope_rules
-        self.scope_rules[targets[0]] = needed
-        if first:
+        self.scope_rules = rules_in_force(self)
+        if first and self.scope_rules:
             self.dispatcher.use([self._scope_guard, *self.middleware])
+        for host in self._hosts:
+            host._scope_rules_changed()
 
     def scopes_needed(self, method: str, target: str | None) -> frozenset[str]:
         """The scopes `require_scopes` asks for `method` on `target` (empty: none)."""
@@ -610,11 +627,13 @@ class Server:
         `s://namespace/a`. Kept in step with `other` (registrations, resource updates);
         its lifespan runs inside this one's; its handlers see `ctx.lifespan` of
         `other`. See `nimblemcp.server._mount`."""
-        from nimblemcp.server._mount import Mount, check_namespace, prefix_uri
+        from nimblemcp.server._mount import Mount, check_namespace, mounts_below, prefix_uri
 
         self._check_shared("mount", "server", other.name)
         if other is self:
             raise ValueError("a server cannot mount itself")
+        if id(self) in mounts_below(other):
+            raise ValueError(f"server {other.name!r} already serves {self.name!r} (a mount cycle)")
         if other in self.mounted:
             raise ValueError(f"server {other.name!r} is already mounted on {self.name!r}")
         check_namespace(namespace)
@@ -624,6 +643,7 @@ class Server:
         for ext, value in other.extensions.items():
             self.extensions.setdefault(ext, value)
         self.mounted.append(other)
+        self._mount_links.append(link)
 
         def on_change(kind: str) -> None:
             link.sync(kind)
@@ -634,6 +654,7 @@ class Server:
         for kind in ("tools", "prompts", "resources"):
             self._changed(kind)
         other._hosts.append(self)  # `other`'s later changes are this server's too
+        self._scope_rules_changed()  # its `require_scopes` rules, under the new names
 
     def changes(self) -> Changes | None:
         """A new subscription to list changes and resource updates (None when
@@ -643,8 +664,19 @@ class Server:
         return self.bus.subscribe(self.listen_queue, match=_CHANGES) if self.subscriptions else None
 
     def close_listeners(self) -> None:
-        """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09)."""
-        self.bus.close_all()
+        """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09);
+        while `move_listeners` moves them they end by themselves, within its window."""
+        if not self.moving:
+            self.bus.close_all()
+
+    def move_listeners(self, window: float) -> bool:
+        """A rolling restart began (SIGTERM under `run_http`): every open listen is told
+        to move to another instance, make-before-break, and ends once it has (at most
+        `window` seconds); see `server/_subscriptions.py`. False when the bus cannot
+        reach this instance's listens alone: nothing was done."""
+        from nimblemcp.server._subscriptions import move_listeners
+
+        return move_listeners(self, window)
 
     def drain(self, grace: float) -> None:
         """A graceful stop began (SIGTERM under `run_http`; SIGTERM or the end of stdin
@@ -661,8 +693,9 @@ class Server:
         shut-down): background tasks still running after the drain's grace (none
         without a drain) are marked failed at once, the change published and their
         leases released, instead of staying `working` until a lease lapses; and
-        registrations no longer count as while serving."""
+        registrations no longer count as while serving; listens moved away are over."""
         self.served = False
+        self.moving = False
         if self._tasks is not None:
             await self._tasks.settle()
 
@@ -725,18 +758,22 @@ class Server:
         once, until the last one leaves. Raises `StartupError` when start-up fails."""
         return self._lifespan.context(app)
 
-    def route(self, path: str, methods: tuple[str, ...] | list[str] = ("GET",)) -> Callable[[F], F]:
+    def route(
+        self, path: str, methods: tuple[str, ...] | list[str] = ("GET",), *, public: bool = False,
+    ) -> Callable[[F], F]:
         """Serve a plain HTTP route beside the MCP endpoint of `asgi_app()` (e.g. a
         health or metrics page): `@server.route("/status")` on `fn()` or `fn(scope)`,
         sync (keep it quick) or async, returning a dict or list (JSON), str, bytes or
-        `(status, body)`. Paths are relative to the app's mount point."""
+        `(status, body)`. Paths are relative to the app's mount point. Served with
+        `auth=`, a route needs a valid token like the endpoint (the verified token is
+        `scope["nimblemcp.access"]`) unless `public=True`."""
         if not path.startswith("/"):
             raise ValueError(f"route path {path!r} must start with '/'")
 
         def register(fn: F) -> F:
             if not callable(fn):
                 raise TypeError(f"@server.route({path!r}) needs a function, got {fn!r}")
-            self.routes[path] = (fn, tuple(methods))
+            self.routes[path] = (fn, tuple(methods), public)
             return fn
 
         return register

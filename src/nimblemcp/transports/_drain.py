@@ -1,11 +1,13 @@
-"""Ending open `subscriptions/listen` streams for a rolling restart (issue 13).
+"""Ending open streams for a rolling restart (issues 13 and 34).
 
-`ListenDrain` wraps the HTTP app that `serving.run_http` serves and remembers the
-response of every listen request in flight (recognised by its `Mcp-Method` header,
-which 2026-07-28 clients must send). `drain()` ends each of those responses cleanly
-but *without* the listen's closing result: per SUB-10 that reads to the client as "the
-stream went away", so a client re-listens (through the load balancer, on another
-instance), where the closing result (SUB-09) would tell it the subscription is over.
+`ListenDrain` wraps the HTTP app that `serving.run_http` serves. `drain()` first asks
+`listens` (set by `run_http`: the server's `move_listeners`) to move the open
+`subscriptions/listen` streams, make-before-break: the server core does that itself
+and ends each with its closing result. Where it cannot (a bus without `LocalBus`),
+`drain()` falls back to ending each listen response it remembers (recognised by its
+`Mcp-Method` header, which 2026-07-28 clients must send) cleanly but *without* the
+listen's closing result: per SUB-10 that reads to the client as "the stream went
+away", so a client re-listens (through the load balancer, on another instance).
 Whatever the handler sends afterwards is dropped.
 
 2025-11-25 standalone GET streams end too: every GET's scope carries this drain under
@@ -13,7 +15,9 @@ Whatever the handler sends afterwards is dropped.
 stream it opens with `on_drain(stop)`; `drain()` calls `stop`, and the stream ends itself
 cleanly (its final empty body, the session's stream slot freed). The 2025-11-25 spec lets
 a server close a stream at any time; the client opens a new GET (through the balancer,
-on another instance). A GET stream opened while draining is ended at once. `on_drain`
+on another instance). A GET stream opened while draining is ended at once. Any other
+stop (SIGINT) calls `close()`: the same hooks run at once, with `closing` set (an `/sse`
+stream then ends without waiting for its answers in flight). `on_drain`
 takes any such hook: `run_http` registers one that starts the grace time of the
 server's running background tasks (`Server.drain`).
 
@@ -68,7 +72,10 @@ class ListenDrain:
         self.app = app
         self.streams: set[_Stream] = set()
         self.stoppers: set[Callable[[], None]] = set()  # open legacy GET streams
+        # Moves the open listens (the server's `move_listeners`); False: it could not.
+        self.listens: Callable[[], bool] | None = None
         self.draining = False
+        self.closing = False  # `close()`: streams end now, not after their answers
         # The ASGI app to serve: this drain, or the guard it was made around
         # (`SecurityMiddleware`: `takes_listen_drain`), which then does this
         # drain's per-request part itself from the header dict it builds anyway
@@ -121,14 +128,27 @@ class ListenDrain:
         finally:
             self.streams.discard(stream)
 
+    def close(self) -> None:
+        """A stop that is no rolling restart (SIGINT): the legacy GET and 2024-11-05
+        `/sse` streams end now, cleanly (an `/sse` stream's requests in flight are
+        cancelled: their answers could only go to that stream). Listen streams get
+        their closing result from the server (`close_listeners`)."""
+        self.closing = self.draining = True
+        for stop in list(self.stoppers):
+            self.stoppers.discard(stop)
+            stop()
+
     async def drain(self) -> int:
-        """End the open listen streams and legacy GET streams; how many were ended."""
+        """End the legacy GET streams and move (or end) the listen streams; how many
+        streams this ended itself."""
         self.draining = True
         ended = 0
         for stop in list(self.stoppers):
             self.stoppers.discard(stop)
             stop()
             ended += 1
+        if self.listens is not None and self.listens():
+            return ended  # the server moves them and ends each with its closing result
         for stream in list(self.streams):
             if stream.started and not stream.ended:
                 try:

@@ -110,23 +110,38 @@ class Exchange:
             self._arm()
         elif self.closed or self.disconnected:
             return
-        data = frame(encode(message))
-        self.buffered += len(data)
-        if self.buffered > self.max_buffer:
-            self._cut(message)
+        self._push(frame(encode(message)), message, None)
+
+    def emit_json(self, data: bytes, subscription: Any = None) -> None:
+        """RequestIO (optional): one message already encoded as JSON, from the loop
+        thread (a listen's notification, whose shared part is encoded once for all
+        its listeners); `subscription`, the listen's id, names it should the client be
+        cut off."""
+        if not self.armed:
+            self._arm()
+        elif self.closed or self.disconnected:
             return
-        self.frames.append(data)
+        self._push(b"data: " + data + b"\n\n", None, subscription)
+
+    def _push(self, framed: bytes, message: dict[str, Any] | None, subscription: Any) -> None:
+        self.buffered += len(framed)
+        if self.buffered > self.max_buffer:
+            if message is not None:
+                subscription = (message.get("params") or {}).get("_meta", {}).get(SUBSCRIPTION_ID)
+            self._cut(subscription)
+            return
+        self.frames.append(framed)
         self._wake()
         if self.pump is None:
             self.pump = self.loop.create_task(self._pump())
 
-    def _cut(self, message: dict[str, Any]) -> None:
-        """The client stopped reading: drop what is queued, end the request."""
+    def _cut(self, sid: Any) -> None:
+        """The client stopped reading: drop what is queued, end the request; a listen
+        stream (`sid`, its subscription id) ends with the reason (SUB-09)."""
         self.slow = True
         self.closed = True
         self.frames.clear()
-        sid = (message.get("params") or {}).get("_meta", {}).get(SUBSCRIPTION_ID)
-        if sid is not None:  # a listen stream ends with the reason (SUB-09)
+        if sid is not None:
             note = {"jsonrpc": "2.0", "method": "notifications/cancelled",
                     "params": {"requestId": sid, "reason": "Listener too slow: stream buffer full"}}
             self.frames.append(frame(encode(note)))
@@ -180,8 +195,10 @@ class Exchange:
                 await send({"type": "http.response.body", "body": data, "more_body": True})
                 continue
             if self.closed or self.disconnected:
-                if not self.disconnected:
-                    await send({"type": "http.response.body", "body": b""})
+                # Finished after a disconnect too: a client that only shut its sending
+                # side (half-close) still gets the end of the body; for one that is gone
+                # the server drops it. (Unfinished, uvicorn logs an error.)
+                await send({"type": "http.response.body", "body": b""})
                 return
             w = self.waiter = self.loop.create_future()
             timer = self.loop.call_later(self.keepalive or 3600.0, _ping, w)

@@ -60,20 +60,19 @@ class ResumableExchange(Exchange):
         return log
 
     def emit(self, message: dict[str, Any]) -> None:
+        self._log(encode(message), message, None)
+
+    def emit_json(self, data: bytes, subscription: Any = None) -> None:
+        self._log(data, None, subscription)
+
+    def _log(self, data: bytes, message: dict[str, Any] | None, subscription: Any) -> None:
         log = self._stream_log()
         if log.done:
             return
-        framed = log.append(encode(message))
+        framed = log.append(data)
         if self.detached or self.closed or self.disconnected:
             return  # logged: a reconnecting client gets it
-        self.buffered += len(framed)
-        if self.buffered > self.max_buffer:
-            self._cut(message)
-            return
-        self.frames.append(framed)
-        self._wake()
-        if self.pump is None:
-            self.pump = self.loop.create_task(self._pump())
+        self._push(framed, message, subscription)
 
     async def _pump(self) -> None:
         self.frames.insert(0, self._stream_log().priming(self.events.retry_ms))

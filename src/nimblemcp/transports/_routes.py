@@ -16,7 +16,9 @@ from typing import Any
 
 from nimblemcp.transports._asgi import Receive, Scope, Send, respond, respond_json
 
-__all__ = ["App", "function_route", "health_routes"]
+__all__ = ["HEALTH_PATHS", "App", "function_route", "health_routes"]
+
+HEALTH_PATHS = ("/healthz", "/readyz")
 
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
@@ -65,4 +67,4 @@ def health_routes(ready: Callable[[], bool]) -> dict[str, App]:
     def readiness() -> Any:
         return {"status": "ready"} if ready() else (503, {"status": "starting"})
 
-    return {"/healthz": function_route(live), "/readyz": function_route(readiness)}
+    return dict(zip(HEALTH_PATHS, (function_route(live), function_route(readiness)), strict=True))

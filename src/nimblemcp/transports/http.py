@@ -353,11 +353,17 @@ class McpHttpApp:
                     with contextlib.suppress(Exception):
                         await pump
                     return
+                if ex.disconnected:
+                    # HTTP-10: nothing more is sent for a cancelled request; its pump only
+                    # ends the body (a client that half-closed still reads; uvicorn logs
+                    # an error for a response left unfinished).
+                    task.uncancel()
+                    if ex.pump is not None:
+                        with contextlib.suppress(Exception):
+                            await asyncio.wait_for(ex.pump, 1.0)
+                    return
                 if ex.pump is not None:
                     ex.pump.cancel()
-                if ex.disconnected:
-                    task.uncancel()
-                    return  # HTTP-10: nothing more is sent for a cancelled request
                 raise
             entry = ex.watch_entry
             if entry is not None:  # still waiting for its watch: nothing runs to stop

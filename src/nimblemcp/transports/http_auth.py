@@ -2,13 +2,23 @@
 
 `BearerAuth` is ASGI middleware around the MCP app (CHECKLIST 23.1):
 - it serves Protected Resource Metadata (RFC 9728) at the root and the path-inserted
-  well-known URIs (AUTH-RS-01/02);
-- every request to the protected path must carry `Authorization: Bearer <token>`; the
-  token is checked by a user-supplied `TokenVerifier` on every request (AUTH-RS-04),
-  including the audience (RFC 8707: tokens for other resources are refused, AUTH-RS-05);
+  well-known URIs (AUTH-RS-01/02); challenges name the URI RFC 9728 §3.1 derives from
+  the `resource` (behind a path prefix: `/.well-known/oauth-protected-resource/<prefix>/mcp`);
+- every request must carry `Authorization: Bearer <token>`, on the MCP endpoint and on
+  every other path of the app (`@server.route` pages) except `public_paths` (health
+  probes), the metadata and CORS preflights; the token is checked by a user-supplied
+  `TokenVerifier` on every request (AUTH-RS-04). A verifier that raises refuses the
+  token (401), never a 500;
+- the token must name this server in its audience (RFC 8707; AUTH-RS-05): `resource`
+  or one of `audience`; a token with no audience at all is refused unless
+  `allow_missing_audience=True` (an opt-out for issuers that never send one);
+- its `expires_at` is checked again, with the verifier's `leeway` (clock skew);
 - missing or invalid tokens get 401 and insufficient scope 403, each with a
   `WWW-Authenticate: Bearer` challenge naming the metadata URL and the scopes
-  (AUTH-RS-03/06/08);
+  (AUTH-RS-03/06/08). Per-target scopes (`scopes_for`, `Server.require_scopes`) are
+  read from `Mcp-Method`/`Mcp-Name` on 2026-07-28 requests and from the JSON-RPC body
+  on requests without them (2025-11-25 sessions), so both eras get 403 with an
+  `insufficient_scope` challenge they can step up from;
 - the authenticated subject becomes `scope["nimblemcp.subject"]` (`_asgi.SUBJECT`; never
   `scope["user"]`, which Starlette's AuthenticationMiddleware owns), and the verified
   `AccessToken` `scope["nimblemcp.access"]`; the MCP app binds requestState, state
@@ -24,6 +34,7 @@ Tokens are never logged. Must not import the server or the dispatcher.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -45,8 +56,12 @@ App = Callable[[Any, Any, Any], Awaitable[None]]
 
 __all__ = ["AccessToken", "BearerAuth", "DPoPVerifier", "StaticTokens", "TokenVerifier"]
 
+log = logging.getLogger("nimblemcp.auth")
+
 _WELL_KNOWN = "/.well-known/oauth-protected-resource"
 _TARGETED = frozenset({b"tools/call", b"prompts/get", b"resources/read"})
+_TARGETED_NAMES = frozenset(t.decode() for t in _TARGETED)
+_NONE: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -75,7 +90,9 @@ class AccessToken:
 class TokenVerifier(Protocol):
     """Checks a bearer token (signature, issuer, expiry); None when it is not valid.
 
-    Called on every request; cache inside the verifier if introspection is costly."""
+    Called on every request; cache inside the verifier if introspection is costly. A
+    verifier may declare `leeway` (seconds of clock skew it allows): `BearerAuth`'s own
+    check of `expires_at` then allows the same."""
 
     async def verify(self, token: str) -> AccessToken | None: ...
 
@@ -95,7 +112,7 @@ def _quote(value: str) -> str:
 
 
 class BearerAuth:
-    """ASGI middleware: PRM documents plus Bearer-token checks for one MCP path."""
+    """ASGI middleware: PRM documents plus Bearer-token checks for one MCP app."""
 
     def __init__(
         self,
@@ -110,6 +127,10 @@ class BearerAuth:
         resource_name: str | None = None,
         scopes_for: Callable[[str, str | None], frozenset[str]] | None = None,
         dpop: DPoPVerifier | None = None,
+        audience: str | Iterable[str] = (),
+        allow_missing_audience: bool = False,
+        leeway: float | None = None,
+        public_paths: Iterable[str] = (),
     ) -> None:
         self.app = app
         # Per-target scopes (`Server.scopes_needed`), read from Mcp-Method / Mcp-Name:
@@ -118,7 +139,14 @@ class BearerAuth:
         self.dpop = dpop
         self.verifier = verifier
         self.resource = resource  # the canonical URI tokens must name (RFC 8707)
+        # What a token's `aud` must contain one of: this resource, and any other name
+        # the issuer gives it (`audience`).
+        self.audiences = frozenset({resource, *([audience] if isinstance(audience, str) else audience)})
+        self.allow_missing_audience = allow_missing_audience
+        self.leeway = float(leeway if leeway is not None else getattr(verifier, "leeway", 0) or 0)
         self.path = path
+        # Paths of the app served without a token (health probes): every other one needs one.
+        self.public_paths = frozenset(public_paths)
         self.required = frozenset(required_scopes)
         servers = list(authorization_servers)
         if not servers:
@@ -136,9 +164,15 @@ class BearerAuth:
         if dpop is not None:  # RFC 9728 §2
             document["dpop_signing_alg_values_supported"] = list(dpop.algorithms)
         self.metadata = orjson.dumps(document)
+        # RFC 9728 §3.1: the well-known suffix goes between the host and the resource's
+        # own path (and query), so a resource behind a prefix names its prefix.
         parts = urlsplit(resource)
-        self.metadata_url = f"{parts.scheme}://{parts.netloc}{_WELL_KNOWN}{path if path != '/' else ''}"
-        self.metadata_paths = {_WELL_KNOWN, _WELL_KNOWN + path}
+        suffix = parts.path if parts.path not in ("", "/") else ""
+        query = f"?{parts.query}" if parts.query else ""
+        self.metadata_url = f"{parts.scheme}://{parts.netloc}{_WELL_KNOWN}{suffix}{query}"
+        # Served at the root, after the app's own endpoint path, and after the
+        # resource's path (a proxy that routes the root well-known URI here as it is).
+        self.metadata_paths = {_WELL_KNOWN, _WELL_KNOWN + (path if path != "/" else ""), _WELL_KNOWN + suffix}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -148,21 +182,28 @@ class BearerAuth:
         if request_path in self.metadata_paths and scope["method"] in ("GET", "HEAD"):
             await respond(send, 200, self.metadata, content_type=b"application/json")
             return
-        if request_path != self.path or scope["method"] == "OPTIONS":
+        if scope["method"] == "OPTIONS" or request_path in self.public_paths:
             await self.app(scope, receive, send)
             return
         scheme, token, proofs = self._credentials(scope)
         if token is None or (scheme == "dpop" and self.dpop is None):
             await self._challenge(send, 401, None)
             return
-        access = await self.verifier.verify(token)
-        if access is None or (access.expires_at is not None and access.expires_at <= time.time()):
-            await self._challenge(send, 401, "invalid_token", "The access token is invalid or expired",
-                                  scheme="DPoP" if scheme == "dpop" else None)
+        try:
+            access = await self.verifier.verify(token)
+        except Exception as exc:  # a token the verifier chokes on is not a valid one
+            log.warning("the token verifier raised %s: token refused", type(exc).__name__)
+            access = None
+        bad = "DPoP" if scheme == "dpop" else None
+        if access is None or (access.expires_at is not None and access.expires_at + self.leeway <= time.time()):
+            await self._challenge(send, 401, "invalid_token", "The access token is invalid or expired", scheme=bad)
             return
-        if access.audience and self.resource not in access.audience:
-            await self._challenge(send, 401, "invalid_token", "The access token is for another resource",
-                                  scheme="DPoP" if scheme == "dpop" else None)
+        if not access.audience:
+            if not self.allow_missing_audience:
+                await self._challenge(send, 401, "invalid_token", "The access token names no audience", scheme=bad)
+                return
+        elif self.audiences.isdisjoint(access.audience):
+            await self._challenge(send, 401, "invalid_token", "The access token is for another resource", scheme=bad)
             return
         if not self.required <= access.scopes:
             await self._challenge(send, 403, "insufficient_scope", "More scope is needed")
@@ -179,8 +220,11 @@ class BearerAuth:
                 return
             if stale:
                 send = _with_nonce(send, self.dpop.current_nonce())
-        if self.scopes_for is not None:
-            needed = self._target_scopes(scope)
+        if self.scopes_for is not None and request_path == self.path:
+            targeted = await self._target_scopes(scope, receive)
+            if targeted is None:
+                return  # the client left while sending its body
+            needed, receive = targeted
             if needed and not needed <= access.scopes:
                 await self._challenge(send, 403, "insufficient_scope", "More scope is needed", needed)
                 return
@@ -210,7 +254,11 @@ class BearerAuth:
             return None
         return dpop.require_nonce and not dpop.nonce_is_current(nonce)
 
-    def _target_scopes(self, scope: Scope) -> frozenset[str]:
+    async def _target_scopes(self, scope: Scope, receive: Receive) -> tuple[frozenset[str], Receive] | None:
+        """The scopes the request's target needs, and the `receive` to hand on; None
+        when the client disconnected. A 2026-07-28 request names its target in
+        `Mcp-Method`/`Mcp-Name`; one without `Mcp-Method` (a 2025-11-25 session) is
+        read from its body, which is then handed on unchanged."""
         assert self.scopes_for is not None
         method = name = None
         for key, value in scope["headers"]:
@@ -218,13 +266,54 @@ class BearerAuth:
                 method = value
             elif key == b"mcp-name":
                 name = value
+        if method is None:
+            if scope["method"] != "POST":
+                return _NONE, receive
+            return await self._body_scopes(receive)
         if method not in _TARGETED or name is None:
-            return frozenset()
+            return _NONE, receive
         try:
             target = decode_header_value(name, HEADER_NAME)
         except HeaderMismatch:
-            return frozenset()  # the app answers the malformed header with 400
-        return self.scopes_for(method.decode("latin-1"), target)
+            return _NONE, receive  # the app answers the malformed header with 400
+        return self.scopes_for(method.decode("latin-1"), target), receive
+
+    async def _body_scopes(self, receive: Receive) -> tuple[frozenset[str], Receive] | None:
+        """Read the body (the security guard outside bounds its size), find the target of
+        each request in it, and replay the body to the app."""
+        assert self.scopes_for is not None
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        needed: frozenset[str] = _NONE
+        try:
+            decoded = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            decoded = None  # the app answers -32700
+        for request in decoded if isinstance(decoded, list) else [decoded]:
+            if not isinstance(request, dict) or request.get("method") not in _TARGETED_NAMES:
+                continue
+            params = request.get("params")
+            if isinstance(params, dict):
+                target = params.get("uri" if request["method"] == "resources/read" else "name")
+                if isinstance(target, str):
+                    needed = needed | self.scopes_for(request["method"], target)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return needed, replay
 
     @staticmethod
     def _credentials(scope: Scope) -> tuple[str, str | None, list[str]]:

@@ -123,6 +123,8 @@ __all__ = [
 
 logger = logging.getLogger("nimblemcp.http_client")
 
+_GATEWAY_FAILED = (502, 504)  # Bad Gateway, Gateway Timeout: retryable for idempotent requests
+
 
 @dataclass(slots=True)
 class _Resume:
@@ -494,12 +496,16 @@ class HttpTransport:
                     and (status < 400 or answer.get("id") == rid)):
                 yield answer
                 return
-            raise HttpStatusError(
+            failed = HttpStatusError(
                 status,
                 f"HTTP {status} without a JSON-RPC response"
                 f" ({ctype or 'no content type'}): {body[:200]!r}",
                 error,
             )
+            # A proxy in front lost the server mid-request (a rolling restart): the
+            # request may have run, so only an idempotent one is sent again.
+            failed.retryable = status in _GATEWAY_FAILED
+            raise failed
 
     def _busy(self, response: Any, error: dict[str, Any] | None) -> ServerBusy:
         status = response.status_code

@@ -20,7 +20,8 @@ Graceful shutdown (SIGTERM under `run_http`): the GET carries the `ListenDrain` 
 `DRAIN`; when the drain begins, each stream delivers the answers of its session's
 requests still in flight, then ends cleanly (its final empty body) instead of being cut
 at the shutdown deadline. The session ends with it (as whenever the stream closes); the
-client connects again, through the balancer, elsewhere.
+client connects again, through the balancer, elsewhere. Any other stop (SIGINT:
+`ListenDrain.close`) ends each stream at once, cleanly, cancelling its requests.
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ class HttpSseApp:
         forward = asyncio.ensure_future(session.legacy.forward(sub, session.send)) if sub is not None else None
         endpoint = f"{scope.get('root_path', '')}{self.messages_path}?session_id={sid}".encode()
         drain = scope.get(DRAIN)
-        undrain = drain.on_drain(lambda: session.out.put_nowait(_DRAINING)) if drain is not None else None
+        undrain = drain.on_drain(
+            lambda: session.out.put_nowait(None if drain.closing else _DRAINING)) if drain is not None else None
         draining = False
         try:
             await send({"type": "http.response.start", "status": 200, "headers": list(SSE_HEADERS)})

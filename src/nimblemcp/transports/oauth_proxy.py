@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote_plus, unquote, urlencode, urlsplit
 
 from nimblemcp.backends.memory import MemoryStore
+from nimblemcp.errors import McpError
 from nimblemcp.transports._asgi import respond, respond_json
 
 if TYPE_CHECKING:
@@ -92,8 +93,9 @@ class Upstream:
             raise ValueError(f"{self.auth_method} needs the client_secret")
 
 
-class _Refused(Exception):
-    """An OAuth error answer: `error` and a description, for the client."""
+class _Refused(McpError):
+    """An OAuth error answer: `error` and a description, for the client (never leaves
+    the proxy: each endpoint turns it into its JSON answer)."""
 
     def __init__(self, error: str, description: str, status: int = 400) -> None:
         super().__init__(description)

@@ -5,7 +5,8 @@ The child's stdout is demultiplexed as it arrives: responses by `id`, progress b
 (or to `on_notification` when it is ambiguous); server-to-client requests go to
 `on_request` (legacy sessions, LEGC-03) and its answer is written back. The child's stderr is forwarded to
 logging, never treated as an error signal (STDIO-02); its last lines and the exit status
-go into the TransportError of a child that died. Abandoning a stream sends
+go into the TransportError of a child that died. Lines on stdout that are not JSON are
+logged, at most `NOISE_LINES` per `NOISE_WINDOW` seconds, the rest counted (issue 37). Abandoning a stream sends
 `notifications/cancelled` (STDIO-05). Shutdown closes stdin, waits, then SIGTERM,
 then SIGKILL (STDIO-06). Must not import `nimblemcp.client` or `nimblemcp.server`.
 
@@ -24,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
@@ -55,6 +57,10 @@ __all__ = ["StdioTransport"]
 logger = logging.getLogger("nimblemcp.stdio_client")
 MAX_LINE = MAX_MESSAGE_BYTES
 STDERR_TAIL = 20  # lines of a dead child's stderr kept for the TransportError
+# Non-JSON stdout lines logged per window; the rest are counted and said in one line
+# (issue 37: 40 MB of garbage was 10.7 MB of warnings).
+NOISE_LINES = 5
+NOISE_WINDOW = 10.0
 
 
 class _Inbox:
@@ -160,6 +166,8 @@ class StdioTransport:
         self._stderr_task: asyncio.Task[None] | None = None
         self._stdout: asyncio.BaseTransport | None = None  # our own stdout pipe (POSIX)
         self._lines: LineSplitter | None = None  # cuts stdout into lines (made by `open`)
+        # non-JSON stdout lines: the window's start, lines logged in it, lines suppressed
+        self._noise_since, self._noise_shown, self._noise_hidden = 0.0, 0, 0
 
     async def open(self) -> None:
         if self.process is not None:
@@ -215,6 +223,7 @@ class StdioTransport:
         """When stdout closes: say why (the exit status and stderr tail of a child that
         died) and end every pending request with it."""
         await ended
+        self._say_suppressed()
         if self._lost is None:  # not already over the cap (`_line`)
             self._lost = await self._why_lost("the server closed its stdout")
         for queue in self._pending.values():
@@ -257,7 +266,7 @@ class StdioTransport:
         try:
             message = decode(line)
         except Exception:
-            logger.warning("ignoring a non-JSON line from the server: %r", line[:200])
+            self._ignore(line)
             return
         if not isinstance(message, dict):
             return
@@ -286,6 +295,25 @@ class StdioTransport:
             queue.put_nowait(message)
         elif self.on_notification is not None:
             self.on_notification(message)
+
+    def _ignore(self, line: bytes) -> None:
+        """A non-JSON stdout line: a warning for the first few of each window, a count
+        of the others (said when the next window opens, or when stdout ends)."""
+        now = time.monotonic()
+        if now - self._noise_since >= NOISE_WINDOW:
+            self._say_suppressed()
+            self._noise_since, self._noise_shown = now, 0
+        if self._noise_shown < NOISE_LINES:
+            self._noise_shown += 1
+            logger.warning("ignoring a non-JSON line from the server: %r", line[:200])
+        else:
+            self._noise_hidden += 1
+
+    def _say_suppressed(self) -> None:
+        if self._noise_hidden:
+            logger.warning("ignored %d more non-JSON lines from the server (not shown)",
+                           self._noise_hidden)
+            self._noise_hidden = 0
 
     def _serve(self, message: dict[str, Any]) -> None:
         assert self.on_request is not None

@@ -1,25 +1,36 @@
 """Token verifiers for `BearerAuth`: signed JWTs checked against a JWKS, and RFC 7662
-token introspection (issue 19, auth inside handlers).
+token introspection (issue 19, auth inside handlers; hardened in issue 37).
 
 Both implement `TokenVerifier` (`async verify(token) -> AccessToken | None`) and return
 the token's subject, scopes, audience, expiry and claims, which handlers see as
 `ctx.principal` (or inject with `get_principal`).
 
 - `JwtVerifier(jwks_uri=..., issuer=..., audience=...)`: fetches the issuer's JSON Web
-  Key Set over HTTPS, keeps it for `cache_ttl` seconds, and on a token whose `kid` it does
-  not know (the issuer rotated its keys) fetches the set again, at most once per
-  `miss_interval` seconds, so forged key ids cannot make it hammer the issuer. Checks
-  the signature (asymmetric algorithms only unless told otherwise; never `none`), `iss`,
-  `aud`, `exp` and `nbf` (with `leeway`). An unreachable issuer is asked again after
-  `miss_interval`, keeping the keys it had. Built on joserfc (the `[auth]` extra).
+  Key Set and keeps it for `cache_ttl` seconds (5 minutes), or for the issuer's
+  `Cache-Control: max-age` when shorter (never below `miss_interval`): a key the
+  issuer removed stops being trusted within that time. On a token whose `kid` it does
+  not know (the issuer rotated its keys) it fetches the set again, at most once per
+  `miss_interval` seconds, so forged key ids cannot make it hammer the issuer. A
+  download gets `timeout` seconds in total (a slow issuer cannot hold requests longer;
+  requests waiting for the same download share its outcome) and at most
+  `max_jwks_bytes`. Checks the signature (asymmetric algorithms only unless told
+  otherwise; never `none`), the `typ` header (`typ=`, see SECURITY.md for the default),
+  `iss`, `aud` (when `audience` is given; `BearerAuth` checks the audience against the
+  resource either way), `exp`, `nbf` and `iat` (with `leeway`). An unreachable issuer
+  is asked again after `miss_interval`, keeping the keys it had. Built on joserfc
+  (the `[auth]` extra).
 - `IntrospectionVerifier(endpoint, client_id=..., client_secret=...)`: asks the
   authorization server (RFC 7662) whether the token is active; answers are cached per
   token hash for `cache_ttl` seconds (never past the token's `exp`), in a bounded table.
+  Each call gets `timeout` seconds in total and at most `max_response_bytes`.
+- Key-set and introspection URLs must be `https://`; plain `http://` only to a loopback
+  host, or with `allow_insecure_http=True`.
 
 A verifier returns None for every token it cannot accept (bad signature, expired, wrong
-issuer or audience, inactive, or the issuer unreachable: fail closed); BearerAuth turns
-that into 401. Tokens are never logged. Imports httpx and joserfc when constructed, not at
-import; may import `transports.http_auth` (the protocol and `AccessToken`), `_extras`.
+issuer, audience or type, a malformed header, inactive, or the issuer unreachable:
+fail closed); BearerAuth turns that into 401. Tokens are never logged. Imports httpx and
+joserfc when constructed, not at import; may import `transports.http_auth` (the
+protocol and `AccessToken`), `_extras`.
 """
 
 from __future__ import annotations
@@ -27,11 +38,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import ipaddress
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -41,11 +54,26 @@ from nimblemcp.transports.http_auth import AccessToken
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["IntrospectionVerifier", "JwtVerifier"]
+__all__ = ["TOKEN_TYPES", "IntrospectionVerifier", "JwtVerifier"]
 
 log = logging.getLogger("nimblemcp.auth")
 
 ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+#: `JwtVerifier(typ=...)`'s default: RFC 9068 access tokens (`at+jwt`), and the `JWT` or
+#: absent `typ` most issuers still send; any other type (an ID-JAG, a logout token, a
+#: DPoP proof...) is refused. `typ="at+jwt"` is RFC 9068's strict check.
+TOKEN_TYPES: tuple[str | None, ...] = ("at+jwt", "JWT", None)
+MAX_JWKS_BYTES = 512 * 1024  # a key set is a few kB; this leaves room for hundreds of keys
+MAX_INTROSPECTION_BYTES = 64 * 1024
+
+
+class _TooLarge(Exception):
+    """An issuer's answer went past its size limit (the download was stopped)."""
+
+
+def _why(exc: Exception) -> str:
+    """What a failed call to the issuer is logged as (never its content)."""
+    return f"answer too large ({exc})" if isinstance(exc, _TooLarge) else type(exc).__name__
 
 
 def _as_tuple(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -54,6 +82,83 @@ def _as_tuple(value: str | Sequence[str] | None) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     return tuple(value)
+
+
+def _media_type(typ: str | None) -> str | None:
+    """A `typ` header value as a comparable media type (RFC 7515 §4.1.9: `application/`
+    may be left out; media types compare without regard to case)."""
+    if typ is None:
+        return None
+    typ = typ.lower()
+    return typ if "/" in typ else "application/" + typ
+
+
+def _loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_url(url: str, what: str, allow_insecure_http: bool) -> None:
+    """`https://`, or `http://` to a loopback host (or when explicitly allowed): a key
+    set or an introspection answer fetched in the clear could be swapped on the way."""
+    parts = urlsplit(url)
+    if parts.scheme == "https" or (parts.scheme == "http" and (allow_insecure_http or _loopback(parts.hostname))):
+        return
+    raise ValueError(f"{what} {url!r} must be https:// (plain http:// only to a loopback host, "
+                     "or with allow_insecure_http=True)")
+
+
+def _max_age(cache_control: str | None) -> float | None:
+    """Seconds `Cache-Control` lets a response be reused (0 for no-store/no-cache), or None."""
+    if not cache_control:
+        return None
+    age = None
+    for part in cache_control.lower().split(","):
+        name, _, value = part.strip().partition("=")
+        if name in ("no-store", "no-cache"):
+            return 0.0
+        if name == "max-age":
+            try:
+                age = max(0.0, float(int(value.strip().strip('"'))))
+            except ValueError:
+                return None
+    return age
+
+
+async def _bounded(
+    http: httpx.AsyncClient, method: str, url: str, *, limit: int, deadline: float, **options: Any,
+) -> tuple[bytes, httpx.Headers]:
+    """One request with a total deadline and a cap on the (decoded) body: a slow or
+    endless issuer costs at most `deadline` seconds and `limit` bytes."""
+    async with asyncio.timeout(deadline), http.stream(method, url, **options) as response:
+        response.raise_for_status()
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise _TooLarge(f"{declared} bytes")
+        chunks, size = [], 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise _TooLarge(f"over {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks), response.headers
+
+
+def _audience(value: Any) -> tuple[str, ...] | None:
+    """`aud` as a tuple (RFC 7519: a string or an array of strings); None when malformed."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
 
 
 def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
@@ -71,13 +176,14 @@ def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
 
 def _access(claims: Mapping[str, Any]) -> AccessToken | None:
     subject = claims.get("sub") or claims.get("client_id")
-    if not isinstance(subject, str) or not subject:
+    audience = _audience(claims.get("aud"))
+    if not isinstance(subject, str) or not subject or audience is None:
         return None
     exp = claims.get("exp")
     return AccessToken(
         subject=subject,
         scopes=_scopes(claims),
-        audience=_as_tuple(claims.get("aud")),
+        audience=audience,
         expires_at=float(exp) if isinstance(exp, (int, float)) else None,
         claims=dict(claims),
     )
@@ -113,17 +219,22 @@ class JwtVerifier:
         jwks_uri: str | None = None,
         jwks: Mapping[str, Any] | None = None,
         algorithms: Collection[str] = ASYMMETRIC,
+        typ: str | Collection[str | None] = TOKEN_TYPES,
         leeway: float = 30.0,
-        cache_ttl: float = 3600.0,
+        cache_ttl: float = 300.0,
         miss_interval: float = 30.0,
         required_claims: Collection[str] = ("exp",),
         http: httpx.AsyncClient | None = None,
         timeout: float = 10.0,
+        max_jwks_bytes: int = MAX_JWKS_BYTES,
+        allow_insecure_http: bool = False,
     ) -> None:
         if (jwks_uri is None) == (jwks is None):
             raise TypeError("JwtVerifier needs exactly one of jwks_uri= (fetched) or jwks= (a fixed key set)")
         if "none" in algorithms:
             raise ValueError("JwtVerifier never accepts unsigned tokens (alg 'none')")
+        if jwks_uri is not None:
+            _check_url(jwks_uri, "jwks_uri", allow_insecure_http)
         with needs_extra("auth", "JWT verification"):
             from joserfc import jwk, jwt
         self._jwk = jwk
@@ -132,58 +243,80 @@ class JwtVerifier:
         self.audience = _as_tuple(audience)
         self.jwks_uri = jwks_uri
         self.algorithms = list(algorithms)
+        self.types = frozenset(_media_type(t) for t in ((typ,) if isinstance(typ, str) else typ))
         self.leeway = leeway
         self.cache_ttl = cache_ttl
         self.miss_interval = miss_interval
         self.required_claims = tuple(required_claims)
+        self.timeout = timeout
+        self.max_jwks_bytes = max_jwks_bytes
         self._http = _http_client(http, timeout, "JWKS fetching") if jwks_uri else None
         self._own_http = http is None
         self._keys: dict[str | None, Any] = {}
-        self._fetched_at = float("-inf")
-        self._miss_fetched_at = float("-inf")
+        self._fresh_until = float("-inf")  # monotonic: fetch again from then on
+        self._tried_at = float("-inf")  # monotonic: when the last download ended, well or not
+        self._miss_at = float("-inf")  # monotonic: the last download for an unknown kid, or that failed
         self._lock = asyncio.Lock()
         if jwks is not None:
             self._keys = self._import(jwks)
-            self._fetched_at = float("inf")
+            self._fresh_until = float("inf")
 
     def _import(self, jwks: Mapping[str, Any]) -> dict[str | None, Any]:
         keys: dict[str | None, Any] = {}
-        for data in jwks.get("keys", ()):
+        entries = jwks.get("keys", ()) if isinstance(jwks, Mapping) else ()
+        for data in entries if isinstance(entries, list) else ():
             if not isinstance(data, dict) or data.get("use", "sig") != "sig":
+                continue
+            kid = data.get("kid")
+            if kid is not None and not isinstance(kid, str):
                 continue
             try:
                 key = self._jwk.import_key(data)
             except Exception:  # one malformed entry must not hide the others
-                log.warning("ignoring a JWKS entry that does not import (kid=%r)", data.get("kid"))
+                log.warning("ignoring a JWKS entry that does not import (kid=%r)", kid)
                 continue
-            keys[data.get("kid")] = key
+            keys[kid] = key
         return keys
 
+    def _keep_for(self, max_age: float | None) -> float:
+        """How long a fetched key set is used: `cache_ttl`, or the issuer's `max-age`
+        when shorter, but never below `miss_interval`."""
+        if max_age is None:
+            return self.cache_ttl
+        return min(self.cache_ttl, max(max_age, self.miss_interval))
+
     async def _fetch(self, *, miss: bool) -> None:
-        """Fetch the key set; keeps the previous keys when the issuer is unreachable."""
-        started = time.monotonic()
+        """Fetch the key set; keeps the previous keys when the issuer fails. Requests
+        that waited for a download that ended after they asked use its outcome."""
+        asked = time.monotonic()
         async with self._lock:
-            # Someone else fetched while we waited: use theirs.
-            if self._fetched_at >= started:
+            if self._tried_at >= asked:
                 return
             if miss:
-                if started - self._miss_fetched_at < self.miss_interval:
+                if asked - self._miss_at < self.miss_interval:
                     return
-                self._miss_fetched_at = started
+                self._miss_at = asked
             assert self._http is not None and self.jwks_uri is not None
             try:
-                response = await self._http.get(self.jwks_uri, headers={"Accept": "application/json"})
-                response.raise_for_status()
-                keys = self._import(orjson.loads(response.content))
+                body, headers = await _bounded(self._http, "GET", self.jwks_uri, limit=self.max_jwks_bytes,
+                                               deadline=self.timeout, headers={"Accept": "application/json"})
+                document = orjson.loads(body)
+                if not isinstance(document, dict):
+                    raise ValueError("not a JSON object")
+                keys = self._import(document)
             except Exception as exc:  # fail closed, keep the old keys
-                log.warning("JWKS fetch from %s failed: %s", self.jwks_uri, type(exc).__name__)
-                # Try again after miss_interval, not on every request while the issuer is down.
-                self._fetched_at = time.monotonic() - self.cache_ttl + self.miss_interval
+                log.warning("JWKS fetch from %s failed: %s", self.jwks_uri, _why(exc))
+                # Try again after miss_interval, not on every request (nor for every
+                # unknown kid) while the issuer is down.
+                self._fresh_until = time.monotonic() + self.miss_interval
+                self._miss_at = asked
                 return
+            finally:
+                self._tried_at = time.monotonic()
             self._keys = keys
-            self._fetched_at = time.monotonic()
+            self._fresh_until = time.monotonic() + self._keep_for(_max_age(headers.get("cache-control")))
 
-    def _select(self, kid: Any) -> Any:
+    def _select(self, kid: str | None) -> Any:
         if kid is None and len(self._keys) == 1:
             return next(iter(self._keys.values()))
         return self._keys.get(kid)
@@ -192,8 +325,12 @@ class JwtVerifier:
         header = _unverified_header(token)
         if header is None or header.get("alg") not in self.algorithms:
             return None
-        kid = header.get("kid")
-        if self.jwks_uri is not None and time.monotonic() - self._fetched_at > self.cache_ttl:
+        kid, typ = header.get("kid"), header.get("typ")
+        if not isinstance(kid, str | None) or not isinstance(typ, str | None):
+            return None  # a list or an object where a string belongs: malformed
+        if _media_type(typ) not in self.types:
+            return None
+        if self.jwks_uri is not None and time.monotonic() >= self._fresh_until:
             await self._fetch(miss=False)
         key = self._select(kid)
         if key is None and self.jwks_uri is not None:
@@ -230,16 +367,23 @@ class IntrospectionVerifier:
         client_secret: str | None = None,
         issuer: str | None = None,
         audience: str | Sequence[str] | None = None,
+        leeway: float = 30.0,
         cache_ttl: float = 60.0,
         max_entries: int = 10_000,
         http: httpx.AsyncClient | None = None,
         timeout: float = 10.0,
+        max_response_bytes: int = MAX_INTROSPECTION_BYTES,
+        allow_insecure_http: bool = False,
     ) -> None:
+        _check_url(endpoint, "introspection endpoint", allow_insecure_http)
         self.endpoint = endpoint
         self.issuer = issuer
         self.audience = _as_tuple(audience)
+        self.leeway = leeway
         self.cache_ttl = cache_ttl
         self.max_entries = max_entries
+        self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
         self._auth = (client_id, client_secret or "") if client_id is not None else None
         self._http = _http_client(http, timeout, "token introspection")
         self._own_http = http is None
@@ -248,16 +392,15 @@ class IntrospectionVerifier:
 
     async def _introspect(self, token: str) -> dict[str, Any] | None:
         try:
-            response = await self._http.post(
-                self.endpoint,
+            body, _ = await _bounded(
+                self._http, "POST", self.endpoint, limit=self.max_response_bytes, deadline=self.timeout,
                 data={"token": token, "token_type_hint": "access_token"},
                 headers={"Accept": "application/json"},
-                auth=self._auth if self._auth is not None else None,  # type: ignore[arg-type]
+                auth=self._auth if self._auth is not None else None,
             )
-            response.raise_for_status()
-            answer = orjson.loads(response.content)
+            answer = orjson.loads(body)
         except Exception as exc:  # fail closed
-            log.warning("token introspection at %s failed: %s", self.endpoint, type(exc).__name__)
+            log.warning("token introspection at %s failed: %s", self.endpoint, _why(exc))
             return None
         return answer if isinstance(answer, dict) else None
 
@@ -266,13 +409,14 @@ class IntrospectionVerifier:
             return None
         if self.issuer is not None and answer.get("iss", self.issuer) != self.issuer:
             return None
-        if self.audience and not set(self.audience) & set(_as_tuple(answer.get("aud"))):
+        audience = _audience(answer.get("aud"))
+        if audience is None or (self.audience and not set(self.audience) & set(audience)):
             return None
         now = time.time()
         exp, nbf = answer.get("exp"), answer.get("nbf")
-        if isinstance(exp, (int, float)) and exp <= now:
+        if isinstance(exp, (int, float)) and exp + self.leeway <= now:
             return None
-        if isinstance(nbf, (int, float)) and nbf > now:
+        if isinstance(nbf, (int, float)) and nbf - self.leeway > now:
             return None
         return _access(answer)
 
@@ -282,7 +426,8 @@ class IntrospectionVerifier:
         cached = self._cache.get(digest)
         if cached is not None:
             until, access = cached
-            if until > now and (access is None or access.expires_at is None or access.expires_at > time.time()):
+            if until > now and (access is None or access.expires_at is None
+                                or access.expires_at + self.leeway > time.time()):
                 return access
             del self._cache[digest]
         answer = await self._introspect(token)

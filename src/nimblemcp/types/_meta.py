@@ -18,6 +18,11 @@ SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 PROGRESS_TOKEN = "progressToken"
 # The tasks extension's key in `capabilities.extensions` (SEP-2663, TASK-01).
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+# nimblemcp's own `_meta` keys and notification for moving a listen at a rolling restart
+# (make-before-break; see `server/_subscriptions.py`). Other peers ignore them.
+HANDOVER = "com.github.nimblemcp/handover"
+LISTEN_AGAIN = "com.github.nimblemcp/listenAgain"
+MOVING = "notifications/com.github.nimblemcp/moving"
 
 # RFC 5424 order, least severe first (LOG-04).
 LOG_LEVELS: tuple[str, ...] = (
