@@ -33,6 +33,9 @@ OUTSIDE_THE_TREE = {
         "CLI-internal: printed as a usage message with exit status 2",
     "nimblemcp.cli._client_commands._NoSuchName":
         "CLI-internal: a tool or prompt name the server lacks, with close matches; printed, exit status 1",
+    "nimblemcp.cli._catalog_commands._Failed":
+        "CLI-internal: `snapshot|diff|stubs` cannot go on (a file that is no catalog, a server "
+        "that did not connect); printed, exit status 2",
 }
 
 # Modules whose import runs a program; checked by reading their source instead.

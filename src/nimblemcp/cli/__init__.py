@@ -4,9 +4,10 @@ argparse rather than click/typer on purpose: `nimblemcp run` is on the cold-star
 path of every stdio server a host spawns. The client commands (discover, tools, call,
 read, prompt, listen) live in `_client_commands`, `dev` in `_dev`, `run` in `run`
 (`RunSettings`: flags, environment and config file), `install` in `_install`, `login`
-and `logout` in `_login`: each is imported only when asked for, so `run` imports none of them (nor
-the client); `proxy` imports `nimblemcp.proxy` when asked for. The parsers are in
-`_parsers`; loading the server file needs no pathlib (issue 18). A missing optional dependency ends the
+and `logout` in `_login`, `snapshot`, `diff` and `stubs` in `_catalog_commands`: each
+is imported only when asked for, so `run` imports none of them (nor the client);
+`proxy` imports `nimblemcp.proxy` when asked for. The parsers are in `_parsers`; loading
+the server file needs no pathlib (issue 18). A missing optional dependency ends the
 command with one line naming the extra to install, not a traceback.
 """
 
@@ -26,7 +27,10 @@ __all__ = ["endpoint_url", "load_server", "main"]
 _CLIENT_COMMANDS = ("discover", "tools", "call", "read", "prompt", "listen")
 # command -> "module:function" taking the arguments after the command word
 _OWN_PARSERS = {"dev": "nimblemcp.cli._dev:main", "install": "nimblemcp.cli._install:main",
-                "login": "nimblemcp.cli._login:login", "logout": "nimblemcp.cli._login:logout"}
+                "login": "nimblemcp.cli._login:login", "logout": "nimblemcp.cli._login:logout",
+                "snapshot": "nimblemcp.cli._catalog_commands:snapshot",
+                "diff": "nimblemcp.cli._catalog_commands:diff",
+                "stubs": "nimblemcp.cli._catalog_commands:stubs"}
 
 
 def load_server(target: str) -> Server:

@@ -1,7 +1,9 @@
 """`nimblemcp discover|tools|call|read|prompt|listen TARGET ...`: poke a server.
 
-TARGET is an `http(s)://` URL, anywhere among the words and options, or everything
-after `--` is a command line to spawn over stdio:
+TARGET is an `http(s)://` URL or a server file `path.py[:name]` (spawned with
+`nimblemcp run` over stdio), anywhere among the words and options, or everything after
+`--` is a command line to spawn over stdio (`split_target`, which `stubs`, `snapshot`
+and `diff` share):
 
     nimblemcp tools http://127.0.0.1:8000/mcp
     nimblemcp call search_docs --arg query=risk -- python server.py
@@ -41,7 +43,7 @@ from typing import Any
 from nimblemcp.cli import _render as r
 from nimblemcp.types._meta import LOG_LEVELS
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "add_connection_options", "main", "split_target"]
 
 COMMANDS = ("discover", "tools", "call", "read", "prompt", "listen")
 # Seconds a stdio server we spawned may take to answer the `server/discover` probe
@@ -59,20 +61,12 @@ def _parser(command: str) -> argparse.ArgumentParser:
     """One command's parser; its words and options may come in any order."""
     p = argparse.ArgumentParser(
         prog=f"nimblemcp {command}", description=f"{HELP[command]}. TARGET is an http(s):// "
-        "URL anywhere on the line, or the server's command line after `--` (stdio).")
+        "URL or a server file (path.py[:name]) anywhere on the line, or the server's command "
+        "line after `--` (stdio).")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
-    p.add_argument("--timeout", type=float, default=60.0, help="per-request timeout (s)")
-    p.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
-                   help="extra HTTP header (repeatable)")
-    p.add_argument("--cafile", metavar="PEM",
-                   help="trust the CA certificates in this file for https:// (SSL_CERT_FILE also works)")
-    p.add_argument("--bearer", metavar="TOKEN",
-                   help="an OAuth access token to send (default: $NIMBLEMCP_BEARER, else the "
-                   "tokens of `nimblemcp login URL`)")
+    add_connection_options(p)
     p.add_argument("--log-level", choices=(*LOG_LEVELS, "off"), default="info",
                    help="the server's log messages to show on stderr (default info)")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="log to stderr (including a stdio server's stderr)")
     words = {"discover": "[TARGET]", "tools": "[TARGET]", "call": "[TARGET] NAME",
              "read": "[TARGET] [URI]", "prompt": "[TARGET] [NAME]", "listen": "[TARGET]"}
     p.add_argument("words", nargs="*", metavar=words[command])
@@ -103,6 +97,20 @@ def _parser(command: str) -> argparse.ArgumentParser:
     return p
 
 
+def add_connection_options(p: argparse.ArgumentParser) -> None:
+    """How to reach a TARGET: the options every command that connects to one takes."""
+    p.add_argument("--timeout", type=float, default=60.0, help="per-request timeout (s)")
+    p.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
+                   help="extra HTTP header (repeatable)")
+    p.add_argument("--cafile", metavar="PEM",
+                   help="trust the CA certificates in this file for https:// (SSL_CERT_FILE also works)")
+    p.add_argument("--bearer", metavar="TOKEN",
+                   help="an OAuth access token to send (default: $NIMBLEMCP_BEARER, else the "
+                   "tokens of `nimblemcp login URL`)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="log to stderr (including a stdio server's stderr)")
+
+
 class UsageError(Exception):
     pass
 
@@ -111,23 +119,39 @@ def _split_target(
     args: argparse.Namespace, command_line: list[str]
 ) -> tuple[Any, list[str]]:
     """The Client target and the remaining positional words (the URL may be any word)."""
-    words: list[str] = list(args.words)
-    urls = [w for w in words if w.startswith(("http://", "https://"))]
-    if command_line:
-        if urls:
-            raise UsageError("give either an http(s):// URL or a command line after `--`, not both")
-        target: Any = command_line
-    elif len(urls) == 1:
-        target = urls[0]
-        words.remove(target)
-    elif urls:
-        raise UsageError("more than one http(s):// URL given")
-    else:
-        raise UsageError("give an http(s):// URL, or the server's command line after `--`")
     most = {"discover": 0, "tools": 0, "listen": 0, "call": 1, "read": 1, "prompt": 1}[args.command]
+    target, words = split_target(list(args.words), command_line)
+    if target is None:
+        raise UsageError("give an http(s):// URL, a server file (server.py[:name]), or the "
+                         "server's command line after `--`")
     if len(words) > most:
         raise UsageError(f"unexpected argument(s): {' '.join(words[most:])}")
     return target, words
+
+
+def split_target(words: list[str], command_line: list[str]) -> tuple[Any, list[str]]:
+    """The Client target among the words and the words left: an http(s):// URL (any
+    word), a server file `path.py[:name]` (spawned with `nimblemcp run` over stdio), or
+    the command line after `--`; None when there is none."""
+    urls = [w for w in words if w.startswith(("http://", "https://"))]
+    files = [w for w in words if _is_server_file(w)]
+    if len(urls) > 1 or len(files) > 1:
+        raise UsageError(f"more than one {'http(s):// URL' if len(urls) > 1 else 'server file'} given")
+    if len(urls) + len(files) + bool(command_line) > 1:
+        raise UsageError("give one server: an http(s):// URL, a server file, or a command line "
+                         "after `--`, not both")
+    if command_line:
+        return command_line, words
+    if urls or files:
+        found = (urls or files)[0]
+        rest = [w for w in words if w != found]
+        return (found if urls else [sys.executable, "-m", "nimblemcp", "run", found]), rest
+    return None, words
+
+
+def _is_server_file(word: str) -> bool:
+    path = word.rpartition(":")[0] if ".py:" in word else word
+    return path.endswith(".py") and os.path.isfile(path)
 
 
 def parse_arguments(pairs: Sequence[str], raw: str | None) -> dict[str, Any]:

@@ -95,6 +95,11 @@ def full_parser() -> argparse.ArgumentParser:
     sub.add_parser("login", help="log in to a server that uses OAuth (browser), for the client commands",
                    add_help=False)
     sub.add_parser("logout", help="forget the tokens of `nimblemcp login`", add_help=False)
+    sub.add_parser("snapshot", help="print a server's catalog as canonical JSON (a lockfile)",
+                   add_help=False)
+    sub.add_parser("diff", help="compare two catalogs: breaking, security-relevant, compatible",
+                   add_help=False)
+    sub.add_parser("stubs", help="write a typed Python client module for a server", add_help=False)
     from nimblemcp.cli.run import add_arguments
 
     add_arguments(sub.add_parser("run", help="serve a nimblemcp Server over stdio or HTTP"))

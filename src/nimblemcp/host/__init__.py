@@ -13,6 +13,8 @@
   merged `events()`;
 - `Catalog` / `NameScheme`: collision-free qualified names;
 - `AnnotationPolicy`, `ToolCall`, `ToolCallDenied`: the consent hook before tool calls;
+- `Pinning`, `CatalogChange`, `review_risky`: pinned catalogs (a lockfile beside the
+  `mcp.json`); a changed catalog is reviewed before its changed tools are offered;
 - `openai_tools`, `anthropic_tools`, `parse_tool_call`, `openai_tool_output`,
   `anthropic_tool_result`: the model APIs' function-calling shapes, as plain data.
 
@@ -32,12 +34,14 @@ from nimblemcp.host._catalog import Catalog, CatalogItem, NameScheme, ServerList
 from nimblemcp.host._config import ServerConfig, load_config, parse_config
 from nimblemcp.host._events import EventStream, HostEvent, ServerState
 from nimblemcp.host._group import ClientGroup
+from nimblemcp.host._pins import CatalogChange, PinDecision, Pinning, review_risky
 from nimblemcp.host._policy import AnnotationPolicy, Decision, ToolCall, allow_all, is_risky
 from nimblemcp.host._supervisor import Supervision
 
 __all__ = [
     "AnnotationPolicy",
     "Catalog",
+    "CatalogChange",
     "CatalogItem",
     "ClientGroup",
     "ConfigError",
@@ -46,6 +50,8 @@ __all__ = [
     "HostEvent",
     "ModelToolCall",
     "NameScheme",
+    "PinDecision",
+    "Pinning",
     "ServerConfig",
     "ServerLists",
     "ServerState",
@@ -64,4 +70,5 @@ __all__ = [
     "openai_tools",
     "parse_config",
     "parse_tool_call",
+    "review_risky",
 ]

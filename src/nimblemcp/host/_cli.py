@@ -8,7 +8,8 @@
 get, so the `nimblemcp` CLI can hand any command carrying `--config` to it. The work
 itself is in the async functions `list_all`, `call_one` and `listen_all` (text out), for
 other front ends. `call` asks in the terminal before a risky tool (see `_policy`) unless
-`--yes`; elicitation questions are answered in the terminal too.
+`--yes`; elicitation questions are answered in the terminal too. A lockfile beside the
+mcp.json pins the servers' catalogs (`_cli_pins`).
 
 A server is not trusted with the terminal (issue 37): everything it says (names,
 descriptions, results, errors, log lines, questions) passes `printable`, which shows
@@ -33,6 +34,7 @@ from typing import Any
 
 from nimblemcp.errors import ClientError, ConfigError, McpError
 
+from ._cli_pins import held_notes, pinning_for, terminal_review
 from ._events import HostEvent
 from ._group import ClientGroup
 from ._policy import ToolCall, allow_all
@@ -61,6 +63,7 @@ def _group(config: str, timeout: float, variables: Mapping[str, str] | None,
            supervision: Supervision | None = None, **options: Any) -> ClientGroup:
     supervision = supervision or Supervision(connect_timeout=timeout, reconnect=False,
                                              listen=False)
+    options.setdefault("pinning", pinning_for(config))
     return ClientGroup.from_config(config, variables=variables, supervision=supervision,
                                    client_options={"timeout": timeout}, **options)
 
@@ -87,6 +90,8 @@ async def list_all(
     group = _group(config, timeout, variables)
     try:
         await _start(group, timeout)
+        for note in held_notes(group, config):
+            print(printable(note), file=sys.stderr)
         states = group.states
         catalog = group.catalog
         if as_json:
@@ -122,9 +127,12 @@ async def call_one(
     """Call `SERVER.TOOL` (or a catalog name); the result's text and an exit code."""
     server = name.partition(".")[0]
     group = _group(config, timeout, variables, confirm=confirm, on_elicit=elicit,
-                   policy=allow_all if assume_yes else None)
+                   policy=allow_all if assume_yes else None,
+                   pinning=pinning_for(config, terminal_review(config, server)))
     try:
         await _start(group, timeout)
+        for note in held_notes(group, config):
+            print(printable(note), file=sys.stderr)
         state = group.states.get(server)
         if state is not None and state.status != "connected":
             return printable(f"server {server!r} is {state.status}: {state.error}"), 1

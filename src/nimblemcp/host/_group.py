@@ -30,6 +30,8 @@ flow runs only when a server answers 401, so giving every remote server one is s
 
 `client_options` are passed to every `Client` (`log_level`, `timeout`, `tasks`, ...);
 their `limits` (`client.Limits`) also bound the transports the group builds.
+`pinning` pins every server's catalog (`_pins`): a changed catalog is reviewed before
+any changed tool is offered or called.
 Uses only the public Client API; transports are imported when a server is built.
 """
 
@@ -48,13 +50,16 @@ from nimblemcp._loop import maybe_await
 from nimblemcp.client import Client, Limits
 from nimblemcp.errors import ServerUnavailable, TransportError, UnknownName
 
-from ._catalog import Catalog, NameScheme
+from ._catalog import Catalog, NameScheme, ServerLists
 from ._config import ServerConfig, child_environment, load_config
-from ._events import EventStream, HostEvent, ServerState
+from ._events import EventKind, EventStream, HostEvent, ServerState
+from ._pins import CatalogChange, PinGate, Pinning, snapshot_of
 from ._policy import AnnotationPolicy, Confirm, ToolCall, ToolPolicy, decide
 from ._supervisor import ServerSupervisor, Supervision
 
 __all__ = ["ClientGroup", "HostCallback"]
+
+logger = logging.getLogger("nimblemcp.host")
 
 #: `(server, params) -> answer` for elicitation, sampling and roots requests.
 HostCallback = Callable[[str, dict[str, Any]], Any]
@@ -84,6 +89,7 @@ class ClientGroup:
         on_progress: ProgressHook | None = None,
         auth: AuthFactory | None = None,
         client_options: Mapping[str, Any] | None = None,
+        pinning: Pinning | None = None,
     ) -> None:
         """Servers by name (usually from `ClientGroup.from_config("mcp.json")`), and the
         host's hooks:
@@ -96,7 +102,8 @@ class ClientGroup:
         - `on_elicit`, `on_sample`, `on_roots`: `(server, params) -> answer`;
         - `on_log(server, params)`, `on_progress(server, tool, progress, total, message)`;
         - `auth(config)`: an `httpx.Auth` (e.g. `OAuth(...)`) per remote server;
-        - `client_options`: keywords for every `Client` (`timeout`, `tasks`, ...).
+        - `client_options`: keywords for every `Client` (`timeout`, `tasks`, ...);
+        - `pinning`: review changed catalogs against their pins (`Pinning(...)`).
 
             group = ClientGroup(load_config("mcp.json"), confirm=ask_user)
             async with group:
@@ -114,6 +121,7 @@ class ClientGroup:
         self.auth = auth
         self.client_options = dict(client_options or {})
         self.catalog = Catalog(scheme=self.scheme)
+        self._pins = PinGate(pinning, self._pin_decided) if pinning is not None else None
         self._servers: dict[str, ServerSupervisor] = {}
         for name, config in (servers or {}).items():
             self._servers[name] = self._supervisor(
@@ -126,7 +134,13 @@ class ClientGroup:
         cls, source: str | os.PathLike[str] | Mapping[str, Any], *,
         variables: Mapping[str, str] | None = None, **options: Any,
     ) -> ClientGroup:
-        """A group for the servers of an `mcp.json` (path or parsed object)."""
+        """A group for the servers of an `mcp.json` (path or parsed object); a `pinning`
+        without a lockfile keeps its pins beside the file (`mcp.lock.json`)."""
+        pinning = options.get("pinning")
+        if isinstance(pinning, Pinning) and pinning.lockfile is None and not isinstance(source, Mapping):
+            from nimblemcp.catalog._snapshot import lock_path_for
+
+            options["pinning"] = replace(pinning, lockfile=lock_path_for(source))
         return cls(load_config(source, variables=variables), **options)
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -151,11 +165,15 @@ class ClientGroup:
     async def wait_settled(self) -> None:
         """Wait until every enabled server has finished its first attempt."""
         await asyncio.gather(*(s.settled.wait() for s in self._servers.values()))
+        if self._pins is not None:
+            await self._pins.settled()
 
     async def close(self) -> None:
         """Stop supervising and close every client (in parallel)."""
         self._running = False
         await asyncio.gather(*(s.stop() for s in self._servers.values()))
+        if self._pins is not None:
+            await self._pins.close()
         for stream in list(self._streams):
             stream.end()
 
@@ -190,6 +208,18 @@ class ClientGroup:
     def servers(self) -> dict[str, ServerConfig]:
         return {name: s.config for name, s in self._servers.items()}
 
+    def snapshot(self, server: str) -> dict[str, Any]:
+        """The canonical catalog of a connected server, as `nimblemcp snapshot` writes it
+        (from what the group holds; no request is sent)."""
+        supervisor, client = self._live(server)
+        return snapshot_of(client, supervisor.lists)
+
+    @property
+    def held_changes(self) -> dict[str, CatalogChange]:
+        """With `pinning`: the catalog changes kept out of the catalog now (waiting for
+        a decision, or refused), by server."""
+        return dict(self._pins.held) if self._pins is not None else {}
+
     def client(self, server: str) -> Client:
         """The live Client of a connected server (for anything the group does not wrap)."""
         return self._live(server)[1]
@@ -203,13 +233,41 @@ class ClientGroup:
             stream.put(event)
 
     def _rebuild(self) -> None:
+        lists = {name: s.lists for name, s in self._servers.items() if s.live is not None}
+        if self._pins is not None:
+            lists = self._pinned(lists)
         try:
-            self.catalog = Catalog(
-                {name: s.lists for name, s in self._servers.items() if s.live is not None},
-                self.scheme, servers=self._servers,
-            )
+            self.catalog = Catalog(lists, self.scheme, servers=self._servers)
         except Exception:  # not expected (the lists are checked): keep the last catalog
             logger.exception("could not rebuild the catalog; the previous one is kept")
+
+    def _pinned(self, lists: dict[str, ServerLists]) -> dict[str, ServerLists]:
+        """Each server's items that its pin (or a decision) lets the catalog offer."""
+        assert self._pins is not None
+        shown: dict[str, ServerLists] = {}
+        for name, found in lists.items():
+            client = self._servers[name].live
+            assert client is not None
+            try:
+                visible = self._pins.visible(name, snapshot_of(client, found), found)
+            except Exception:  # a catalog we cannot even compare is not offered
+                logger.exception("server %s: could not check its catalog against its pin", name)
+                continue
+            if visible is not None:
+                shown[name] = visible
+        return shown
+
+    def _pin_decided(self, server: str, change: CatalogChange, accepted: bool) -> None:
+        self._rebuild()
+        if accepted:  # the catalog now offers what was held back
+            kinds = {c.kind for c in change.diff.changes}
+            events: tuple[tuple[str, EventKind], ...] = (
+                ("tool", "tools_changed"), ("prompt", "prompts_changed"))
+            for kind, event in events:
+                if kind in kinds:
+                    self._emit(HostEvent(server, event))
+            if kinds & {"resource", "template"}:
+                self._emit(HostEvent(server, "resources_changed"))
 
     def _state_changed(self, server: ServerSupervisor) -> None:
         if self._servers.get(server.name) is server:
@@ -298,7 +356,8 @@ class ClientGroup:
         after the policy (and the user) allowed it; keywords go to `Client.call_tool`."""
         item = self.catalog.tool(name)
         if item is None:
-            raise UnknownName(f"no tool named {name!r} in the catalog")
+            held = self._pins.why_missing(name) if self._pins is not None else None
+            raise UnknownName(held or f"no tool named {name!r} in the catalog")
         server, client = self._live(item.server)
         args = dict(arguments or {})
         await decide(ToolCall(item.server, item.original, item.name, args, item.definition),
@@ -317,7 +376,8 @@ class ClientGroup:
         """Get a catalog prompt (`docs__review_brief`, or `docs.review_brief`) from its server."""
         item = self.catalog.prompt(name)
         if item is None:
-            raise UnknownName(f"no prompt named {name!r} in the catalog")
+            held = self._pins.why_missing(name) if self._pins is not None else None
+            raise UnknownName(held or f"no prompt named {name!r} in the catalog")
         server, client = self._live(item.server)
         try:
             return await client.get_prompt(item.original, arguments, **kw)
