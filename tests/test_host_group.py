@@ -466,3 +466,32 @@ async def test_servers_start_in_parallel_not_one_after_another(tmp_path: Path) -
     times = [[float(x) for x in log.read_text().split()] for log in logs]
     began, ready = [t[0] for t in times], [t[1] for t in times]
     assert max(began) < min(ready), times  # one after another: each begins after the last is ready
+
+
+CHANGES_AT_ONCE = '''
+import nimblemcp as m
+server = m.Server("changes-at-once", "1.0.0")
+
+@server.tool(annotations={"readOnlyHint": True, "openWorldHint": False})
+def grow() -> str:
+    """Adds a tool: sent as tools/list_changed."""
+    server.add_tool(lambda: "new", name="grown")
+    return "grown"
+'''
+
+
+async def test_a_change_before_the_listen_is_acknowledged_still_reaches_the_catalog(
+        tmp_path: Path) -> None:
+    """The group lists a server, then opens its listen: a change made in between sends its
+    notice to no one, so the first acknowledgement lists once more, past the Client's
+    cache. The call below goes out at once, usually before the listen is acknowledged."""
+    script = tmp_path / "grow.py"
+    script.write_text(CHANGES_AT_ONCE)
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"s": {
+        "command": sys.executable, "args": ["-m", "nimblemcp", "run", str(script)]}}}))
+    async with ClientGroup.from_config(str(config)) as group:
+        await group.call_tool("s__grow")
+        async with asyncio.timeout(30):
+            while "s__grown" not in {item.name for item in group.catalog.tools}:
+                await asyncio.sleep(0.05)

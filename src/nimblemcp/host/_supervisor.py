@@ -32,6 +32,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
+from types import MappingProxyType
 from typing import Any, cast
 
 from nimblemcp.client import Client
@@ -282,9 +284,10 @@ class ServerSupervisor:
         self.capabilities = caps if isinstance(caps, dict) else {}
         self.lists = await self._fetch(client, ("tools", "prompts", "resources"))
 
-    async def _fetch(self, client: Client, only: tuple[str, ...]) -> ServerLists:
+    async def _fetch(self, client: Client, only: tuple[str, ...], *, cache: bool = True) -> ServerLists:
         """The lists of `only` the server has, each checked item by item; a list past the
-        Client's caps is left out (empty) with a warning, other errors are raised."""
+        Client's caps is left out (empty) with a warning, other errors are raised.
+        `cache=False` asks the server even where the Client's cache still holds a list."""
         async def listed(kind: ListKind, method: Lister, optional: bool = False) -> list[dict[str, Any]]:
             try:
                 items = await method()
@@ -303,11 +306,12 @@ class ServerSupervisor:
 
         want = {k for k in only if k in self.capabilities}
         tools, prompts, resources, templates = await asyncio.gather(
-            listed("tools", client.list_tools if "tools" in want else _empty),
-            listed("prompts", client.list_prompts if "prompts" in want else _empty),
-            listed("resources", client.list_resources if "resources" in want else _empty),
-            listed("templates",
-                   client.list_resource_templates if "resources" in want else _empty, True),
+            listed("tools", partial(client.list_tools, cache=cache) if "tools" in want else _empty),
+            listed("prompts", partial(client.list_prompts, cache=cache) if "prompts" in want else _empty),
+            listed("resources",
+                   partial(client.list_resources, cache=cache) if "resources" in want else _empty),
+            listed("templates", partial(client.list_resource_templates, cache=cache)
+                   if "resources" in want else _empty, True),
         )
         return ServerLists(tools, prompts, resources, templates)
 
@@ -394,6 +398,11 @@ class ServerSupervisor:
                 async with self._acked:
                     self._acked_generation = generation
                     self._acked.notify_all()
+                for kind, key in (("tools_changed", "tools"), ("prompts_changed", "prompts"),
+                                  ("resources_changed", "resources_list")):
+                    if wanted[key]:
+                        self._dirty.setdefault(kind, _CATCH_UP)
+                self._changed.set()
                 async for event in events:
                     if event.kind == "closed":
                         return "the server closed its listen stream (shutting down)"
@@ -430,7 +439,7 @@ class ServerSupervisor:
         limit = self.settings.list_timeout
         try:
             async with asyncio.timeout(limit):
-                fresh = await self._fetch(client, (key,))
+                fresh = await self._fetch(client, (key,), cache=raw is not _CATCH_UP)
         except TimeoutError:
             self._warn(f"re-listing its {key} took longer than {limit:g} s; the last list is kept")
             return
@@ -439,6 +448,8 @@ class ServerSupervisor:
                        f"{self._describe(exc, limit)}")
             return
         old = self.lists
+        if raw is _CATCH_UP and _same(old, fresh, key):
+            return
         self.lists = ServerLists(
             fresh.tools if key == "tools" else old.tools,
             fresh.prompts if key == "prompts" else old.prompts,
@@ -446,6 +457,18 @@ class ServerSupervisor:
             fresh.templates if key == "resources" else old.templates,
         )
         self._tell(HostEvent(self.name, cast("EventKind", kind), raw=raw))
+
+
+# `_dirty`'s mark for "listed before the listen was acknowledged": what changed in
+# between sent its notice to no one, so the kind is listed again once, and said only
+# when it differs.
+_CATCH_UP: Mapping[str, Any] = MappingProxyType({})
+
+
+def _same(old: ServerLists, fresh: ServerLists, key: str) -> bool:
+    if key == "resources":
+        return old.resources == fresh.resources and old.templates == fresh.templates
+    return bool(getattr(old, key) == getattr(fresh, key))
 
 
 async def _empty() -> list[dict[str, Any]]:
