@@ -34,16 +34,16 @@ async def complete(registry: Registry, params: dict[str, Any]) -> dict[str, Any]
     completer: Callable[..., Any] | None = None
     ref_type = ref.get("type")  # type: ignore[union-attr]
     if ref_type == "ref/prompt":
-        prompt = registry.prompts.get(ref.get("name"))  # type: ignore[union-attr, arg-type]
+        prompt = registry.served.prompts.get(ref.get("name"))  # type: ignore[union-attr, arg-type]
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {ref.get('name')}")  # type: ignore[union-attr]
         completer = prompt.completers.get(arg_name)
     elif ref_type == "ref/resource":
         uri = ref.get("uri")  # type: ignore[union-attr]
-        template = registry.templates.get(uri)  # type: ignore[arg-type]
+        template = registry.served.templates.get(uri)  # type: ignore[arg-type]
         if template is not None:
             completer = template.completers.get(arg_name)
-        elif uri not in registry.resources:
+        elif uri not in registry.served.resources:
             raise InvalidParams(f"Unknown resource or template: {uri}")
     else:
         raise InvalidParams("ref.type must be 'ref/prompt' or 'ref/resource'")

@@ -109,6 +109,16 @@ class Host(Protocol):
     def moving(self) -> bool:
         """A rolling restart is moving this instance's listens away."""
         ...
+    @property
+    def scope_rules(self) -> Mapping[tuple[str, str], frozenset[str]]:
+        """(method, name or URI) -> the scopes a caller needs (`require_scopes`)."""
+        ...
+    def scopes_needed(self, method: str, target: str | None) -> frozenset[str]: ...
+
+
+# A list's items are used by this method (what `require_scopes` rules name).
+_USED_BY = {"tools/list": "tools/call", "prompts/list": "prompts/get",
+            "resources/list": "resources/read", "resources/templates/list": "resources/read"}
 
 
 class Dispatcher:
@@ -333,7 +343,7 @@ class Dispatcher:
         if self.config.one_time_state:
             return True
         if req.method == "tools/call":
-            tool = self.registry.tools.get(req.params.get("name"))  # type: ignore[arg-type]
+            tool = self.registry.served.tools.get(req.params.get("name"))  # type: ignore[arg-type]
             return tool is not None and tool.one_time
         return False
 
@@ -395,22 +405,31 @@ class Dispatcher:
             result["instructions"] = self.config.instructions
         return result
 
-    def _page(self, method: str, key: str, registry: Mapping[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-        """One page of a list; pages are built once per registry change."""
+    def _page(self, ctx: Context, method: str, key: str, registry: Mapping[str, Any],
+              params: dict[str, Any]) -> dict[str, Any]:
+        """One page of a list; pages are built once per registry change. Where
+        `require_scopes` rules are set, a caller sees only what its scopes let it use
+        (pages then built per set of scopes held)."""
         cursor = params.get("cursor")
+        held: frozenset[str] | None = None
+        if self.host.scope_rules:
+            held = frozenset(getattr(ctx.principal, "scopes", None) or ())
         # Keyed by the cursor's JSON value itself: a client sending the string "None"
         # must not be served the first page (PAG-03). Any other type is refused below.
         if cursor is None:
-            cache_key: Any = (method, None)
+            cache_key: Any = (method, None, held)
         elif isinstance(cursor, str):
-            cache_key = (method, "str", cursor)
+            cache_key = (method, "str", cursor, held)
         else:
             cache_key = None
         page = self._pages.get(cache_key) if cache_key is not None else None
         if page is None:
-            everything = self._pages.get(method)
+            everything = self._pages.get((method, held))
             if everything is None:
-                everything = self._pages[method] = [x.definition for x in registry.values()]
+                everything = [x.definition for name, x in registry.items()
+                              if held is None or self.host.scopes_needed(_USED_BY[method], name) <= held]
+                if len(self._pages) < 1024:  # bounded: scope sets come from tokens
+                    self._pages[(method, held)] = everything
             size = self.config.page_size
             start = 0 if cursor is None else _offset(cursor, len(everything))
             if size is None:
@@ -424,23 +443,23 @@ class Dispatcher:
         return dict(page)
 
     async def _list_tools(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("tools/list", "tools", self.registry.tools, params)
+        return self._page(ctx, "tools/list", "tools", self.registry.served.tools, params)
 
     async def _list_resources(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("resources/list", "resources", self.registry.resources, params)
+        return self._page(ctx, "resources/list", "resources", self.registry.served.resources, params)
 
     async def _list_templates(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("resources/templates/list", "resourceTemplates", self.registry.templates, params)
+        return self._page(ctx, "resources/templates/list", "resourceTemplates", self.registry.served.templates, params)
 
     async def _list_prompts(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page("prompts/list", "prompts", self.registry.prompts, params)
+        return self._page(ctx, "prompts/list", "prompts", self.registry.served.prompts, params)
 
     def _call_tool(self, ctx: Context, params: dict[str, Any]) -> Awaitable[dict[str, Any]]:
         """Checks the request at once and hands back the tool's own call to await."""
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("tools/call needs a string 'name'")
-        tool = self.registry.tools.get(name)
+        tool = self.registry.served.tools.get(name)
         if tool is None:
             raise InvalidParams(f"Unknown tool: {name}")
         arguments = params.get("arguments")
@@ -459,12 +478,12 @@ class Dispatcher:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise InvalidParams("resources/read needs a string 'uri'")
-        entry = self.registry.resources.get(uri)
+        entry = self.registry.served.resources.get(uri)
         if entry is not None:
             contents = await entry.read(ctx)
             ttl, scope = entry.ttl_ms, entry.cache_scope
         else:
-            template, values = self.registry.template_for(uri)
+            template, values = self.registry.served.template_for(uri)
             contents = await template.read(ctx, uri, values)
             ttl, scope = template.ttl_ms, template.cache_scope
         result: dict[str, Any] = {"resultType": "complete", "contents": contents}
@@ -478,7 +497,7 @@ class Dispatcher:
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("prompts/get needs a string 'name'")
-        prompt = self.registry.prompts.get(name)
+        prompt = self.registry.served.prompts.get(name)
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {name}")
         result: dict[str, Any] = await prompt.invoke(ctx, params.get("arguments"))

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Invocable", "Runner"]
 
+_NO_TAGS: frozenset[str] = frozenset()
+
 # Calls a registered function with its keyword arguments, for the request of `ctx`.
 Runner = Callable[["Context", dict[str, Any]], Awaitable[Any]]
 
@@ -95,7 +97,7 @@ class Invocable:
     """A registered function with its run policy; subclasses set `bind` and may
     override `finish` and `failed`."""
 
-    __slots__ = ("bind", "ctx_param", "fn", "run")
+    __slots__ = ("bind", "ctx_param", "fn", "run", "tags")
 
     fn: Callable[..., Any]
     # The request's arguments as a fresh dict of keyword arguments; raises a protocol
@@ -112,6 +114,7 @@ class Invocable:
         # here; one without dependencies runs as it is. Positional-only parameters get
         # their values by position (every entry is called by name).
         fn, ctx_param = inject(_by_name(fn), ctx_param, run_in_thread)
+        self.tags: frozenset[str] = _NO_TAGS  # what `_visibility` filters by; set by the entry
         self.fn = fn
         self.bind = bind
         self.ctx_param = ctx_param

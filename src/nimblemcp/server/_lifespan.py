@@ -34,6 +34,7 @@ class Owner(Protocol):
     def name(self) -> str: ...
     @property
     def mounted(self) -> list[Any]: ...  # servers whose lifespans run inside this one's
+    def _following(self) -> AbstractAsyncContextManager[None]: ...  # other instances' switches
     async def stopping(self) -> None: ...
     async def stopped(self) -> None: ...
 
@@ -63,6 +64,7 @@ class Lifespan:
                     self.value = await stack.enter_async_context(self.factory(self.server))
                 for child in self.server.mounted:
                     await stack.enter_async_context(child.lifespan_context())
+                await stack.enter_async_context(self.server._following())
             except BaseException as exc:
                 self.value = None
                 await stack.aclose()

@@ -113,7 +113,9 @@ class Mount:
         return f"{self.namespace}_{name}" if self.namespace else name
 
     def sync(self, kind: str) -> None:
-        """Replace the host's copies of one kind ("tools", "prompts", "resources")."""
+        """Replace the host's copies of one kind ("tools", "prompts", "resources"). What
+        the child registers but does not serve (`_visibility`) is copied withheld: the
+        host serves it once the child does (its capabilities stay those of the copies)."""
         host, child, owner = self.host, self.child, self.owner
         if kind == "tools":
             self._replace("tools", host.tools, {
@@ -142,12 +144,18 @@ class Mount:
     def _replace(self, key: str, table: dict[str, Any], fresh: dict[str, Any]) -> None:
         for old in self.names[key]:
             table.pop(old, None)
+            self.host.withheld.discard((key, old))
         clash = [n for n in fresh if n in table]
         if clash:
             raise ValueError(f"mounting {self.child_name!r}: {key} {clash} already registered on "
                              f"{self.host_name!r} (choose another namespace)")
         table.update(fresh)
         self.names[key] = list(fresh)
+        served = getattr(self.child.served, key)
+        mine = getattr(self.child, key)
+        for child_key, host_key in zip(mine, fresh, strict=True):
+            if child_key not in served:
+                self.host.withheld.add((key, host_key))
 
     def rules(self) -> _Rules:
         """The child's rules in force, under the host's names (a template rule's key is

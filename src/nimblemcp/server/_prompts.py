@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from nimblemcp.content import is_content_block, text
@@ -12,6 +12,7 @@ from nimblemcp.server._context import context_param
 from nimblemcp.server._depends import injected_params
 from nimblemcp.server._docstrings import parse_docstring
 from nimblemcp.server._invoke import Invocable
+from nimblemcp.server._visibility import tag_set
 
 Role = Literal["user", "assistant"]
 
@@ -54,9 +55,11 @@ class PromptEntry(Invocable):
         description: str | None = None, icons: list[dict[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         complete: dict[str, Callable[..., Any]] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> None:
         self.name = name or fn.__name__
         self._set_fn(fn, context_param(fn), self._bind)
+        self.tags = tag_set(tags)
         summary, arg_docs = parse_docstring(fn.__doc__)
         args: list[dict[str, Any]] = []
         required: list[str] = []

@@ -3,7 +3,10 @@
 Its tools, prompts, resources and resource templates (each an entry built once at
 registration: schemas, validators, wire definitions), the fallback completer and the
 extensions the server declares. `Server` fills it (its decorators, `mount`, a proxy's
-mirror); the dispatcher only reads it. Capabilities follow what is registered (DISC-04).
+mirror); the dispatcher only reads it, and only `served`: the tables of what is served
+now (`_visibility`: tags and switches), the registry's own tables themselves when no rule
+is set. Capabilities follow what is registered (DISC-04), served or not, so that a
+component switched on later is announced through the same capability.
 """
 
 from __future__ import annotations
@@ -15,23 +18,21 @@ from nimblemcp.errors import ResourceNotFound
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._tools import ToolEntry
+from nimblemcp.server._visibility import Visibility
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "Tables"]
 
 
-class Registry:
-    """The tables of one server; see the module docstring."""
+class Tables:
+    """Tools, prompts, resources and templates by name or URI."""
 
-    __slots__ = ("completer", "extensions", "prompts", "resources", "templates", "tools")
+    __slots__ = ("prompts", "resources", "templates", "tools")
 
     def __init__(self) -> None:
         self.tools: dict[str, ToolEntry] = {}
         self.prompts: dict[str, PromptEntry] = {}
         self.resources: dict[str, ResourceEntry] = {}
         self.templates: dict[str, TemplateEntry] = {}
-        # `@server.completion`: fn(ref, argument name, value, context arguments).
-        self.completer: Callable[..., Any] | None = None
-        self.extensions: dict[str, dict[str, Any]] = {}
 
     def template_for(self, uri: str) -> tuple[TemplateEntry, dict[str, str]]:
         """The first template matching `uri` and its variables; `ResourceNotFound` when
@@ -41,6 +42,34 @@ class Registry:
             if values is not None:
                 return template, values
         raise ResourceNotFound(uri)
+
+
+class Registry(Tables):
+    """The tables of one server; see the module docstring."""
+
+    __slots__ = ("completer", "extensions", "served", "withheld")
+
+    def __init__(self) -> None:
+        super().__init__()
+        # `@server.completion`: fn(ref, argument name, value, context arguments).
+        self.completer: Callable[..., Any] | None = None
+        self.extensions: dict[str, dict[str, Any]] = {}
+        self.served: Tables = self
+        # (table, key) of mounted copies whose own server does not serve them (`_mount`).
+        self.withheld: set[tuple[str, str]] = set()
+
+    def refresh(self, visibility: Visibility) -> None:
+        """Recompute `served` after a registration or a rule changed."""
+        withheld = self.withheld
+        if not visibility.filters and not withheld:
+            self.served = self
+            return
+        served = Tables()
+        for table in ("tools", "prompts", "resources", "templates"):
+            getattr(served, table).update(
+                (key, entry) for key, entry in getattr(self, table).items()
+                if (table, key) not in withheld and visibility.serves(table, key, entry))
+        self.served = served
 
     def capabilities(self, *, subscriptions: bool, logging: bool) -> dict[str, Any]:
         """The capabilities matching what is registered (DISC-04)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from nimblemcp.content import blob_resource, text_resource
@@ -17,6 +17,7 @@ from nimblemcp.errors import InvalidParams
 from nimblemcp.server._context import Context, context_param, type_hints
 from nimblemcp.server._docstrings import parse_docstring
 from nimblemcp.server._invoke import Invocable
+from nimblemcp.server._visibility import tag_set
 
 # Patterns, compiled by `re` on first use (registration), not at import (issue 18).
 _VAR = r"\{([+]?)([A-Za-z0-9_]+)\}"
@@ -66,9 +67,10 @@ class _Readable(Invocable):
 
     def _setup(
         self, fn: Callable[..., Any], ttl_ms: int | None, cache_scope: str | None,
-        bind: Callable[[Any], dict[str, Any]] = dict,
+        bind: Callable[[Any], dict[str, Any]] = dict, tags: Iterable[str] | None = None,
     ) -> None:
         self._set_fn(fn, context_param(fn), bind)  # the template's variables (none for a resource)
+        self.tags = tag_set(tags)
         if ttl_ms is not None and ttl_ms < 0:
             raise ValueError("ttl_ms must be >= 0 (CACHE-01)")
         if cache_scope not in (None, "public", "private"):
@@ -88,13 +90,13 @@ class ResourceEntry(_Readable):
         mime_type: str | None = None, size: int | None = None,
         icons: list[dict[str, Any]] | None = None, annotations: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None, ttl_ms: int | None = None,
-        cache_scope: str | None = None,
+        cache_scope: str | None = None, tags: Iterable[str] | None = None,
     ) -> None:
         if not re.match(_URI_SCHEME, uri):
             raise ValueError(f"resource URI {uri!r} needs a scheme (RES-06)")
         self.uri = uri
         self.mime_type = mime_type
-        self._setup(fn, ttl_ms, cache_scope)
+        self._setup(fn, ttl_ms, cache_scope, tags=tags)
         summary, _ = parse_docstring(fn.__doc__)
         self.definition = _definition(
             "uri", uri, name or fn.__name__, title,
@@ -141,6 +143,7 @@ class TemplateEntry(_Readable):
         annotations: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
         ttl_ms: int | None = None, cache_scope: str | None = None,
         complete: dict[str, Callable[..., Any]] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> None:
         if not re.match(_URI_SCHEME, uri_template):
             raise ValueError(f"resource template {uri_template!r} needs a scheme")
@@ -155,7 +158,7 @@ class TemplateEntry(_Readable):
             hints = type_hints(fn)
         except Exception:  # unresolvable annotations: the values stay strings
             hints = {}
-        self._setup(fn, ttl_ms, cache_scope, uri_binder(fn, [v for v, _ in variables], hints))
+        self._setup(fn, ttl_ms, cache_scope, uri_binder(fn, [v for v, _ in variables], hints), tags)
         params = set(inspect.signature(fn).parameters) - {self.ctx_param}
         missing = {v for v, _ in variables} - params
         if missing:

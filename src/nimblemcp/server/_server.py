@@ -8,7 +8,7 @@ definitions, list payloads); request handling lives in `_dispatch`. A Server is 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
@@ -33,6 +33,7 @@ from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._registry import Registry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._tools import Icon, ToolAnnotations, ToolEntry
+from nimblemcp.server._visibility import KINDS, Visibility
 from nimblemcp.types._meta import TASKS_EXTENSION
 
 if TYPE_CHECKING:
@@ -141,6 +142,8 @@ class Server:
         lifespan: LifespanFactory | None = None,
         middleware: list[Middleware] | None = None,
         registrations: Literal["shared", "local"] = "shared",
+        include_tags: Iterable[str] | None = None,
+        exclude_tags: Iterable[str] | None = None,
         # Flat spellings of the option groups above (each overrides its group's field).
         state_keys: list[str] | None = None,
         state_ttl: float | None = None,
@@ -177,6 +180,8 @@ class Server:
         # "shared": the registry must be the same on every instance, so runtime changes
         # are refused while serving with shared backends; "local": this instance's own.
         self.registrations = registrations
+        # What of the registry is served: tags and run-time switches (`_visibility`).
+        self.visibility = Visibility(include_tags, exclude_tags)
         self._hosts: list[Server] = []  # servers this one is mounted in
         # Called with "tools" | "prompts" | "resources" whenever a list changes; the
         # subscription layer hooks in here.
@@ -393,6 +398,7 @@ class Server:
         input_schema: dict[str, Any] | None = None,
         task: str | None = None,
         defer_task: bool = False,
+        tags: Iterable[str] | None = None,
     ) -> Callable[[F], F]: ...
     def tool(
         self,
@@ -411,6 +417,7 @@ class Server:
         input_schema: dict[str, Any] | None = None,
         task: str | None = None,
         defer_task: bool = False,
+        tags: Iterable[str] | None = None,
     ) -> Any:
         """Register a function as a tool: `@server.tool` or `@server.tool(name=...)`.
 
@@ -423,6 +430,7 @@ class Server:
         hand-written JSON Schema verbatim and validates arguments against it.
         `task="optional"|"required"` runs calls from clients that declare the tasks
         extension as background tasks (`defer_task=True`: only from `ctx.as_task()`).
+        `tags={"admin"}` labels it for `include_tags`/`exclude_tags` and `enable`/`disable`.
         """
 
         def register(f: F) -> F:
@@ -431,7 +439,7 @@ class Server:
                 f, name=name, title=title, description=description, annotations=annotations,
                 icons=icons, structured_output=structured_output, meta=meta, one_time=one_time,
                 run_in_thread=run_in_thread, input_schema=input_schema, task=task,
-                defer_task=defer_task)
+                defer_task=defer_task, tags=tags)
             return f
 
         return register(fn) if fn is not None else register
@@ -452,6 +460,7 @@ class Server:
         input_schema: dict[str, Any] | None = None,
         task: str | None = None,
         defer_task: bool = False,
+        tags: Iterable[str] | None = None,
     ) -> ToolEntry:
         """Register `fn` as a tool (the options of `tool`); the entry. While serving with
         shared backends, `RegistrationNotShared` unless `registrations="local"`."""
@@ -460,7 +469,7 @@ class Server:
             fn, name=name, title=title, description=description, annotations=annotations,
             icons=icons, structured_output=structured_output, meta=meta, one_time=one_time,
             run_in_thread=run_in_thread, input_schema=input_schema, task=task,
-            defer_task=defer_task)
+            defer_task=defer_task, tags=tags)
         entry.configure(self.tool_options)
         if entry.name in self.tools:
             raise ValueError(f"a tool named {entry.name!r} is already registered")
@@ -491,6 +500,7 @@ class Server:
         ttl_ms: int | None = None,
         cache_scope: str | None = None,
         complete: dict[str, F] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> Callable[[F], F]:
         """Register a resource; a URI with `{variables}` registers a template."""
         if callable(uri) or not isinstance(uri, str):
@@ -504,7 +514,7 @@ class Server:
             common: dict[str, Any] = {
                 "name": name, "title": title, "description": description,
                 "mime_type": mime_type, "icons": icons, "annotations": annotations,
-                "meta": meta, "ttl_ms": ttl_ms, "cache_scope": cache_scope,
+                "meta": meta, "ttl_ms": ttl_ms, "cache_scope": cache_scope, "tags": tags,
             }
             if "{" in uri:
                 self.add_template(TemplateEntry(uri, f, complete=complete, **common))
@@ -554,6 +564,7 @@ class Server:
         icons: list[Icon] | None = None,
         meta: dict[str, Any] | None = None,
         complete: dict[str, F] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> Callable[[F], F]: ...
     def prompt(
         self,
@@ -566,13 +577,15 @@ class Server:
         icons: list[Icon] | None = None,
         meta: dict[str, Any] | None = None,
         complete: dict[str, F] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> Any:
         """Register a prompt: its string parameters are the prompt's arguments."""
 
         def register(f: F) -> F:
             _check_callable("@server.prompt", f)
             entry = PromptEntry(f, name=name, title=title, description=description,
-                                icons=icons, meta=meta, complete=complete)  # type: ignore[arg-type]
+                                icons=icons, meta=meta, complete=complete,  # type: ignore[arg-type]
+                                tags=tags)
             self.add_prompt(entry)
             return f
 
@@ -591,6 +604,62 @@ class Server:
         del self.prompts[name]
         self._changed("prompts")
 
+    # -- serving some of what is registered (`_visibility`) ----------------------------
+
+    def disable(
+        self, *, tool: str | Iterable[str] | None = None, prompt: str | Iterable[str] | None = None,
+        resource: str | Iterable[str] | None = None, tags: Iterable[str] | None = None,
+    ) -> None:
+        """Stop serving components, by name (`resource`: a URI or URI template) or by
+        tag: `server.disable(tool="deploy")`, `server.disable(tags={"beta"})`. They leave
+        the lists (listeners hear `list_changed`) and calls to them fail as for an
+        unknown name; `enable` brings them back. A switch by name outranks one by tag.
+        While serving with shared backends every instance applies it (`_switch_sharing`).
+        Unknown names raise KeyError."""
+        self._switch(False, tool, prompt, resource, tags)
+
+    def enable(
+        self, *, tool: str | Iterable[str] | None = None, prompt: str | Iterable[str] | None = None,
+        resource: str | Iterable[str] | None = None, tags: Iterable[str] | None = None,
+    ) -> None:
+        """Serve again what `disable` switched off (same arguments): `server.enable(tool="deploy")`.
+        Never serves what `include_tags`/`exclude_tags` leave out."""
+        self._switch(True, tool, prompt, resource, tags)
+
+    def _switch(self, on: bool, tool: str | Iterable[str] | None, prompt: str | Iterable[str] | None,
+                resource: str | Iterable[str] | None, tags: Iterable[str] | None) -> None:
+        from nimblemcp.server._switch_sharing import share
+        from nimblemcp.server._visibility import switch_keys, tag_set
+
+        keys = switch_keys(self.registry, tool=tool, prompt=prompt, resource=resource)
+        tag_names = tag_set(tags)
+        if not keys and not tag_names:
+            raise TypeError("enable/disable needs tool=, prompt=, resource= or tags=")
+        switches = self.visibility.switches
+        if keys:
+            switches = switches.with_names(keys, on)
+        if tag_names:
+            switches = switches.with_tags(tag_names, on)
+        share(self, switches)  # first: other instances apply it before their listeners hear
+        self._adopt_switches(switches)
+
+    def _adopt_switches(self, switches: Any, *, publish: bool = True) -> None:
+        """Put `switches` in force; the lists whose served items changed are announced
+        (`publish=False`: to this process only, the instance that made them told the bus)."""
+        served = self.registry.served
+        before = {table: list(getattr(served, table)) for table in KINDS}
+        self.visibility.switches = switches
+        self.registry.refresh(self.visibility)
+        self.dispatcher.invalidate()
+        served = self.registry.served
+        kinds = sorted({"resources" if table == "templates" else table for table in KINDS
+                        if list(getattr(served, table)) != before[table]})
+        for kind in kinds:
+            for listener in self.change_listeners:
+                listener(kind)
+            if publish and self.subscriptions:
+                self.bus.publish(Event(kind))
+
     def completion(self, fn: F) -> F:
         """Register a fallback completer: `fn(ref, argument_name, value, context_args)`
         returning a list of strings (or a `{"values", "total", "hasMore"}` dict)."""
@@ -606,6 +675,7 @@ class Server:
         return () if tool is None else tool.header_rules
 
     def _changed(self, kind: str) -> None:
+        self.registry.refresh(self.visibility)
         self.dispatcher.invalidate()
         for listener in self.change_listeners:
             listener(kind)
@@ -687,6 +757,13 @@ class Server:
         `stopping` waits)."""
         if self._tasks is not None or any(tool.task is not None for tool in self.tools.values()):
             self.tasks.drain(grace)
+
+    def _following(self) -> AbstractAsyncContextManager[None]:
+        """While the lifespan runs: apply the switches other instances make (`enable`,
+        `disable`; see `_switch_sharing`). Entered by the lifespan."""
+        from nimblemcp.server._switch_sharing import following
+
+        return following(self)
 
     async def stopping(self) -> None:
         """The server stops (its lifespan's last exit, before the lifespan's own

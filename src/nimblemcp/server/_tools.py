@@ -20,7 +20,7 @@ import logging
 import os
 import re
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import orjson
@@ -39,6 +39,7 @@ from nimblemcp.server._schema import (
     parse_docstring,
     verbatim_arguments,
 )
+from nimblemcp.server._visibility import tag_set
 from nimblemcp.types._tool_headers import header_rules
 
 if TYPE_CHECKING:
@@ -221,6 +222,7 @@ class ToolEntry(Invocable):
         input_schema: dict[str, Any] | None = None,
         task: str | None = None,
         defer_task: bool = False,
+        tags: Iterable[str] | None = None,
     ) -> None:
         if task not in (None, "optional", "required"):
             raise ValueError("task must be None, 'optional' or 'required'")
@@ -245,6 +247,7 @@ class ToolEntry(Invocable):
         self.mask_errors = True
         self.schema_validator: Any = None
         self._set_fn(fn, self.arguments.context_param, self.arguments.validate, run_in_thread)
+        self.tags = tag_set(tags)
         # A plain `int`, `float` or `bool` return: a value of exactly that type is its
         # own structured form and always fits the schema (`to_result` skips both steps).
         self.scalar: type | None = None
