@@ -337,6 +337,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "run_stdio",
     ],
     "nimblemcp.server": [
+        "ArgChange",
         "Backends",
         "Context",
         "Depends",

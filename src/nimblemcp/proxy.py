@@ -49,7 +49,7 @@ from nimblemcp.server._mrtr import InputRequired
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._server import Server
-from nimblemcp.server._tools import ToolResult
+from nimblemcp.server._tools import ToolEntry, ToolResult
 from nimblemcp.types._meta import CLIENT_CAPABILITIES
 
 __all__ = ["proxy"]
@@ -170,7 +170,8 @@ async def _follow(server: Server, client: Client) -> None:
 
 async def _resync_tools(server: Server, client: Client) -> None:
     tools = await _listed(client.list_tools(cache=False))
-    _sync(server.tools, {str(t["name"]): t for t in tools}, server.remove_tool, partial(_add_tool, server))
+    mirrored = {name: e for name, e in server.tools.items() if name not in server._derivations}
+    _sync(mirrored, {str(t["name"]): t for t in tools}, server.remove_tool, partial(_add_tool, server))
     server.dispatcher.invalidate()
 
 
@@ -228,9 +229,10 @@ def _add_tool(server: Server, definition: Mapping[str, Any]) -> None:
                           is_error=bool(result.get("isError")), meta=result.get("_meta"))
 
     forward.__name__ = tool_name
-    entry = server.add_tool(forward, name=tool_name, input_schema=dict(definition["inputSchema"]),
-                            structured_output=False)
+    entry = ToolEntry(forward, name=tool_name, input_schema=dict(definition["inputSchema"]),
+                      structured_output=False)
     entry.definition = dict(definition)  # as published: annotations, outputSchema, title...
+    server._add_tool_entry(entry)  # registered with it: a tool derived from it sees it whole
 
 
 def _add_prompt(server: Server, definition: Mapping[str, Any]) -> None:

@@ -18,9 +18,10 @@ from nimblemcp.server._options import (
 from nimblemcp.server._prompts import assistant, message, user
 from nimblemcp.server._server import Server
 from nimblemcp.server._tools import ToolAnnotations, ToolResult
+from nimblemcp.server._transform import ArgChange
 
 __all__ = [
-    "Backends", "Context", "Depends", "Headers", "LegacyOptions", "ListenOptions", "Server",
+    "ArgChange", "Backends", "Context", "Depends", "Headers", "LegacyOptions", "ListenOptions", "Server",
     "ServerSettings", "StateOptions", "TaskOptions", "ToolAnnotations", "ToolOptions", "ToolResult", "assistant",
     "get_headers", "get_lifespan", "get_principal", "message", "user",
 ]

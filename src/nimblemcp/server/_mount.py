@@ -169,11 +169,16 @@ class Mount:
 
 def rules_in_force(server: Any) -> _Rules:
     """`server`'s own scope rules joined with those of every server mounted in it, by
-    host name; where both name one target, a token needs the scopes of both."""
+    host name; where both name one target, a token needs the scopes of both. A derived
+    tool (`_transform`) needs its source's scopes too."""
     rules = dict(server._own_scope_rules)
     for link in server._mount_links:
         for key, scopes in link.rules().items():
             rules[key] = rules.get(key, frozenset()) | scopes
+    for name, derivation in server._derivations.items():  # a derived tool needs its source's
+        source = rules.get(("tools/call", derivation.source))
+        if source:
+            rules[("tools/call", name)] = rules.get(("tools/call", name), frozenset()) | source
     return rules
 
 

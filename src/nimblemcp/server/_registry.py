@@ -47,7 +47,7 @@ class Tables:
 class Registry(Tables):
     """The tables of one server; see the module docstring."""
 
-    __slots__ = ("completer", "extensions", "served", "withheld")
+    __slots__ = ("completer", "extensions", "replaced", "served", "withheld")
 
     def __init__(self) -> None:
         super().__init__()
@@ -57,10 +57,12 @@ class Registry(Tables):
         self.served: Tables = self
         # (table, key) of mounted copies whose own server does not serve them (`_mount`).
         self.withheld: set[tuple[str, str]] = set()
+        # (table, key) of sources a derived tool replaces (`derive_tool(hide_source=True)`).
+        self.replaced: set[tuple[str, str]] = set()
 
     def refresh(self, visibility: Visibility) -> None:
         """Recompute `served` after a registration or a rule changed."""
-        withheld = self.withheld
+        withheld = self.withheld | self.replaced
         if not visibility.filters and not withheld:
             self.served = self
             return

@@ -8,6 +8,7 @@ definitions, list payloads); request handling lives in `_dispatch`. A Server is 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
@@ -44,9 +45,11 @@ if TYPE_CHECKING:
     from nimblemcp.server._own_backends import Opened
     from nimblemcp.server._sealing import Sealer
     from nimblemcp.server._tasks import TaskManager
+    from nimblemcp.server._transform import ArgChange, Derivation, Wrap
     from nimblemcp.types._tool_headers import HeaderRule
 
 F = Callable[..., Any]
+logger = logging.getLogger("nimblemcp.server")
 _O = TypeVar("_O", StateOptions, Backends, ListenOptions, ToolOptions)
 
 
@@ -237,6 +240,7 @@ class Server:
         self._own_scope_rules: dict[tuple[str, str], frozenset[str]] = {}
         self.scope_rules: dict[tuple[str, str], frozenset[str]] = {}
         self._mount_links: list[Any] = []  # one `_mount._Mount` per server mounted here
+        self._derivations: dict[str, Derivation] = {}  # derived tool name -> how (`derive_tool`)
         for mw in middleware or ():
             self.add_middleware(mw)
 
@@ -470,6 +474,11 @@ class Server:
             icons=icons, structured_output=structured_output, meta=meta, one_time=one_time,
             run_in_thread=run_in_thread, input_schema=input_schema, task=task,
             defer_task=defer_task, tags=tags)
+        return self._add_tool_entry(entry)
+
+    def _add_tool_entry(self, entry: ToolEntry) -> ToolEntry:
+        """Register a built entry (`add_tool`; a proxy's mirror, whose definition is the
+        target's as published)."""
         entry.configure(self.tool_options)
         if entry.name in self.tools:
             raise ValueError(f"a tool named {entry.name!r} is already registered")
@@ -483,7 +492,65 @@ class Server:
     def remove_tool(self, name: str) -> None:
         self._check_shared("remove", "tool", name)
         del self.tools[name]
+        derivation = self._derivations.pop(name, None)
+        if derivation is not None:
+            self.registry.replaced.discard(("tools", derivation.source))
+            self._scope_rules_changed()
         self._changed("tools")
+
+    def derive_tool(
+        self,
+        source: str,
+        *,
+        name: str,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        args: Mapping[str, ArgChange] | None = None,
+        wrap: Wrap | None = None,
+        hide_source: bool = False,
+        tags: Iterable[str] | None = None,
+    ) -> None:
+        """Serve a tool made from tool `source` (this server's, a mounted or a proxied
+        one's): `server.derive_tool("search", name="find_docs", args={"q":
+        ArgChange(name="query")}, hide_source=True)`. See `_transform` for what `args`
+        and `wrap` can do. The source's required scopes apply to it. A source not
+        registered yet (a proxy's, before it starts) is derived from once it is."""
+        from nimblemcp.server._transform import Derivation
+        from nimblemcp.server._visibility import tag_set
+
+        if name in self.tools or name in self._derivations:
+            raise ValueError(f"a tool named {name!r} is already registered")
+        self._check_shared("add", "tool", name)
+        derivation = Derivation(source, name, title, description, annotations, dict(args or {}),
+                                wrap, None if tags is None else tag_set(tags))
+        found = self.tools.get(source)
+        if found is not None:
+            entry = derivation.build(self.registry, found)  # a mistake in `args` raises here
+            entry.configure(self.tool_options)
+            self.tools[name] = entry
+        self._derivations[name] = derivation
+        if hide_source:
+            self.registry.replaced.add(("tools", source))
+        self._scope_rules_changed()
+        self._changed("tools")
+
+    def _derive_again(self) -> None:
+        """Rebuild the derived tools whose source changed (or came, or went)."""
+        for name, derivation in self._derivations.items():
+            source = self.tools.get(derivation.source)
+            if source is None:
+                self.tools.pop(name, None)
+                derivation.built_from = None
+            elif source.definition is not derivation.built_from or name not in self.tools:
+                try:
+                    entry = derivation.build(self.registry, source)
+                except ValueError:
+                    logger.exception("cannot derive tool %r from %r as it is now", name, derivation.source)
+                    self.tools.pop(name, None)
+                    continue
+                entry.configure(self.tool_options)
+                self.tools[name] = entry
 
     def resource(
         self,
@@ -675,6 +742,8 @@ class Server:
         return () if tool is None else tool.header_rules
 
     def _changed(self, kind: str) -> None:
+        if kind == "tools" and self._derivations:
+            self._derive_again()
         self.registry.refresh(self.visibility)
         self.dispatcher.invalidate()
         for listener in self.change_listeners:
