@@ -433,6 +433,16 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.stdio_client": [
         "StdioTransport",
     ],
+    "nimblemcp.transports.identity": [
+        "OpaqueTokenVerifier",
+        "auth0",
+        "entra_id",
+        "github",
+        "google",
+        "keycloak",
+        "okta",
+        "workos",
+    ],
     "nimblemcp.transports.verifiers": [
         "IntrospectionVerifier",
         "JwtVerifier",

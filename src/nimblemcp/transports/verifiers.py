@@ -23,8 +23,15 @@ the token's subject, scopes, audience, expiry and claims, which handlers see as
   authorization server (RFC 7662) whether the token is active; answers are cached per
   token hash for `cache_ttl` seconds (never past the token's `exp`), in a bounded table.
   Each call gets `timeout` seconds in total and at most `max_response_bytes`.
-- Key-set and introspection URLs must be `https://`; plain `http://` only to a loopback
-  host, or with `allow_insecure_http=True`.
+- `JwtVerifier.from_issuer(url, audience=...)`: the key set's URL from the issuer's
+  discovery document (OpenID Connect, else RFC 8414), read on first use (a verifier is
+  built at import, before any loop runs), checked to name this very issuer, and read
+  again after `cache_ttl` like the keys. `scope_claims` says which claims hold scopes
+  (`scope` and `scp` by default; identity-provider presets add `roles`,
+  `permissions`...; a dotted name reads a nested claim). Presets per provider are in
+  `transports.identity`.
+- Key-set, discovery and introspection URLs must be `https://`; plain `http://` only to
+  a loopback host, or with `allow_insecure_http=True`.
 
 A verifier returns None for every token it cannot accept (bad signature, expired, wrong
 issuer, audience or type, a malformed header, inactive, or the issuer unreachable:
@@ -161,20 +168,33 @@ def _audience(value: Any) -> tuple[str, ...] | None:
     return None
 
 
-def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
-    """`scope` (RFC 8693/9068: space-separated) or `scp` (a list, as some issuers send)."""
-    scope = claims.get("scope")
-    if isinstance(scope, str):
-        return frozenset(scope.split())
-    scp = claims.get("scp")
-    if isinstance(scp, str):
-        return frozenset(scp.split())
-    if isinstance(scp, list):
-        return frozenset(s for s in scp if isinstance(s, str))
-    return frozenset()
+SCOPE_CLAIMS: tuple[str, ...] = ("scope", "scp")
 
 
-def _access(claims: Mapping[str, Any]) -> AccessToken | None:
+def _claim(claims: Mapping[str, Any], name: str) -> Any:
+    """A claim by name; `realm_access.roles` reads a nested one."""
+    value: Any = claims
+    for part in name.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _scopes(claims: Mapping[str, Any], names: Sequence[str] = SCOPE_CLAIMS) -> frozenset[str]:
+    """The scopes of every claim in `names`: a space-separated string (`scope`, RFC
+    8693/9068) or a list of strings (`scp`, `roles`, `permissions`, as issuers send)."""
+    found: set[str] = set()
+    for name in names:
+        value = _claim(claims, name)
+        if isinstance(value, str):
+            found.update(value.split())
+        elif isinstance(value, list):
+            found.update(v for v in value if isinstance(v, str))
+    return frozenset(found)
+
+
+def _access(claims: Mapping[str, Any], scope_claims: Sequence[str] = SCOPE_CLAIMS) -> AccessToken | None:
     subject = claims.get("sub") or claims.get("client_id")
     audience = _audience(claims.get("aud"))
     if not isinstance(subject, str) or not subject or audience is None:
@@ -182,7 +202,7 @@ def _access(claims: Mapping[str, Any]) -> AccessToken | None:
     exp = claims.get("exp")
     return AccessToken(
         subject=subject,
-        scopes=_scopes(claims),
+        scopes=_scopes(claims, scope_claims),
         audience=audience,
         expires_at=float(exp) if isinstance(exp, (int, float)) else None,
         claims=dict(claims),
@@ -218,6 +238,8 @@ class JwtVerifier:
         audience: str | Sequence[str] | None,
         jwks_uri: str | None = None,
         jwks: Mapping[str, Any] | None = None,
+        discover: bool = False,
+        scope_claims: Sequence[str] = SCOPE_CLAIMS,
         algorithms: Collection[str] = ASYMMETRIC,
         typ: str | Collection[str | None] = TOKEN_TYPES,
         leeway: float = 30.0,
@@ -229,12 +251,15 @@ class JwtVerifier:
         max_jwks_bytes: int = MAX_JWKS_BYTES,
         allow_insecure_http: bool = False,
     ) -> None:
-        if (jwks_uri is None) == (jwks is None):
-            raise TypeError("JwtVerifier needs exactly one of jwks_uri= (fetched) or jwks= (a fixed key set)")
+        if (jwks_uri is not None) + (jwks is not None) + discover != 1:
+            raise TypeError("JwtVerifier needs exactly one of jwks_uri= (fetched), jwks= (a fixed key "
+                            "set) or discover=True (from the issuer's discovery document)")
         if "none" in algorithms:
             raise ValueError("JwtVerifier never accepts unsigned tokens (alg 'none')")
         if jwks_uri is not None:
             _check_url(jwks_uri, "jwks_uri", allow_insecure_http)
+        if discover:
+            _check_url(issuer, "issuer", allow_insecure_http)
         with needs_extra("auth", "JWT verification"):
             from joserfc import jwk, jwt
         self._jwk = jwk
@@ -242,6 +267,9 @@ class JwtVerifier:
         self.issuer = issuer
         self.audience = _as_tuple(audience)
         self.jwks_uri = jwks_uri
+        self.discover = discover
+        self.allow_insecure_http = allow_insecure_http
+        self.scope_claims = tuple(scope_claims)
         self.algorithms = list(algorithms)
         self.types = frozenset(_media_type(t) for t in ((typ,) if isinstance(typ, str) else typ))
         self.leeway = leeway
@@ -250,7 +278,7 @@ class JwtVerifier:
         self.required_claims = tuple(required_claims)
         self.timeout = timeout
         self.max_jwks_bytes = max_jwks_bytes
-        self._http = _http_client(http, timeout, "JWKS fetching") if jwks_uri else None
+        self._http = _http_client(http, timeout, "JWKS fetching") if jwks_uri or discover else None
         self._own_http = http is None
         self._keys: dict[str | None, Any] = {}
         self._fresh_until = float("-inf")  # monotonic: fetch again from then on
@@ -260,6 +288,42 @@ class JwtVerifier:
         if jwks is not None:
             self._keys = self._import(jwks)
             self._fresh_until = float("inf")
+
+    @classmethod
+    def from_issuer(cls, issuer: str, *, audience: str | Sequence[str] | None, **options: Any) -> JwtVerifier:
+        """A verifier for the tokens of `issuer`, whose key set is found by discovery:
+        `JwtVerifier.from_issuer("https://login.example.com", audience="api://notes")`.
+        The other options are `JwtVerifier`'s."""
+        return cls(issuer=issuer, audience=audience, discover=True, **options)
+
+    async def _discovered_jwks_uri(self) -> str:
+        """The `jwks_uri` of the issuer's discovery document (OpenID Connect's, then
+        RFC 8414's), which must name this issuer exactly (no mix-up with another)."""
+        assert self._http is not None
+        base = self.issuer.rstrip("/")
+        parts = urlsplit(base)
+        documents = [f"{base}/.well-known/openid-configuration",
+                     f"{parts.scheme}://{parts.netloc}/.well-known/oauth-authorization-server{parts.path}"]
+        last: Exception | None = None
+        for url in documents:
+            try:
+                body, _ = await _bounded(self._http, "GET", url, limit=self.max_jwks_bytes,
+                                         deadline=self.timeout, headers={"Accept": "application/json"})
+                document = orjson.loads(body)
+            except Exception as exc:
+                last = exc
+                continue
+            if not isinstance(document, dict):
+                last = ValueError("a discovery document that is not a JSON object")
+                continue
+            if document.get("issuer") != self.issuer:
+                raise ValueError(f"the discovery document at {url} names another issuer")
+            jwks_uri = document.get("jwks_uri")
+            if not isinstance(jwks_uri, str):
+                raise ValueError(f"the discovery document at {url} has no jwks_uri")
+            _check_url(jwks_uri, "jwks_uri", self.allow_insecure_http)
+            return jwks_uri
+        raise last or ValueError("no discovery document")
 
     def _import(self, jwks: Mapping[str, Any]) -> dict[str | None, Any]:
         keys: dict[str | None, Any] = {}
@@ -296,8 +360,11 @@ class JwtVerifier:
                 if asked - self._miss_at < self.miss_interval:
                     return
                 self._miss_at = asked
-            assert self._http is not None and self.jwks_uri is not None
+            assert self._http is not None
             try:
+                if self.discover:  # again each time the keys are: the issuer may move them
+                    self.jwks_uri = await self._discovered_jwks_uri()
+                assert self.jwks_uri is not None
                 body, headers = await _bounded(self._http, "GET", self.jwks_uri, limit=self.max_jwks_bytes,
                                                deadline=self.timeout, headers={"Accept": "application/json"})
                 document = orjson.loads(body)
@@ -305,7 +372,7 @@ class JwtVerifier:
                     raise ValueError("not a JSON object")
                 keys = self._import(document)
             except Exception as exc:  # fail closed, keep the old keys
-                log.warning("JWKS fetch from %s failed: %s", self.jwks_uri, _why(exc))
+                log.warning("JWKS fetch from %s failed: %s", self.jwks_uri or self.issuer, _why(exc))
                 # Try again after miss_interval, not on every request (nor for every
                 # unknown kid) while the issuer is down.
                 self._fresh_until = time.monotonic() + self.miss_interval
@@ -330,10 +397,11 @@ class JwtVerifier:
             return None  # a list or an object where a string belongs: malformed
         if _media_type(typ) not in self.types:
             return None
-        if self.jwks_uri is not None and time.monotonic() >= self._fresh_until:
+        fetched = self.jwks_uri is not None or self.discover
+        if fetched and time.monotonic() >= self._fresh_until:
             await self._fetch(miss=False)
         key = self._select(kid)
-        if key is None and self.jwks_uri is not None:
+        if key is None and fetched:
             await self._fetch(miss=True)  # the issuer may have rotated its keys
             key = self._select(kid)
         if key is None:
@@ -349,7 +417,7 @@ class JwtVerifier:
             self._jwt.JWTClaimsRegistry(leeway=int(self.leeway), **options).validate(decoded.claims)
         except (JoseError, ValueError, TypeError):
             return None
-        return _access(decoded.claims)
+        return _access(decoded.claims, self.scope_claims)
 
     async def aclose(self) -> None:
         if self._http is not None and self._own_http:
