@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tests.test_client_memory import Scripted
 
-from nimblemcp import Context, Server
+from nimblemcp import Context, Server, StateOptions
 from nimblemcp.client import Client, InputRequestRefused, fill_defaults
 from nimblemcp.errors import ClientError
 from nimblemcp.server._sealing import new_key
@@ -21,7 +21,7 @@ NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required"
 
 
 def make_server() -> Server:
-    server = Server("mrtr", state_keys=[new_key()])
+    server = Server("mrtr", state=StateOptions(keys=[new_key()]))
 
     @server.tool
     async def everything(ctx: Context) -> str:

@@ -29,6 +29,7 @@ from _redis import RedisServer, free_port
 from _waits import HANG, wait_for_file
 
 import nimblemcp as m
+from nimblemcp import Backends
 from nimblemcp.backends.bus import Event
 from nimblemcp.backends.redis import RedisBus, RedisStore
 from nimblemcp.server._options import ServerSettings
@@ -219,7 +220,7 @@ async def test_backends_the_code_passed_in_stay_open(fresh_redis: RedisServer) -
 
 async def test_a_store_given_in_code_stays_open_while_the_env_bus_is_closed(fresh_redis: RedisServer) -> None:
     store = RedisStore(f"{fresh_redis.url}?client_name=mine")
-    server = m.Server("half", store=store)
+    server = m.Server("half", backends=Backends(store=store))
     configure(server, ServerSettings(redis_url=f"{fresh_redis.url}?client_name={NAME}"))
     try:
         assert isinstance(server.bus, RedisBus) and server.store is store

@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from nimblemcp import Context, Server, ToolError, ToolOptions, ToolResult
+from nimblemcp import Context, Server, StateOptions, ToolError, ToolOptions, ToolResult
 from nimblemcp.errors import SchemaRefused
 from nimblemcp.server._sealing import new_key
 from nimblemcp.testing import connect
@@ -66,7 +66,7 @@ async def test_known_dialects_validate_by_their_own_rules() -> None:
 
 
 async def test_elicitation_schemas_are_held_to_the_same_rules() -> None:
-    server = Server("elicit", state_keys=[new_key()])
+    server = Server("elicit", state=StateOptions(keys=[new_key()]))
 
     @server.tool
     async def ask(ctx: Context) -> str:
@@ -162,7 +162,7 @@ async def test_unexpected_errors_are_masked_with_a_reference_in_the_log(caplog: 
 
 
 async def test_details_are_shown_when_masking_is_off() -> None:
-    server = Server("dev", mask_errors=False)
+    server = Server("dev", tool_options=ToolOptions(mask_errors=False))
 
     @server.tool
     def broken() -> str:

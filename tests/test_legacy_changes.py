@@ -18,7 +18,7 @@ import pytest
 from _deploy import launch, stop
 from _redis import free_port
 
-from nimblemcp import Server
+from nimblemcp import ListenOptions, Server
 from nimblemcp.backends.bus import Event
 from nimblemcp.client import Client
 
@@ -26,7 +26,7 @@ HANG_GUARD = 30.0
 
 
 async def test_changes_gets_only_list_changes_and_resource_updates() -> None:
-    server = Server("feed", listen_queue=8)
+    server = Server("feed", listen=ListenOptions(queue=8))
     changes = server.changes()
     assert changes is not None
     async with changes as events:
@@ -43,14 +43,14 @@ async def test_changes_gets_only_list_changes_and_resource_updates() -> None:
 
 
 def test_changes_is_none_without_subscriptions() -> None:
-    assert Server("quiet", subscriptions=False).changes() is None
+    assert Server("quiet", listen=ListenOptions(enabled=False)).changes() is None
 
 
 SERVER = '''
 import nimblemcp as m
 from nimblemcp.backends.bus import Event
 
-server = m.Server("legacy-feed", "1.0", listen_queue=16)
+server = m.Server("legacy-feed", "1.0", listen=m.ListenOptions(queue=16))
 
 
 @server.resource("docs://a", mime_type="text/plain")

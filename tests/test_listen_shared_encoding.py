@@ -17,6 +17,7 @@ from _deploy import HANG_GUARD, META, headers
 from _serving import serving
 
 import nimblemcp as m
+from nimblemcp import ListenOptions
 from nimblemcp.backends.bus import Event
 from nimblemcp.jsonrpc import encode
 from nimblemcp.server._subscriptions import _notification, _shared
@@ -93,7 +94,7 @@ async def test_listen_streams_carry_the_per_listener_bytes_exactly() -> None:
 
 async def test_a_listener_that_stops_reading_is_still_ended_with_its_reason() -> None:
     """The encoded path keeps the buffer cap (`Exchange.max_buffer`) and its reason."""
-    server = m.Server("slow-reader", listen_queue=100_000)
+    server = m.Server("slow-reader", listen=ListenOptions(queue=100_000))
 
     @server.resource("test://doc")
     def doc() -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from nimblemcp import Context, Server, ToolError
+from nimblemcp import Context, Server, StateOptions, ToolError
 from nimblemcp.server._sealing import new_key
 from nimblemcp.testing import TestClient, connect
 
@@ -23,7 +23,7 @@ class Login(pydantic.BaseModel):
 
 
 def make_server(**options: Any) -> Server:
-    server = Server("mrtr", state_keys=[new_key()], **options)
+    server = Server("mrtr", **options, state=StateOptions(keys=[new_key()]))
 
     @server.tool
     async def greet(ctx: Context) -> str:
@@ -314,7 +314,7 @@ async def test_other_methods_never_return_input_required() -> None:
 
 async def test_state_handles_lifecycle_and_expiry() -> None:
     """TOOL-14: opaque high-entropy handles, TTL, clear tool error when unknown/expired."""
-    server = Server("handles", handle_ttl=0.05)
+    server = Server("handles", state=StateOptions(handle_ttl=0.05))
 
     @server.tool
     async def open_basket(ctx: Context) -> str:

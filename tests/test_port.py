@@ -62,7 +62,7 @@ def test_server_is_the_core_with_no_extra_frame() -> None:
     assert core.prepare.__func__ is Dispatcher.prepare  # type: ignore[attr-defined]
     assert core.tool_header_rules("nope") == ()
     assert list(core.describe()) == ["capabilities", "serverInfo"]
-    assert m.Server("x", instructions="hi", subscriptions=False).changes() is None
+    assert m.Server("x", instructions="hi", listen=ListenOptions(enabled=False)).changes() is None
 
 
 async def test_prepare_and_execute_through_the_port() -> None:
@@ -202,9 +202,10 @@ async def test_http_security_options_object_and_flat_overrides() -> None:
 
 # -- options, and the environment read in one place -------------------------------------------
 
-def test_flat_keywords_map_onto_option_groups() -> None:
-    server = m.Server("opts", state_ttl=5, one_time_state=True, handle_ttl=9, listen_queue=3,
-                      subscriptions=False, audience="aud")
+def test_each_option_has_one_spelling_its_group() -> None:
+    """Issue 32: the option groups are the only spelling; the flat duplicates are gone."""
+    server = m.Server("opts", state=StateOptions(ttl=5, one_time=True, handle_ttl=9, audience="aud"),
+                      listen=ListenOptions(enabled=False, queue=3))
     assert server.state_options == StateOptions(ttl=5, one_time=True, audience="aud", handle_ttl=9)
     assert server.listen_options == ListenOptions(enabled=False, queue=3)
     assert (server.state_ttl, server.one_time_state, server.audience) == (5, True, "aud")
@@ -212,6 +213,10 @@ def test_flat_keywords_map_onto_option_groups() -> None:
     assert (grouped.state_ttl, grouped.listen_queue, grouped.subscriptions) == (7, 4, True)
     store = MemoryStore()
     assert m.Server("opts", backends=Backends(store=store)).store is store
+    for flat in ("state_keys", "state_ttl", "one_time_state", "audience", "handle_ttl", "store", "bus",
+                 "subscriptions", "listen_queue", "mask_errors"):
+        with pytest.raises(TypeError, match=flat):
+            m.Server("opts", **{flat: None})
 
 
 def test_server_init_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -236,7 +241,7 @@ def test_settings_fill_in_only_what_the_code_did_not_give() -> None:
     settings.apply(plain)  # a second application changes nothing
     assert plain.store is applied
     store = MemoryStore()
-    explicit = m.Server("env", state_keys=["B" * 43], store=store)
+    explicit = m.Server("env", state=StateOptions(keys=("B" * 43,)), backends=Backends(store=store))
     settings.apply(explicit)
     assert explicit._state_keys == ["B" * 43] and explicit.store is store
     assert ServerSettings.from_env({}) == ServerSettings()

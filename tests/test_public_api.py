@@ -545,7 +545,7 @@ def test_new_state_key_is_public_and_lazy() -> None:
     """README's key recipe uses no private module; the sealing module loads only on use."""
     code = ("import sys, nimblemcp; before = 'nimblemcp.server._sealing' in sys.modules; "
             "key = nimblemcp.new_state_key(); "
-            "from nimblemcp.server import Server; Server('k', state_keys=[key]); print(before, len(key))")
+            "from nimblemcp.server import Server, StateOptions; Server('k', state=StateOptions(keys=[key])); print(before, len(key))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True).stdout
     assert out.split() == ["False", "43"]
 

@@ -28,6 +28,7 @@ from _deploy import HANG_GUARD, META, headers, launch, stop
 from _redis import RedisServer, free_port, shared
 
 import nimblemcp as m
+from nimblemcp import Backends
 from nimblemcp.errors import McpError, RegistrationNotShared
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
@@ -68,7 +69,7 @@ async def test_runtime_changes_with_shared_backends_are_refused(redis: RedisServ
             yield
             s.remove_tool("at_startup")  # shut-down: fine too
 
-        server = m.Server("shared", store=store, bus=bus, lifespan=lifespan)
+        server = m.Server("shared", lifespan=lifespan, backends=Backends(store=store, bus=bus))
         server.add_tool(hello, name="early")  # import time: fine
         server.add_prompt(PromptEntry(hello, name="early_prompt"))
         async with connect(server) as client:
@@ -93,7 +94,7 @@ async def test_runtime_changes_with_shared_backends_are_refused(redis: RedisServ
 
 async def test_local_registrations_are_allowed(redis: RedisServer) -> None:
     async with shared(redis) as (store, bus):
-        server = m.Server("local", store=store, bus=bus, registrations="local")
+        server = m.Server("local", registrations="local", backends=Backends(store=store, bus=bus))
         async with connect(server) as client:
             server.add_tool(hello, name="late")
             server.add_resource(ResourceEntry("test://late", hello))
@@ -103,7 +104,7 @@ async def test_local_registrations_are_allowed(redis: RedisServer) -> None:
 
 async def test_a_mounted_servers_runtime_change_is_refused_by_its_shared_host(redis: RedisServer) -> None:
     async with shared(redis) as (store, bus):
-        host = m.Server("host", store=store, bus=bus)
+        host = m.Server("host", backends=Backends(store=store, bus=bus))
         child = m.Server("child")
         host.mount(child, "c")
         async with connect(host):
@@ -113,7 +114,7 @@ async def test_a_mounted_servers_runtime_change_is_refused_by_its_shared_host(re
             with pytest.raises(RegistrationNotShared, match="cannot mount server 'late'"):
                 host.mount(m.Server("late"), "late")  # mounting while serving: the same rule
             assert [s.name for s in host.mounted] == ["child"]
-        local_host = m.Server("host2", store=store, bus=bus, registrations="local")
+        local_host = m.Server("host2", registrations="local", backends=Backends(store=store, bus=bus))
         local_host.mount(child, "c")
         async with connect(local_host) as client:
             child.add_tool(hello)

@@ -11,6 +11,7 @@ import pytest
 import typing_extensions
 
 import nimblemcp as m
+from nimblemcp import ToolOptions
 from nimblemcp.testing import connect
 
 
@@ -204,7 +205,7 @@ async def test_tool_08_protocol_errors() -> None:
 async def test_tool_08_raising_and_tool_error_become_iserror() -> None:
     # Unmasked (the development option): the exception's text reaches the model.
     # Masking by default is tested in test_hardening_leaks.py (issue 12).
-    server = m.Server("s", mask_errors=False)
+    server = m.Server("s", tool_options=ToolOptions(mask_errors=False))
 
     @server.tool()
     def boom() -> str:

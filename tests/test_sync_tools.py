@@ -22,7 +22,7 @@ import httpx
 import pytest
 from _deploy import call, launch, stop
 
-from nimblemcp import Context, Depends, InvalidParams, Server, ToolError
+from nimblemcp import Context, Depends, InvalidParams, Server, StateOptions, ToolError
 from nimblemcp._port import NoIO
 from nimblemcp.server._mrtr import InputRequired
 from nimblemcp.server._sealing import new_key
@@ -46,7 +46,7 @@ def _where(ctx: Context) -> str:
 
 
 def _server(with_middleware: bool = False) -> Server:
-    server = Server("sync-tools", "1.0.0", state_keys=[new_key()])
+    server = Server("sync-tools", "1.0.0", state=StateOptions(keys=[new_key()]))
 
     @server.tool
     def add(a: int, b: int, scale: float = 1.0) -> int:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import pydantic
 import pytest
 
-from nimblemcp import ContentBlock, Context, SampleResult, Server
+from nimblemcp import ContentBlock, Context, SampleResult, Server, StateOptions
 from nimblemcp.client import Client
 from nimblemcp.content import image, text
 from nimblemcp.server._sealing import new_key
@@ -82,7 +82,7 @@ async def test_content_block_return_types_are_content_not_json_text() -> None:
 
 
 def _asking_server() -> Server:
-    server = Server("asking", state_keys=[new_key()])
+    server = Server("asking", state=StateOptions(keys=[new_key()]))
 
     @server.tool()
     async def summarize(topic: str, ctx: Context) -> str:

@@ -14,9 +14,9 @@ import asyncio
 import os
 import time
 
-from nimblemcp import Server
+from nimblemcp import ListenOptions, Server
 
-server = Server("bench-listen", "1.0.0", listen_queue=int(os.environ.get("BENCH_LISTEN_QUEUE", "256")))
+server = Server("bench-listen", "1.0.0", listen=ListenOptions(queue=int(os.environ.get("BENCH_LISTEN_QUEUE", "256"))))
 
 
 @server.resource("bench://t")

@@ -75,7 +75,7 @@ __version__ = "0.1.0"
 # Every public name is imported on first use (PEP 562), so each program pays only for
 # the side it uses: `from nimblemcp import Client` never imports the server, a stdio
 # server never imports the client, and the sealing module loads only when a key is made
-# (`new_state_key()` makes one for NIMBLEMCP_STATE_KEYS / `state_keys=`).
+# (`new_state_key()` makes one for NIMBLEMCP_STATE_KEYS / `StateOptions(keys=...)`).
 # name -> (module, attribute in it).
 _ERRORS = ("ClientError", "InvalidParams", "McpError", "MissingClientCapability", "ProtocolError",
            "RequestTimeout", "ResourceNotFound", "StartupError", "ToolError", "TransportError")

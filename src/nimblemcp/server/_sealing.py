@@ -54,7 +54,7 @@ def _decode_key(text: str) -> bytes:
 
 
 def new_key() -> str:
-    """A fresh key in the format NIMBLEMCP_STATE_KEYS and `state_keys=` accept."""
+    """A fresh key in the format NIMBLEMCP_STATE_KEYS and `StateOptions(keys=...)` accept."""
     return base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
 
 
@@ -77,7 +77,7 @@ class Sealer:
         else:
             self.keys = [os.urandom(32)]
             logger.warning(
-                "no requestState key configured (%s or state_keys=): using a per-process key; "
+                "no requestState key configured (%s or StateOptions(keys=)): using a per-process key; "
                 "fine for one process, wrong for several instances behind a load balancer",
                 ENV_KEYS,
             )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from nimblemcp.backends.bus import Event, InProcessBus, Match
@@ -50,13 +49,6 @@ if TYPE_CHECKING:
 
 F = Callable[..., Any]
 logger = logging.getLogger("nimblemcp.server")
-_O = TypeVar("_O", StateOptions, Backends, ListenOptions, ToolOptions)
-
-
-def _override(options: _O, **given: Any) -> _O:
-    """`options` with the flat keyword arguments that were given (not None)."""
-    given = {k: v for k, v in given.items() if v is not None}
-    return replace(options, **given) if given else options
 
 _NO_SCOPES: frozenset[str] = frozenset()
 # What `changes()` (the legacy adapter's feed) wants: the list changes `_changed`
@@ -147,17 +139,6 @@ class Server:
         registrations: Literal["shared", "local"] = "shared",
         include_tags: Iterable[str] | None = None,
         exclude_tags: Iterable[str] | None = None,
-        # Flat spellings of the option groups above (each overrides its group's field).
-        state_keys: list[str] | None = None,
-        state_ttl: float | None = None,
-        one_time_state: bool | None = None,
-        audience: str | None = None,
-        handle_ttl: float | None = None,
-        store: KeyValueStore | None = None,
-        bus: NotificationBus | None = None,
-        subscriptions: bool | None = None,
-        listen_queue: int | None = None,
-        mask_errors: bool | None = None,
     ) -> None:
         info: dict[str, Any] = {"name": name, "version": version}
         for key, value in (("title", title), ("description", description),
@@ -191,12 +172,12 @@ class Server:
         self.change_listeners: list[Callable[[str], None]] = []
         # Called with the URI on `notify_resource_updated` (a host that mounted us).
         self.update_listeners: list[Callable[[str], None]] = []
-        state = _override(state or StateOptions(), keys=None if state_keys is None else tuple(state_keys),
-                          ttl=state_ttl, one_time=one_time_state, audience=audience, handle_ttl=handle_ttl)
-        backends = _override(backends or Backends(), store=store, bus=bus)
-        listen = _override(listen or ListenOptions(), enabled=subscriptions, queue=listen_queue)
+        # Each option in one place: its group (`_options`), or the environment's settings.
+        state = state or StateOptions()
+        backends = backends or Backends()
+        listen = listen or ListenOptions()
         self.state_options, self.backends = state, backends
-        self.tool_options = _override(tool_options or ToolOptions(), mask_errors=mask_errors)
+        self.tool_options = tool_options or ToolOptions()
         self.task_options = task_options or TaskOptions()  # read by the TaskManager
         self.legacy_options = legacy or LegacyOptions()  # read by the transports' legacy adapter
         # What the request path reads of these settings, frozen (`_config`).
@@ -797,7 +778,7 @@ class Server:
 
     def changes(self) -> Changes | None:
         """A new subscription to list changes and resource updates (None when
-        `subscriptions=False`); see `nimblemcp._port.Changes`. Only those kinds of
+        `ListenOptions(enabled=False)`); see `nimblemcp._port.Changes`. Only those kinds of
         event reach it (a `Match`), so other traffic on the bus (task changes) neither
         wakes it nor fills its queue."""
         return self.bus.subscribe(self.listen_queue, match=_CHANGES) if self.subscriptions else None
