@@ -51,7 +51,7 @@ SERVER = textwrap.dedent('''
     import nimblemcp as m
     from nimblemcp.serving import run_http
 
-    server = m.Server("soak", "1.0", state_keys=["c29hay1iZW5jaG1hcmsta2V5LTMyLWJ5dGVzLWxvbmc"])
+    server = m.Server("soak", "1.0", state=m.StateOptions(keys=["c29hay1iZW5jaG1hcmsta2V5LTMyLWJ5dGVzLWxvbmc"]))
 
     @server.tool()
     async def echo(text: str) -> str:

@@ -46,7 +46,7 @@ async def test_sigterm_ends_legacy_get_streams_cleanly_and_exits_promptly(
 ) -> None:
     src = write_server(tmp_path)
     if not subscriptions:
-        src.write_text(src.read_text().replace('m.Server("deploy")', 'm.Server("deploy", subscriptions=False)'))
+        src.write_text(src.read_text().replace('m.Server("deploy")', 'm.Server("deploy", listen=m.ListenOptions(enabled=False))'))
     port = free_port()
     log = tmp_path / "a.log"
     proc = launch(src, port, log, "--shutdown-timeout", str(DEADLINE))
@@ -90,7 +90,7 @@ async def test_sigint_ends_legacy_get_streams_at_once(tmp_path: Path, subscripti
     shutdown deadline cut it), and the process exits long before that deadline."""
     src = write_server(tmp_path)
     if not subscriptions:
-        src.write_text(src.read_text().replace('m.Server("deploy")', 'm.Server("deploy", subscriptions=False)'))
+        src.write_text(src.read_text().replace('m.Server("deploy")', 'm.Server("deploy", listen=m.ListenOptions(enabled=False))'))
     port = free_port()
     log = tmp_path / "a.log"
     proc = launch(src, port, log, "--shutdown-timeout", str(DEADLINE))

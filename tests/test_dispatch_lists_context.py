@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import orjson
 import pytest
 
-from nimblemcp import Context, Depends, Server, ToolError
+from nimblemcp import Context, Depends, Server, StateOptions, ToolError
 from nimblemcp._port import NoIO
 from nimblemcp.server._mrtr import InputRequired
 from nimblemcp.server._sealing import new_key
@@ -31,7 +31,7 @@ def _prefix(ctx: Context) -> str:
 
 
 def _server(with_middleware: bool = False, seen: list[str] | None = None, **options: Any) -> Server:
-    options.setdefault("state_keys", [new_key()])
+    options.setdefault("state", StateOptions(keys=[new_key()]))
     server = Server("round5", "1.0.0", **options)
 
     @server.tool

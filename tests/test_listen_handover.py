@@ -112,7 +112,7 @@ async def test_a_successor_skips_what_comes_before_its_mark_returns() -> None:
     """Its predecessor delivers those (on Redis, every instance sees one order); a mark
     that never returns is waited for `handover` seconds at most."""
     bus = HeldMarks()
-    server = make(bus=bus, listen=m.ListenOptions(handover=0.5))
+    server = make(backends=m.Backends(bus=bus), listen=m.ListenOptions(handover=0.5))
     new = Listen(server, "n", "the-old-listens-token")
     await new.ack()
     assert bus.held == [Event("listen-handed", "the-old-listens-token")]

@@ -28,6 +28,7 @@ from _redis import RedisServer, free_port, shared
 from _serving import serving
 
 import nimblemcp as m
+from nimblemcp import Backends
 from nimblemcp.errors import RegistrationNotShared
 from nimblemcp.server._resources import ResourceEntry
 from nimblemcp.server._sealing import new_key
@@ -70,7 +71,7 @@ async def call(c: httpx.AsyncClient, url: str, name: str, arguments: dict[str, A
 
 async def test_the_first_served_request_counts_as_serving(redis: RedisServer) -> None:
     async with shared(redis) as (store, bus):
-        server = make("unmounted", store=store, bus=bus)
+        server = make("unmounted", backends=Backends(store=store, bus=bus))
         async with serving(mounted(server)) as base, httpx.AsyncClient(timeout=HANG_GUARD) as c:
             server.add_tool(hello, name="before_any_request")  # not serving yet: as at import time
             assert not server._lifespan.started  # no lifespan ran, none will
@@ -88,7 +89,7 @@ async def test_the_first_served_request_counts_as_serving(redis: RedisServer) ->
 
 async def test_local_registrations_and_memory_backends_still_register_at_runtime(redis: RedisServer) -> None:
     async with shared(redis) as (store, bus):
-        local = make("local", registrations="local", store=store, bus=bus)
+        local = make("local", registrations="local", backends=Backends(store=store, bus=bus))
         memory = make("memory")
         for server in (local, memory):
             async with serving(mounted(server)) as base, httpx.AsyncClient(timeout=HANG_GUARD) as c:
@@ -111,7 +112,7 @@ async def test_the_lifespans_shut_down_may_still_change_the_registry(redis: Redi
             except RegistrationNotShared as exc:
                 seen.append(f"refused: {exc}")
 
-        server = make("with-lifespan", lifespan=lifespan, store=store, bus=bus)
+        server = make("with-lifespan", lifespan=lifespan, backends=Backends(store=store, bus=bus))
         config = uvicorn.Config(server.asgi_app(), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
         uv = uvicorn.Server(config)
         task = asyncio.create_task(uv.serve())
@@ -137,7 +138,7 @@ async def test_a_2024_sse_stream_counts_as_serving_too(redis: RedisServer) -> No
     from starlette.routing import Mount
 
     async with shared(redis) as (store, bus):
-        server = make("unmounted-sse", store=store, bus=bus)
+        server = make("unmounted-sse", backends=Backends(store=store, bus=bus))
         host = Starlette(routes=[Mount("/api", app=server.asgi_app(legacy_sse=True))])
         async with serving(host) as base, httpx.AsyncClient(timeout=HANG_GUARD) as c:
             server.add_tool(hello, name="before_any_request")

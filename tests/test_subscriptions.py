@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nimblemcp import Server
+from nimblemcp import ListenOptions, Server
 from nimblemcp.backends.bus import Event, InProcessBus, SlowListener
 from nimblemcp.jsonrpc import decode, encode
 
@@ -149,7 +149,7 @@ async def test_bad_filter_is_invalid_params(bad: Any) -> None:
 
 async def test_capabilities_advertise_list_changed_and_subscribe_only_when_enabled() -> None:
     assert make_server().capabilities()["resources"] == {"subscribe": True, "listChanged": True}
-    quiet = make_server(subscriptions=False)
+    quiet = make_server(listen=ListenOptions(enabled=False))
     assert quiet.capabilities()["tools"] == {}
     response = await quiet.handle({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
                                    "params": {"_meta": META, "notifications": {}}})
@@ -158,7 +158,7 @@ async def test_capabilities_advertise_list_changed_and_subscribe_only_when_enabl
 
 async def test_slow_listener_is_cut_off_with_a_reason_while_others_keep_receiving() -> None:
     """Bounded queues: a burst larger than the queue ends that listener only."""
-    server = make_server(listen_queue=4)
+    server = make_server(listen=ListenOptions(queue=4))
     slow = Listener(server, "slow", {"toolsListChanged": True})
     await slow.wait_for(1)
     fast_sub = server.bus.subscribe(max_queue=1000)

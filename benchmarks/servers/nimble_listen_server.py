@@ -7,7 +7,7 @@ events round-robin over `topics` such URIs, each URI carrying its sequence numbe
 publish time (`time.monotonic_ns()`, the same clock in every process of this machine):
 `bench://t/<k>/<seq>/<ns>`, beneath `bench://t/<k>`, so it reaches that topic's listeners.
 `BENCH_LISTEN_QUEUE` sets how many events a listener may fall behind before it is ended
-(`Server(listen_queue=...)`, default 256).
+(`Server(listen=ListenOptions(queue=...))`, default 256).
 """
 
 import asyncio
