@@ -49,7 +49,7 @@ MAX_DURATION = 600.0
 SERVER = textwrap.dedent('''
     import asyncio, sys
     import nimblemcp as m
-    from nimblemcp.serving import run_http
+    from nimblemcp.serving import HttpServeOptions, run_http
 
     server = m.Server("soak", "1.0", state=m.StateOptions(keys=["c29hay1iZW5jaG1hcmsta2V5LTMyLWJ5dGVzLWxvbmc"]))
 
@@ -75,7 +75,7 @@ SERVER = textwrap.dedent('''
         import gc
         return gc.collect()
 
-    run_http(server, port=int(sys.argv[1]), log_level="error")
+    run_http(server, port=int(sys.argv[1]), options=HttpServeOptions(log_level="error"))
 ''')
 
 

@@ -442,7 +442,7 @@ QUICK_SERVER = textwrap.dedent('''
     import sys
 
     import nimblemcp as m
-    from nimblemcp.serving import run_http
+    from nimblemcp.serving import HttpServeOptions, run_http
     from nimblemcp.transports.http_security import HttpSecurity
 
     server = m.Server("quick", "1.0")
@@ -454,7 +454,7 @@ QUICK_SERVER = textwrap.dedent('''
 
 
     # What `nimblemcp run --engine ENGINE` serves, with short connection limits.
-    run_http(server, port=int(sys.argv[1]), engine=sys.argv[2], log_level="warning",
+    run_http(server, port=int(sys.argv[1]), engine=sys.argv[2], options=HttpServeOptions(log_level="warning"),
              security=HttpSecurity(head_timeout=1.0, idle_timeout=1.0, body_timeout=2.0))
 ''')
 

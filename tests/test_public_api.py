@@ -329,6 +329,8 @@ PUBLIC_API: dict[str, list[str]] = {
         "OpenAISampler",
     ],
     "nimblemcp.serving": [
+        "HttpServeOptions",
+        "TlsFiles",
         "asgi_app",
         "bare_asgi_app",
         "configure",

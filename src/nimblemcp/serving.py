@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from nimblemcp.errors import StartupError
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from nimblemcp.transports.http import McpHttpApp
     from nimblemcp.transports.http_security import HttpSecurity, SecurityMiddleware
 
-__all__ = ["asgi_app", "bare_asgi_app", "configure", "run", "run_http", "run_stdio"]
+__all__ = ["HttpServeOptions", "TlsFiles", "asgi_app", "bare_asgi_app", "configure", "run", "run_http",
+           "run_stdio"]
 
 _ENGINES = ("uvicorn", "nimblemcp")  # `run_http(engine=...)`: the first is the default
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -160,88 +162,126 @@ def _public_paths(server: Server, health: bool) -> list[str]:
     return [*HEALTH_PATHS, *public] if health else public
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """HTTPS for `run_http` on either engine: `certfile` (PEM, the certificate chain),
+    `keyfile` (its key, if not in the same file), `keyfile_password` (an encrypted key),
+    `ca_certs` (PEM CA certificates: every client must then present a certificate signed
+    by one of them). `TlsFiles("cert.pem", "key.pem")`."""
+
+    certfile: str
+    keyfile: str | None = None
+    keyfile_password: str | None = None
+    ca_certs: str | None = None
+
+    def check(self) -> None:
+        """Load the files once, so that one that cannot be used stops the start with
+        one clear line (uvicorn would print a traceback)."""
+        import ssl
+
+        try:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.certfile, self.keyfile, self.keyfile_password)
+            if self.ca_certs is not None:
+                context.load_verify_locations(cafile=self.ca_certs)
+        except (OSError, ssl.SSLError) as exc:
+            import sys
+
+            print(f"error: cannot serve HTTPS: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        import ssl
+
+        return {"ssl_certfile": self.certfile, "ssl_keyfile": self.keyfile,
+                "ssl_keyfile_password": self.keyfile_password, "ssl_ca_certs": self.ca_certs,
+                "ssl_cert_reqs": ssl.CERT_REQUIRED if self.ca_certs is not None else ssl.CERT_NONE}
+
+
+@dataclass(frozen=True)
+class HttpServeOptions:
+    """How `run_http` serves, beside where and on which engine: built once and handed
+    unchanged to uvicorn's `Config` or to nimblemcp's engine.
+
+    `keepalive`: seconds between SSE keep-alive comments. `shutdown_timeout`: seconds
+    in-flight requests (and running tasks) get at a stop. `log_level`, `access_log`, and
+    `log_config` (a logging dictConfig applied first, e.g. JSON lines). Behind a proxy:
+    `root_path` is the prefix the proxy strips; `proxy_headers` with
+    `forwarded_allow_ips` (the proxies trusted for X-Forwarded-For/Proto, default
+    127.0.0.1) set the client address and scheme. `reuse_port` binds with SO_REUSEPORT
+    so several processes share the port (`nimblemcp run --workers`). `tls`: HTTPS."""
+
+    keepalive: float = 15.0
+    shutdown_timeout: float = 10.0
+    log_level: str = "info"
+    access_log: bool = False
+    log_config: dict[str, Any] | None = None
+    root_path: str = ""
+    proxy_headers: bool = True
+    forwarded_allow_ips: str | None = None
+    reuse_port: bool = False
+    tls: TlsFiles | None = None
+
+
 def run_http(
     server: Server,
     host: str = "127.0.0.1",
     port: int = 8000,
     path: str = "/mcp",
     *,
-    security: HttpSecurity | None = None,
-    allowed_origins: list[str] | None = None,
-    allowed_hosts: list[str] | None = None,
-    max_body: int | None = None,
-    cors: bool = False,
-    keepalive: float = 15.0,
-    shutdown_timeout: float = 10.0,
-    log_level: str = "info",
-    access_log: bool = False,
-    legacy_sessions: bool = True,
-    auth: dict[str, Any] | None = None,
-    root_path: str = "",
-    proxy_headers: bool = True,
-    forwarded_allow_ips: str | None = None,
-    reuse_port: bool = False,
-    log_config: dict[str, Any] | None = None,
-    legacy_sse: bool = False,
     engine: str = "uvicorn",
+    options: HttpServeOptions | None = None,
+    security: HttpSecurity | None = None,
+    auth: dict[str, Any] | None = None,
+    legacy_sessions: bool = True,
+    legacy_sse: bool = False,
     on_started: Callable[[str, int], None] | None = None,
-    ssl_certfile: str | None = None,
-    ssl_keyfile: str | None = None,
-    ssl_keyfile_password: str | None = None,
-    ssl_ca_certs: str | None = None,
 ) -> None:
     """Serve `server` over HTTP/1.1, blocking: under uvicorn (`engine="uvicorn"`, the
     default) or on nimblemcp's own, faster engine (`engine="nimblemcp"`, opt-in:
     asyncio + httptools, uvloop when installed; see `transports/h1/engine_server.py`).
+    `run_http(server, port=8000, options=HttpServeOptions(log_level="warning"))`.
 
     Bound to 127.0.0.1 unless told otherwise (HTTP-02). The guards are `security`
-    with the flat keyword arguments replacing its fields (see `secure_app`). On a
+    (`HttpSecurity`: allowed origins and hosts, body and header limits, CORS); on a
     non-loopback bind with no `allowed_hosts`, any Host is accepted (Origin is still
-    checked). Shutdown
-    lets in-flight requests finish for at most `shutdown_timeout` seconds.
-    `legacy_sessions=False` turns the 2025-11-25 session leg off; `auth` makes the
-    endpoint an OAuth resource server (see `http_auth.BearerAuth`).
-
-    Behind a proxy: `root_path` is the prefix the proxy strips; `proxy_headers` with
-    `forwarded_allow_ips` (uvicorn's: the proxies trusted for X-Forwarded-For/Proto,
-    default 127.0.0.1) set the client address and scheme. `reuse_port` binds with
-    SO_REUSEPORT so several processes share the port (`nimblemcp run --workers`);
-    `log_config` is a logging dictConfig applied first (e.g. JSON lines; default:
-    text lines on stderr at `log_level`).
-    `legacy_sse=True` also serves the deprecated 2024-11-05 HTTP+SSE transport
-    (GET `/sse`, POST `/messages/`; per-process sessions, not with `auth`).
+    checked). `options` are the rest (`HttpServeOptions`: shutdown grace, logs, proxy
+    headers, port sharing, TLS). `legacy_sessions=False` turns the 2025-11-25 session
+    leg off; `auth` makes the endpoint an OAuth resource server (see
+    `http_auth.BearerAuth`). `legacy_sse=True` also serves the deprecated 2024-11-05
+    HTTP+SSE transport (GET `/sse`, POST `/messages/`; per-process sessions, not with
+    `auth`).
 
     The port is bound before anything starts: one that cannot be (in use, an address
     not this machine's, a privileged port) raises `CannotListen` and nothing ran. Once
     the lifespan has started and connections are served, `on_started(host, port)` is
-    called with the address bound (the real port when `port=0`).
-
-    HTTPS on either engine: `ssl_certfile` (PEM, the certificate chain), `ssl_keyfile`
-    (its key, if not in the same file) and `ssl_keyfile_password` (an encrypted key);
-    `ssl_ca_certs` (PEM CA certificates) requires every client to present a
-    certificate signed by one of them. A file that cannot be used stops the start
-    with a one-line error (exit status 1).
+    called with the address bound (the real port when `port=0`). A TLS file that cannot
+    be used stops the start with a one-line error (exit status 1).
     """
     from nimblemcp._extras import needs_extra
 
     if engine not in _ENGINES:
         raise ValueError(f"unknown engine {engine!r} (use {' or '.join(_ENGINES)})")
-    tls = _Tls(ssl_certfile, ssl_keyfile, ssl_keyfile_password, ssl_ca_certs)
-    tls.check()
+    opts = options or HttpServeOptions()
+    tls = opts.tls
+    if tls is not None:
+        tls.check()
     with needs_extra("http", "HTTP serving"):
         if engine == "uvicorn":
             import uvicorn
         else:
             import httptools  # noqa: F401
 
-    if allowed_hosts is None and (security is None or security.allowed_hosts is None) and host not in _LOOPBACK:
-        allowed_hosts = ["*"]
+    if security is None:
+        from nimblemcp.transports.http_security import HttpSecurity
+
+        security = HttpSecurity()
+    if security.allowed_hosts is None and host not in _LOOPBACK:
+        security = replace(security, allowed_hosts=("*",))
     # The app's lifespan start collects and freezes what start-up built (`freeze_gc`).
-    app = asgi_app(
-        server, path=path, keepalive=keepalive, freeze_gc=True, legacy_sessions=legacy_sessions,
-        security=security, allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, max_body=max_body,
-        cors=cors, auth=auth, legacy_sse=legacy_sse,
-    )
+    app = asgi_app(server, path=path, keepalive=opts.keepalive, freeze_gc=True,
+                   legacy_sessions=legacy_sessions, security=security, auth=auth, legacy_sse=legacy_sse)
+    shutdown_timeout = opts.shutdown_timeout
     from nimblemcp.transports._drain import ListenDrain
 
     if engine == "nimblemcp":
@@ -249,23 +289,21 @@ def run_http(
     drain = ListenDrain(app)
     drain.on_drain(lambda: server.drain(shutdown_timeout))  # running tasks get the grace time
     drain.listens = lambda: server.move_listeners(min(server.listen_options.handover, shutdown_timeout))
-    sockets = _listen(host, port, reuse_port)
+    sockets = _listen(host, port, opts.reuse_port)
     if engine == "nimblemcp":
-        _run_engine(server, drain, sockets, host=host, port=port, shutdown_timeout=shutdown_timeout,
-                    log_level=log_level, access_log=access_log, root_path=root_path,
-                    proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
-                    log_config=log_config, on_started=on_started, tls=tls)
+        _run_engine(server, drain, sockets, host=host, port=port, options=opts, on_started=on_started)
         return
     from nimblemcp.transports._uvicorn import uvicorn_limits
 
     config = uvicorn.Config(
         drain.entry, host=host, port=port, loop="auto", lifespan="on",
-        log_level=log_level, access_log=access_log, server_header=False,
+        log_level=opts.log_level, access_log=opts.access_log, server_header=False,
         timeout_graceful_shutdown=max(1, round(shutdown_timeout)),
-        root_path=root_path, proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
-        log_config=uvicorn.config.LOGGING_CONFIG if log_config is None else log_config,
+        root_path=opts.root_path, proxy_headers=opts.proxy_headers,
+        forwarded_allow_ips=opts.forwarded_allow_ips,
+        log_config=uvicorn.config.LOGGING_CONFIG if opts.log_config is None else opts.log_config,
         **uvicorn_limits(app.security),  # head deadline and size, keep-alive (SECURITY.md)
-        **tls.uvicorn_options(),
+        **(tls.uvicorn_options() if tls is not None else {}),
     )
 
     received: list[int] = []
@@ -282,7 +320,7 @@ def run_http(
             shown = f"[{bound_host}]" if ":" in bound_host else bound_host
             logging.getLogger("uvicorn.error").info(
                 "Uvicorn running on %s://%s:%d (Press CTRL+C to quit)",
-                "https" if tls.certfile else "http", shown, bound_port)
+                "https" if tls is not None else "http", shown, bound_port)
             if on_started is not None:
                 on_started(bound_host, bound_port)
 
@@ -339,60 +377,25 @@ def run_http(
         raise SystemExit(1)
 
 
-class _Tls:
-    """`run_http`'s TLS options, for either engine."""
-
-    def __init__(self, certfile: str | None, keyfile: str | None, password: str | None,
-                 ca_certs: str | None) -> None:
-        if certfile is None and (keyfile or password or ca_certs):
-            raise ValueError("ssl_keyfile, ssl_keyfile_password and ssl_ca_certs need ssl_certfile")
-        self.certfile, self.keyfile, self.password, self.ca_certs = certfile, keyfile, password, ca_certs
-
-    def check(self) -> None:
-        """Load the files once, so that one that cannot be used stops the start with
-        one clear line (uvicorn would print a traceback)."""
-        if self.certfile is None:
-            return
-        import ssl
-
-        try:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(self.certfile, self.keyfile, self.password)
-            if self.ca_certs is not None:
-                context.load_verify_locations(cafile=self.ca_certs)
-        except (OSError, ssl.SSLError) as exc:
-            import sys
-
-            print(f"error: cannot serve HTTPS: {exc}", file=sys.stderr)
-            raise SystemExit(1) from None
-
-    def uvicorn_options(self) -> dict[str, Any]:
-        if self.certfile is None:
-            return {}
-        import ssl
-
-        return {"ssl_certfile": self.certfile, "ssl_keyfile": self.keyfile,
-                "ssl_keyfile_password": self.password, "ssl_ca_certs": self.ca_certs,
-                "ssl_cert_reqs": ssl.CERT_REQUIRED if self.ca_certs is not None else ssl.CERT_NONE}
-
-
 def _run_engine(server: Server, drain: Any, sockets: list[Any], *, host: str, port: int,
-                shutdown_timeout: float, log_level: str, access_log: bool, root_path: str,
-                proxy_headers: bool, forwarded_allow_ips: str | None, log_config: dict[str, Any] | None,
-                on_started: Callable[[str, int], None] | None, tls: _Tls) -> None:
+                options: HttpServeOptions, on_started: Callable[[str, int], None] | None) -> None:
     """`run_http` on nimblemcp's own engine: the same limits, drain and exit status."""
     from nimblemcp.transports._uvicorn import head_limit
     from nimblemcp.transports.h1.engine_server import EngineConfig, run
 
-    _configure_logging(log_level, log_config)
+    _configure_logging(options.log_level, options.log_config)
     security = drain.app.security
+    tls = options.tls
     config = EngineConfig(
         host=host, port=port, sockets=tuple(sockets),
-        root_path=root_path, proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips,
+        root_path=options.root_path, proxy_headers=options.proxy_headers,
+        forwarded_allow_ips=options.forwarded_allow_ips,
         head_timeout=security.head_timeout, max_head=head_limit(security),
-        idle_timeout=security.idle_timeout, shutdown_timeout=shutdown_timeout, access_log=access_log,
-        ssl_certfile=tls.certfile, ssl_keyfile=tls.keyfile, ssl_keyfile_password=tls.password,
-        ssl_ca_certs=tls.ca_certs,
+        idle_timeout=security.idle_timeout, shutdown_timeout=options.shutdown_timeout,
+        access_log=options.access_log,
+        ssl_certfile=tls.certfile if tls else None, ssl_keyfile=tls.keyfile if tls else None,
+        ssl_keyfile_password=tls.keyfile_password if tls else None,
+        ssl_ca_certs=tls.ca_certs if tls else None,
     )
 
     async def before_stop(signum: int) -> None:

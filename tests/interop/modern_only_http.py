@@ -16,7 +16,13 @@ from nimble_server import server
 from nimblemcp.serving import run_http
 
 if __name__ == "__main__":
-    options = {"port": int(sys.argv[1]), "log_level": "warning"}
+    options: dict[str, object] = {"port": int(sys.argv[1])}
+    if "options" in inspect.signature(run_http).parameters:  # one spelling per option (issue 32)
+        from nimblemcp.serving import HttpServeOptions
+
+        options["options"] = HttpServeOptions(log_level="warning")
+    else:
+        options["log_level"] = "warning"
     if "legacy_sessions" in inspect.signature(run_http).parameters:
         options["legacy_sessions"] = False
     run_http(server, **options)  # type: ignore[arg-type]

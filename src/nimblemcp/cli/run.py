@@ -307,20 +307,22 @@ def _openapi_server(settings: RunSettings, target: str | None) -> Server:
 
 def _serve_http(server: Server, settings: RunSettings, worker: str | None,
                 started: Callable[[str, int], None]) -> None:
-    server.run(
-        "http", host=settings.host, port=settings.port, path=settings.path,
-        allowed_hosts=None if settings.allowed_hosts is None else list(settings.allowed_hosts),
-        allowed_origins=list(settings.allowed_origins) or None, max_body=settings.max_body,
+    from nimblemcp.serving import HttpServeOptions, TlsFiles, run_http
+    from nimblemcp.transports.http_security import HttpSecurity
+
+    security = HttpSecurity().override(
+        allowed_hosts=None if settings.allowed_hosts is None else tuple(settings.allowed_hosts),
+        allowed_origins=tuple(settings.allowed_origins) or None, max_body=settings.max_body)
+    tls = None if settings.ssl_certfile is None else TlsFiles(
+        settings.ssl_certfile, settings.ssl_keyfile, settings.ssl_keyfile_password, settings.ssl_ca_certs)
+    options = HttpServeOptions(
         shutdown_timeout=settings.shutdown_timeout, log_level=settings.log_level,
         root_path=settings.root_path, proxy_headers=settings.proxy_headers,
         forwarded_allow_ips=settings.forwarded_allow_ips, reuse_port=worker is not None,
         log_config=_json_log_config(settings.log_level) if settings.log_format == "json" else None,
-        legacy_sse=settings.legacy_sse,
-        engine=settings.engine,
-        on_started=started,
-        ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile,
-        ssl_keyfile_password=settings.ssl_keyfile_password, ssl_ca_certs=settings.ssl_ca_certs,
-    )
+        tls=tls)
+    run_http(server, settings.host, settings.port, settings.path, engine=settings.engine, options=options,
+             security=security, legacy_sse=settings.legacy_sse, on_started=started)
 
 
 def _check_port(settings: RunSettings) -> None:
