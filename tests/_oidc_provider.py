@@ -37,8 +37,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-import httpx
-
 if __name__ == "__main__":  # run as a script (`browse`, for BROWSER): `tests` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -178,6 +176,8 @@ def browse(url: str, login: str = "alice", password: str = "wonderland") -> str:
     """Open `url` as a user would: consent on an OAuth proxy's page when there is one,
     sign in and consent on the provider's pages, follow the redirects (to the client's
     loopback listener too); the URL it ended at."""
+    import httpx  # here: `python tests/_peers.py` installs the provider without the venv
+
     with httpx.Client(follow_redirects=True, timeout=30) as http:
         response = http.get(url)
         for _ in range(10):
@@ -193,6 +193,8 @@ def browse_until(url: str, stop: str, login: str = "alice", password: str = "won
     """`browse`, but the redirect to a URL starting with `stop` (a client's redirect URI
     that nothing listens on) is not followed: it is returned, as a browser's address
     bar would show it."""
+    import httpx
+
     with httpx.Client(follow_redirects=False, timeout=30) as http:
         response = http.get(url)
         for _ in range(30):
