@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from _deploy import wait_port
+from _deploy import stop, wait_port
 from _redis import free_port
 from tests._oidc_provider import oidc_provider
 
@@ -81,12 +81,7 @@ def protected(tmp_path: Path, config: dict[str, Any]) -> Iterator[str]:
         wait_port(port, proc, log)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def call_whoami(url: str, token: str) -> httpx.Response:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import _peers
 import pytest
-from _deploy import launch
+from _deploy import launch, stop
 from _redis import free_port
 from tests._serving import serving
 
@@ -122,12 +122,7 @@ def docs_server(tmp_path: Path) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, signal.SIGINT)
 
 
 async def test_a_local_derived_tool_over_http_with_our_client(docs_server: str) -> None:
@@ -234,12 +229,7 @@ async def test_a_proxied_tool_derived_in_front_of_a_stdio_server(tmp_path: Path)
             again = await client.call_tool("notify_ops", {"body": "still here"})
             assert not again.get("isError") and again["content"][0]["text"].endswith("still here (urgent)")
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, signal.SIGINT)
 
 
 RESOURCE = "http://127.0.0.1/mcp"

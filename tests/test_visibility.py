@@ -21,7 +21,7 @@ from typing import Any
 
 import _peers
 import pytest
-from _deploy import launch
+from _deploy import launch, stop
 from _redis import RedisServer, free_port
 from tests._serving import serving
 
@@ -225,13 +225,7 @@ def cluster(tmp_path: Path, fresh_redis: RedisServer) -> Iterator[tuple[Path, di
         yield src, env, instances
     finally:
         for inst in instances:
-            if inst.proc.poll() is None:
-                inst.proc.send_signal(signal.SIGINT)
-                try:
-                    inst.proc.wait(timeout=DEADLINE)
-                except subprocess.TimeoutExpired:
-                    inst.proc.kill()
-                    inst.proc.wait()
+            stop(inst.proc, signal.SIGINT)
 
 
 def start(src: Path, env: dict[str, str], instances: list[Instance], name: str) -> Instance:
