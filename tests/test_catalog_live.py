@@ -29,7 +29,7 @@ from typing import Any
 import _peers
 import pytest
 
-from nimblemcp.client import Client
+from nimblemcp.client import Client, RetryPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS_SERVER = ROOT / "examples" / "docs_server" / "server.py"
@@ -198,7 +198,7 @@ async def test_generated_stubs_call_the_real_server(name: str, transport: str, p
     stub_class = next(v for k, v in vars(module).items()
                       if isinstance(v, type) and k in module.__all__ and hasattr(v, "_call_tool"))
     target: Any = peer.url if transport == "http" else peer.client_target
-    async with Client(target, probe_timeout=30) as client:
+    async with Client(target, retry_policy=RetryPolicy(probe_timeout=30)) as client:
         await peer.exercise(stub_class(client), module)
 
 

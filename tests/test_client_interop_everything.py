@@ -6,12 +6,13 @@ from __future__ import annotations
 import _peers
 
 from nimblemcp import Client
+from nimblemcp.client import RetryPolicy
 from nimblemcp.transports.stdio_client import StdioTransport
 
 
 async def test_client_falls_back_to_legacy_and_uses_the_reference_server() -> None:
     command, *args = _peers.server_everything()
-    async with Client(StdioTransport(command, args), probe_timeout=5) as client:
+    async with Client(StdioTransport(command, args), retry_policy=RetryPolicy(probe_timeout=5)) as client:
         tools = {t["name"]: t for t in await client.list_tools()}
         assert client.era == "legacy"  # it answers server/discover with -32601
         assert {"echo", "get-sum", "get-structured-content"} <= set(tools)

@@ -19,7 +19,7 @@ import pytest
 from _serving import HeaderRecorder, serving
 
 import nimblemcp as m
-from nimblemcp.client import Client
+from nimblemcp.client import Client, RetryPolicy
 from nimblemcp.transports.http import asgi_app
 
 SERVER = '''
@@ -167,7 +167,7 @@ async def test_auto_falls_back_for_a_legacy_only_peer(behaviour: str, tmp_path: 
     peer = tmp_path / "legacy_only.py"
     peer.write_text(LEGACY_ONLY)
     target = teed(tmp_path, sys.executable, str(peer), behaviour)
-    async with Client(target, probe_timeout=0.5) as client:
+    async with Client(target, retry_policy=RetryPolicy(probe_timeout=0.5)) as client:
         assert (await client.call_tool("add", {"a": 4, "b": 5}))["content"][0]["text"] == "9"
         assert client.era == "legacy" and client.server_info == {"name": "legacy-only",
                                                                   "version": "1"}

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import build_full_server
 
 from nimblemcp import Server
-from nimblemcp.client import Client, OutputValidationError
+from nimblemcp.client import CachePolicy, Client, OutputValidationError
 from nimblemcp.errors import (
     ClientError,
     InvalidParams,
@@ -219,10 +219,10 @@ async def test_private_entries_stay_with_their_auth_context() -> None:
     private = {"resultType": "complete", "ttlMs": 60000, "cacheScope": "private", "contents": [{"uri": "p://", "text": "alice"}]}
     peer = Scripted(public, private, dict(private, contents=[{"uri": "p://", "text": "bob"}]))
     transport = MemoryTransport(peer)
-    async with Client(transport, cache_store=store, auth_context="alice") as alice:
+    async with Client(transport, cache_policy=CachePolicy(store=store, auth_context="alice")) as alice:
         await alice.read_resource("pub://")
         assert (await alice.read_resource("p://"))["contents"][0]["text"] == "alice"
-    async with Client(transport, cache_store=store, auth_context="bob") as bob:
+    async with Client(transport, cache_policy=CachePolicy(store=store, auth_context="bob")) as bob:
         assert (await bob.read_resource("pub://"))["cacheScope"] == "public"  # shared hit
         assert (await bob.read_resource("p://"))["contents"][0]["text"] == "bob"
     assert len(peer.seen) == 3

@@ -12,7 +12,7 @@ import pytest
 from tests.test_client_memory import Scripted
 
 from nimblemcp import Context, Server, StateOptions
-from nimblemcp.client import Client, InputRequestRefused, fill_defaults
+from nimblemcp.client import Client, InputRequestRefused, RetryPolicy, fill_defaults
 from nimblemcp.errors import ClientError
 from nimblemcp.server._sealing import new_key
 from nimblemcp.transports.memory import MemoryTransport
@@ -120,7 +120,7 @@ async def test_state_only_round_retries_without_responses() -> None:
 async def test_round_cap_and_manual_mode() -> None:
     """MRTR-17: the loop stops after max_rounds; manual mode returns input_required."""
     forever = Scripted(*[_input_required("s")] * 5)
-    async with Client(MemoryTransport(forever), max_rounds=3) as client:
+    async with Client(MemoryTransport(forever), retry_policy=RetryPolicy(max_rounds=3)) as client:
         with pytest.raises(ClientError, match="input_required rounds"):
             await client.call_tool("t", {})
     assert len(forever.seen) == 3

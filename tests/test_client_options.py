@@ -15,7 +15,6 @@ import nimblemcp
 from nimblemcp import Context, Server
 from nimblemcp.client import (
     CachePolicy,
-    Callbacks,
     Client,
     LegacySessions,
     PeerRequests,
@@ -51,36 +50,33 @@ def make_server() -> Server:
     return server
 
 
-def test_flat_keywords_fill_the_groups() -> None:
+def test_each_option_has_one_spelling() -> None:
+    """Issue 32: everyday options are keywords, the rest live in one group each."""
     ask = lambda p: {"name": "Ada"}  # noqa: E731
-    client = Client(make_server(), on_elicit=ask, timeout=5.0, max_retries=1, tasks=True,
-                    task_poll_cap=2.0, cache=False)
-    assert client.callbacks == Callbacks(on_elicit=ask)
-    assert client.retry_policy == RetryPolicy(timeout=5.0, max_retries=1)
-    assert client.task_policy == TaskPolicy(enabled=True, poll_cap=2.0)
-    assert client.cache_policy == CachePolicy(enabled=False)
+    client = Client(make_server(), on_elicit=ask, timeout=5.0, tasks=True, cache=False,
+                    retry_policy=RetryPolicy(max_retries=1), task_policy=TaskPolicy(poll_cap=2.0))
+    assert client.callbacks.on_elicit is ask
+    assert client.retry_policy == RetryPolicy(max_retries=1)
+    assert client.task_policy == TaskPolicy(poll_cap=2.0)
+    assert client.cache_policy == CachePolicy()
     assert client.timeout == 5.0
     assert Client(make_server()).retry_policy == RetryPolicy()  # defaults in one place
-
-
-def test_a_group_and_its_flat_keyword_conflict() -> None:
-    with pytest.raises(TypeError, match="timeout"):
-        Client(make_server(), retry_policy=RetryPolicy(timeout=1.0), timeout=2.0)
-    with pytest.raises(TypeError, match="on_elicit"):
-        Client(make_server(), callbacks=Callbacks(), on_elicit=lambda p: None)
+    for gone in ("callbacks", "max_retries", "retry_backoff", "max_rounds", "probe_timeout",
+                 "task_poll_floor", "task_poll_cap", "cache_store", "auth_context"):
+        with pytest.raises(TypeError, match=gone):
+            Client(make_server(), **{gone: None})
+    for group, field in ((RetryPolicy, "timeout"), (TaskPolicy, "enabled"), (CachePolicy, "enabled")):
+        with pytest.raises(TypeError):
+            group(**{field: True})  # the keyword's, not the group's
     with pytest.raises(ValueError):
         TaskPolicy(poll_floor=1.0, poll_cap=0.5)
-    # a flat keyword left at its default is no conflict
-    client = Client(make_server(), retry_policy=RetryPolicy(timeout=1.0), timeout=60.0)
-    assert client.timeout == 1.0
 
 
-async def test_groups_drive_the_request_path() -> None:
-    """The grouped callbacks answer an MRTR round and declare elicitation (ELIC-01);
-    the grouped timeout bounds a request."""
+async def test_options_drive_the_request_path() -> None:
+    """The callbacks answer an MRTR round and declare elicitation (ELIC-01); the timeout
+    bounds a request."""
     wire = MemoryTransport(make_server())
-    callbacks = Callbacks(on_elicit=lambda p: {"name": "Ada"})
-    async with Client(wire, callbacks=callbacks, retry_policy=RetryPolicy(timeout=0.3)) as client:
+    async with Client(wire, on_elicit=lambda p: {"name": "Ada"}, timeout=0.3) as client:
         result = await client.call_tool("greet")
         assert result["content"][0]["text"] == "hello Ada"
         assert wire.sent[0]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {

@@ -273,7 +273,7 @@ async def test_a_delay_beyond_the_bound_is_not_waited_for(served: Any) -> None:
 async def test_busy_without_retry_after_backs_off_and_gives_up_at_max_retries(served: Any) -> None:
     peer = RawPeer(lambda seen: Reply(503) if seen.message.get("method") == "tools/list" else None)
     base = await served(peer)
-    async with Client(f"{base}/mcp", mode="modern", max_retries=2, retry_backoff=0.01) as client:
+    async with Client(f"{base}/mcp", mode="modern", retry_policy=RetryPolicy(max_retries=2, retry_backoff=0.01)) as client:
         with pytest.raises(ServerBusy) as caught:
             await client.list_tools()
     assert caught.value.retry_after is None

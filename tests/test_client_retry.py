@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from _serving import serving
 
-from nimblemcp.client import Client
+from nimblemcp.client import Client, RetryPolicy
 from nimblemcp.errors import HttpStatusError, TransportError
 
 TOOLS = [
@@ -96,7 +96,7 @@ async def peer() -> AsyncIterator[tuple[FlakyPeer, str]]:
 async def test_lists_reads_and_discover_are_reissued_with_new_ids(peer: tuple[FlakyPeer, str]) -> None:
     app, url = peer
     app.drops = {"tools/list": 1, "resources/read": 2, "server/discover": 1}
-    async with Client(url, retry_backoff=0.01) as client:
+    async with Client(url, retry_policy=RetryPolicy(retry_backoff=0.01)) as client:
         assert (await client.discover())["serverInfo"]["name"] == "flaky"
         assert [t["name"] for t in await client.list_tools()] == ["safe", "unsafe"]
         read = await client.read_resource("docs://a")
@@ -110,7 +110,7 @@ async def test_lists_reads_and_discover_are_reissued_with_new_ids(peer: tuple[Fl
 
 async def test_tools_call_is_reissued_only_when_idempotent_or_asked(peer: tuple[FlakyPeer, str]) -> None:
     app, url = peer
-    async with Client(url, retry_backoff=0.01) as client:
+    async with Client(url, retry_policy=RetryPolicy(retry_backoff=0.01)) as client:
         app.drops = {"tools/call": 1}
         with pytest.raises(TransportError):
             await client.call_tool("unsafe", {})
@@ -129,7 +129,7 @@ async def test_tools_call_is_reissued_only_when_idempotent_or_asked(peer: tuple[
 async def test_retries_are_capped(peer: tuple[FlakyPeer, str]) -> None:
     app, url = peer
     app.drops = {"tools/list": 10}
-    async with Client(url, max_retries=2, retry_backoff=0.01) as client:
+    async with Client(url, retry_policy=RetryPolicy(max_retries=2, retry_backoff=0.01)) as client:
         with pytest.raises(TransportError):
             await client.list_tools()
     assert len(app.ids("tools/list")) == 3  # the first try and two re-issues
@@ -140,7 +140,7 @@ async def test_a_gateway_failure_is_reissued_only_for_idempotent_requests(peer: 
     instance closes a kept-alive connection as it stops) means the request may or may not
     have run: an idempotent one is sent again, others fail with the status."""
     app, url = peer
-    async with Client(url, retry_backoff=0.01) as client:
+    async with Client(url, retry_policy=RetryPolicy(retry_backoff=0.01)) as client:
         await client.list_tools()
         app.gateway = {"tools/call": [502, 504]}
         assert (await client.call_tool("safe", {}))["content"][0]["text"] == "safe"

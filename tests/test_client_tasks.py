@@ -18,6 +18,7 @@ from nimblemcp.client import (
     Client,
     InputRequestRefused,
     TaskCancelled,
+    TaskPolicy,
     TasksNotDeclared,
 )
 from nimblemcp.errors import ClientError, InternalError, MissingClientCapability, RequestTimeout
@@ -94,7 +95,7 @@ async def test_slow_tool_completes_and_declares_the_extension() -> None:
     server = make_server()
     transport = MemoryTransport(server)
     statuses = Statuses()
-    async with Client(transport, tasks=True, task_poll_floor=0.01) as client:
+    async with Client(transport, tasks=True, task_policy=TaskPolicy(poll_floor=0.01)) as client:
         call = asyncio.create_task(client.call_tool("slow_compute", {"seconds": 2},
                                                     on_task_status=statuses))
         await statuses.event("working").wait()
@@ -112,7 +113,7 @@ async def test_slow_tool_completes_and_declares_the_extension() -> None:
 
 
 async def test_tool_error_completes_and_protocol_error_raises() -> None:
-    async with Client(make_server(), tasks=True, task_poll_floor=0.01) as client:
+    async with Client(make_server(), tasks=True, task_policy=TaskPolicy(poll_floor=0.01)) as client:
         broken = await client.call_tool("failing_job", {})
         assert broken["isError"] is True and broken["content"][0]["text"] == "the job broke"
         with pytest.raises(InternalError, match="backend unavailable") as caught:
@@ -130,7 +131,7 @@ async def test_input_required_is_answered_by_on_elicit() -> None:
         return {"ok": True}
 
     statuses = Statuses()
-    async with Client(transport, tasks=True, on_elicit=on_elicit, task_poll_floor=0.01) as client:
+    async with Client(transport, tasks=True, on_elicit=on_elicit, task_policy=TaskPolicy(poll_floor=0.01)) as client:
         result = await client.call_tool("confirm_delete", {"path": "/tmp/x"}, on_task_status=statuses)
     assert result["content"][0]["text"] == "deleted"
     assert [a["message"] for a in asked] == ["Delete /tmp/x?"]
@@ -152,7 +153,7 @@ async def test_all_keys_of_a_poll_are_answered_concurrently() -> None:
         await both_asked.wait()  # would hang if the two were asked one after the other
         return {"ok": params["message"] == "First?"}
 
-    async with Client(make_server(), tasks=True, on_elicit=on_elicit, task_poll_floor=0.01) as client:
+    async with Client(make_server(), tasks=True, on_elicit=on_elicit, task_policy=TaskPolicy(poll_floor=0.01)) as client:
         result = await asyncio.wait_for(client.call_tool("multi_input", {}), 30)
     assert result["content"][0]["text"] == "True/False"
     assert sorted(pending) == ["First?", "Second?"]
@@ -165,7 +166,7 @@ async def test_partial_answers_leave_the_rest_to_the_callbacks() -> None:
         asked.append(params["message"])
         return {"ok": False}
 
-    async with Client(make_server(), tasks=True, on_elicit=on_elicit, task_poll_floor=0.01) as client:
+    async with Client(make_server(), tasks=True, on_elicit=on_elicit, task_policy=TaskPolicy(poll_floor=0.01)) as client:
         created = await client.call_tool("multi_input", {}, wait=False)
         assert created["resultType"] == "task" and created["status"] == "working"
         while (task := await client.get_task(created))["status"] != "input_required":
@@ -204,7 +205,7 @@ async def test_a_key_still_listed_after_its_answer_is_not_answered_again() -> No
         asked.append(params["message"])
         return {"ok": True}
 
-    async with Client(server, tasks=True, on_elicit=on_elicit, task_poll_floor=0.01) as client:
+    async with Client(server, tasks=True, on_elicit=on_elicit, task_policy=TaskPolicy(poll_floor=0.01)) as client:
         result = await asyncio.wait_for(client.call_tool("two_rounds", {}), 30)
     assert result["content"][0]["text"] == "True/True"
     assert asked == ["First?", "Second?"]
@@ -214,7 +215,7 @@ async def test_caller_cancellation_cancels_the_task() -> None:
     server = make_server()
     transport = MemoryTransport(server)
     statuses = Statuses()
-    async with Client(transport, tasks=True, task_poll_floor=0.01) as client:
+    async with Client(transport, tasks=True, task_policy=TaskPolicy(poll_floor=0.01)) as client:
         call = asyncio.create_task(client.call_tool("slow_compute", {"seconds": 9},
                                                     on_task_status=statuses))
         await statuses.event("working").wait()
@@ -234,7 +235,7 @@ async def test_task_timeout_and_refused_input_cancel_the_task() -> None:
         raise InputRequestRefused("not now")
 
     transport = MemoryTransport(make_server())
-    async with Client(transport, tasks=True, on_elicit=refuse, task_poll_floor=0.01) as client:
+    async with Client(transport, tasks=True, on_elicit=refuse, task_policy=TaskPolicy(poll_floor=0.01)) as client:
         with pytest.raises(RequestTimeout):
             await client.call_tool("slow_compute", {"seconds": 9}, task_timeout=0.2)
         with pytest.raises(InputRequestRefused, match="not now"):
@@ -246,7 +247,7 @@ async def test_task_timeout_and_refused_input_cancel_the_task() -> None:
 
 
 async def test_a_task_cancelled_elsewhere_raises_task_cancelled() -> None:
-    async with Client(make_server(), tasks=True, task_poll_floor=0.01) as client:
+    async with Client(make_server(), tasks=True, task_policy=TaskPolicy(poll_floor=0.01)) as client:
         created = await client.call_tool("slow_compute", {"seconds": 1}, wait=False)
         await client.cancel_task(created)
         with pytest.raises(TaskCancelled) as caught:
@@ -295,13 +296,13 @@ async def test_result_type_task_is_unrecognized_when_not_declared() -> None:
 
 
 def test_poll_interval_is_clamped() -> None:
-    client = Client(make_server(), tasks=True, task_poll_floor=0.05, task_poll_cap=2.0)
+    client = Client(make_server(), tasks=True, task_policy=TaskPolicy(poll_floor=0.05, poll_cap=2.0))
     assert client._interval({"pollIntervalMs": 300}) == 0.3
     assert client._interval({"pollIntervalMs": 0}) == 0.05  # never a busy loop
     assert client._interval({"pollIntervalMs": 10_000_000}) == 2.0
     assert client._interval({}) == 1.0
     with pytest.raises(ValueError):
-        Client(make_server(), task_poll_floor=0)
+        Client(make_server(), task_policy=TaskPolicy(poll_floor=0))
 
 
 # -- over HTTP ---------------------------------------------------------------------------
@@ -318,7 +319,7 @@ async def served() -> AsyncIterator[tuple[str, Server, HeaderRecorder]]:
 async def test_http_task_with_input_and_mcp_name(served: tuple[str, Server, HeaderRecorder]) -> None:
     url, server, recorder = served
     statuses = Statuses()
-    async with Client(url, tasks=True, on_elicit=lambda p: {"ok": True}, task_poll_floor=0.01) as client:
+    async with Client(url, tasks=True, on_elicit=lambda p: {"ok": True}, task_policy=TaskPolicy(poll_floor=0.01)) as client:
         assert (await client.call_tool("confirm_delete", {"path": "/a"}))["content"][0]["text"] == "deleted"
         call = asyncio.create_task(client.call_tool("slow_compute", {"seconds": 3}, on_task_status=statuses))
         await statuses.event("working").wait()
@@ -333,7 +334,7 @@ async def test_http_task_with_input_and_mcp_name(served: tuple[str, Server, Head
 async def test_http_caller_cancellation_sends_tasks_cancel(served: tuple[str, Server, HeaderRecorder]) -> None:
     url, _, recorder = served
     statuses = Statuses()
-    async with Client(url, tasks=True, task_poll_floor=0.01) as client:
+    async with Client(url, tasks=True, task_policy=TaskPolicy(poll_floor=0.01)) as client:
         call = asyncio.create_task(client.call_tool("slow_compute", {"seconds": 5}, on_task_status=statuses))
         await statuses.event("working").wait()
         call.cancel()

@@ -33,7 +33,7 @@ from _fake_mcp import (
     slow,
 )
 
-from nimblemcp.client import Client
+from nimblemcp.client import Client, RetryPolicy
 from nimblemcp.errors import StreamBroken, TransportError
 from nimblemcp.transports._wire import route
 from nimblemcp.transports.h1.client import DECODERS, H1Pool, _Conn, _Unsent
@@ -45,7 +45,7 @@ MISBEHAVIOURS = {"closes before any byte": close, "closes mid-head": close_mid_h
 
 
 def client_for(url: str, wire: str) -> Client:
-    return Client(HttpTransport(url, wire=wire), mode="modern", retry_backoff=0.01)  # type: ignore[arg-type]
+    return Client(HttpTransport(url, wire=wire), mode="modern", retry_policy=RetryPolicy(retry_backoff=0.01))  # type: ignore[arg-type]
 
 
 async def call_once(url: str, wire: str, tool: str) -> str:

@@ -115,7 +115,7 @@ def test_field_flags_are_honoured() -> None:
 
     assert CachePolicy(store=object()) == CachePolicy(store=object())  # store is not compared
     assert hash(CachePolicy(store=[1])) == hash(CachePolicy())  # ... nor hashed
-    assert CachePolicy(enabled=False) != CachePolicy()
+    assert CachePolicy(auth_context="alice") != CachePolicy()
     event = ListenEvent("resource_updated", raw={"secret": 1})
     assert "secret" not in repr(event) and "raw" not in repr(event)  # raw is not shown
     assert repr(event) == ("ListenEvent(kind='resource_updated', uri=None, subscription_id=None, "

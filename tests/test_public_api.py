@@ -17,7 +17,6 @@ import nimblemcp
 PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp": [
         "Backends",
-        "Callbacks",
         "Client",
         "ClientError",
         "ClientGroup",
@@ -101,7 +100,6 @@ PUBLIC_API: dict[str, list[str]] = {
         "AuthorizationRequired",
         "CachePolicy",
         "CacheStore",
-        "Callbacks",
         "Client",
         "ClientError",
         "InputRequestRefused",

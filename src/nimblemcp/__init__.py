@@ -20,7 +20,7 @@ once on the way back. A 2025-11-25 peer goes through `transports/_legacy.py` fir
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nimblemcp.client import Callbacks, Client, RetryPolicy
+    from nimblemcp.client import Client, RetryPolicy
     from nimblemcp.content import (
         ContentBlock,
         audio,
@@ -91,7 +91,6 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LATEST_VERSION": ("nimblemcp.types._versions", "LATEST_VERSION"),
     "SUPPORTED_VERSIONS": ("nimblemcp.types._versions", "SUPPORTED_VERSIONS"),
     "Client": ("nimblemcp.client", "Client"),
-    "Callbacks": ("nimblemcp.client", "Callbacks"),
     "RetryPolicy": ("nimblemcp.client", "RetryPolicy"),
     "ElicitResult": ("nimblemcp.server._mrtr", "ElicitResult"),
     "SampleResult": ("nimblemcp.server._mrtr", "SampleResult"),
@@ -120,7 +119,6 @@ __all__ = [
     "LATEST_VERSION",
     "SUPPORTED_VERSIONS",
     "Backends",
-    "Callbacks",
     "Client",
     "ClientError",
     "ClientGroup",

@@ -66,11 +66,11 @@ def _parser(command: str, about: str, words: str) -> argparse.ArgumentParser:
 async def _live(target: Any, args: argparse.Namespace) -> dict[str, Any]:
     """The snapshot of one live server (URL, spawned command, server file)."""
     from nimblemcp.catalog import take_snapshot
-    from nimblemcp.client import Client
+    from nimblemcp.client import Client, RetryPolicy
 
     options: dict[str, Any] = {"timeout": args.timeout}
     if isinstance(target, list):  # spawned by us: a slow start is no sign of a legacy server
-        options["probe_timeout"] = min(args.timeout, SPAWNED_PROBE_TIMEOUT)
+        options["retry_policy"] = RetryPolicy(probe_timeout=min(args.timeout, SPAWNED_PROBE_TIMEOUT))
     async with Client(_transport(target, args), **options) as client:
         return await take_snapshot(client)
 

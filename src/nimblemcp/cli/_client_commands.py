@@ -241,7 +241,9 @@ async def _run(args: argparse.Namespace, target: Any, words: list[str]) -> int:
             callbacks["on_sample"] = lambda params: reply
         callbacks["tasks"] = args.tasks
     if isinstance(target, list):  # spawned by us: starting, not silent (see the module doc)
-        callbacks["probe_timeout"] = min(args.timeout, SPAWNED_PROBE_TIMEOUT)
+        from nimblemcp.client import RetryPolicy
+
+        callbacks["retry_policy"] = RetryPolicy(probe_timeout=min(args.timeout, SPAWNED_PROBE_TIMEOUT))
     async with Client(_transport(target, args), timeout=args.timeout, **callbacks) as client:
         if args.command == "discover":
             result = await client.discover()

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from nimblemcp.client._headers import InvalidToolHeaders, header_rules, param_headers
     from nimblemcp.client._listen import Listener, ListenEvent
     from nimblemcp.client._mrtr import InputRequestRefused, fill_defaults
-    from nimblemcp.client._options import CachePolicy, Callbacks, Limits, RetryPolicy, TaskPolicy
+    from nimblemcp.client._options import CachePolicy, Limits, RetryPolicy, TaskPolicy
     from nimblemcp.client._tasks import TASKS_EXTENSION, TaskCancelled, TasksNotDeclared
     from nimblemcp.client._tools import OutputValidationError
     from nimblemcp.client._transport import (
@@ -55,7 +55,6 @@ _WHERE = {
     "AuthorizationRequired": "nimblemcp.errors",
     "CachePolicy": "nimblemcp.client._options",
     "CacheStore": "nimblemcp.client._cache",
-    "Callbacks": "nimblemcp.client._options",
     "Client": "nimblemcp.client._client",
     "ClientError": "nimblemcp.errors",
     "InputRequestRefused": "nimblemcp.client._mrtr",
@@ -95,7 +94,6 @@ __all__ = [
     "AuthorizationRequired",
     "CachePolicy",
     "CacheStore",
-    "Callbacks",
     "Client",
     "ClientError",
     "InputRequestRefused",

@@ -12,14 +12,14 @@ methods to them. SDK-local failures are `ClientError`s, peer errors `ProtocolErr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Unpack
 
 from nimblemcp.errors import ClientError, ProtocolError
 from nimblemcp.types._versions import MODERN_VERSIONS, version_index
 
-from ._cache import CacheStore, ResultCache
+from ._cache import ResultCache
 from ._calls import all_pages, discover
 from ._era import MODERN, LegacyEra, not_found, settler
 from ._mrtr import Callback, capabilities_for
@@ -30,7 +30,6 @@ from ._options import (
     NotificationCallback,
     RetryPolicy,
     TaskPolicy,
-    resolve,
 )
 from ._pipeline import EraName, Mode, Pipeline, ProgressCallback, RequestOptions
 from ._tasks import Tasks, TaskStatusCallback, with_tasks
@@ -56,17 +55,19 @@ class Client:
     decide the capabilities declared on every request. `mode` is "auto" (probe with
     `server/discover`, fall back to `initialize`), "modern" or "legacy". `tasks=True`
     declares the tasks extension: a tool may then run as a task, which `call_tool`
-    polls (every `pollIntervalMs`, kept within `task_poll_floor`..`task_poll_cap` s);
+    polls (every `pollIntervalMs`, kept within `task_policy=TaskPolicy(...)`'s bounds);
     `auth` (HTTP only) is an `httpx.Auth` such as `nimblemcp.client.auth.OAuth`.
     `verify` (HTTPS only) is True (the default CA store; `SSL_CERT_FILE` honoured), a CA
     bundle path, an `ssl.SSLContext` or False (no verification); `cert` a client
     certificate: a PEM path, `(certfile, keyfile)` or `(certfile, keyfile, password)`.
 
-    The options also come in groups: `callbacks=Callbacks(...)`,
-    `retry_policy=RetryPolicy(...)`, `task_policy=TaskPolicy(...)`,
-    `cache_policy=CachePolicy(...)`; a group replaces its flat keywords. `limits=Limits(...)`
-    bounds what the transports built from a URL or command line accept (message size,
-    redirects, connections at once)."""
+    Each option has one spelling: the everyday ones are keywords (`timeout` per request,
+    None for none; the callbacks; `tasks`; `cache=False` turns the result cache off),
+    the rest come in groups: `retry_policy=RetryPolicy(...)` (re-sends, MRTR rounds, the
+    stdio probe), `task_policy=TaskPolicy(...)` (polling bounds),
+    `cache_policy=CachePolicy(...)` (shared store, private partition) and
+    `limits=Limits(...)` (what the transports built from a URL or command line accept:
+    message size, redirects, connections at once)."""
 
     def __init__(
         self,
@@ -84,22 +85,13 @@ class Client:
         extensions: Mapping[str, Any] | None = None,
         log_level: str | None = None,
         timeout: float | None = 60.0,
-        max_rounds: int = 10,
         cache: bool = True,
-        cache_store: CacheStore | None = None,
-        auth_context: Hashable = None,
         validate_output: bool = True,
-        max_retries: int = 3,
-        retry_backoff: float = 0.1,
         mode: Mode = "auto",
-        probe_timeout: float = 5.0,
         tasks: bool = False,
-        task_poll_floor: float = 0.05,
-        task_poll_cap: float = 5.0,
         auth: Any = None,
         verify: bool | str | os.PathLike[str] | ssl.SSLContext = True,
         cert: str | os.PathLike[str] | tuple[str, str] | tuple[str, str, str] | None = None,
-        callbacks: Callbacks | None = None,
         retry_policy: RetryPolicy | None = None,
         task_policy: TaskPolicy | None = None,
         cache_policy: CachePolicy | None = None,
@@ -107,21 +99,11 @@ class Client:
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
-        self.callbacks = resolve(callbacks, Callbacks(), {
-            "on_elicit": on_elicit, "on_sample": on_sample, "on_roots": on_roots,
-            "on_log": on_log, "on_notification": on_notification,
-            "elicitation_modes": elicitation_modes, "sampling_capabilities": sampling_capabilities,
-        })
-        self.retry_policy = resolve(retry_policy, RetryPolicy(), {
-            "timeout": timeout, "max_retries": max_retries, "retry_backoff": retry_backoff,
-            "max_rounds": max_rounds, "probe_timeout": probe_timeout,
-        })
-        self.task_policy = resolve(task_policy, _DEFAULT_TASKS, {
-            "enabled": tasks, "poll_floor": task_poll_floor, "poll_cap": task_poll_cap,
-        })
-        self.cache_policy = resolve(cache_policy, _DEFAULT_CACHE, {
-            "enabled": cache, "store": cache_store, "auth_context": auth_context,
-        })
+        self.callbacks = Callbacks(on_elicit, on_sample, on_roots, on_log, on_notification,
+                                   elicitation_modes, sampling_capabilities)
+        self.retry_policy = retry_policy or _DEFAULT_RETRY
+        self.task_policy = task_policy or _DEFAULT_TASKS
+        self.cache_policy = cache_policy or _DEFAULT_CACHE
         self.limits = limits if limits is not None else _DEFAULT_LIMITS
         found = self.callbacks
         transport = transport_for(target, auth, max_message_bytes=self.limits.max_message_bytes,
@@ -137,13 +119,14 @@ class Client:
             capabilities=capabilities_for(
                 found.answering(), elicitation_modes=found.elicitation_modes,
                 sampling=found.sampling_capabilities,
-                extensions=with_tasks(extensions, self.task_policy.enabled),
+                extensions=with_tasks(extensions, tasks),
             ),
             callbacks=found,
             retry=self.retry_policy,
             cache=ResultCache(transport.peer, self.cache_policy.auth_context, self.cache_policy.store),
-            cache_enabled=self.cache_policy.enabled,
+            cache_enabled=cache,
             log_level=log_level,
+            timeout=timeout,
         )
         pipe.on_stray = self._on_stray
         pipe.limits = self.limits
@@ -191,7 +174,7 @@ class Client:
 
     @property
     def timeout(self) -> float | None:
-        return self.retry_policy.timeout
+        return self._pipe.timeout
 
     @property
     def server_info(self) -> dict[str, Any] | None:
@@ -460,6 +443,7 @@ class Client:
         return self._legacy.discover_result()
 
 
+_DEFAULT_RETRY = RetryPolicy()
 _DEFAULT_TASKS = TaskPolicy()
 _DEFAULT_CACHE = CachePolicy()
 _DEFAULT_LIMITS = Limits()

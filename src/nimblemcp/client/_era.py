@@ -221,7 +221,7 @@ async def probe(pipe: Pipeline, legacy: LegacyEra, *, again: bool = True) -> Non
     """`server/discover` decides the era (see the module docstring)."""
     transport = pipe.transport
     on_stdio = isinstance(transport, RemotePeer) and transport.wire == "stdio"
-    limit = pipe.retry.probe_timeout if on_stdio else pipe.retry.timeout
+    limit = pipe.retry.probe_timeout if on_stdio else pipe.timeout
     pipe.strategy = MODERN
     error: ProtocolError | None = None
     try:

@@ -139,7 +139,7 @@ class Listener:
         self.max_reconnects = max_reconnects
         self.backoff = backoff
         self.max_backoff = max_backoff
-        self.ack_timeout = ack_timeout if ack_timeout is not None else pipeline.retry.timeout
+        self.ack_timeout = ack_timeout if ack_timeout is not None else pipeline.timeout
         #: The filter the server agreed to honour (from the latest acknowledgement).
         self.acknowledged: dict[str, Any] | None = None
         #: The id of the current listen request (changes on every re-listen).

@@ -1,20 +1,19 @@
 """The Client's option groups: small frozen dataclasses with the defaults in one place.
 
-    Client(url, callbacks=Callbacks(on_elicit=ask), retry=RetryPolicy(timeout=30))
+    Client(url, timeout=30, retry_policy=RetryPolicy(max_retries=5), limits=Limits(max_connections=8))
 
-`Client.__init__` still takes every option as a flat keyword (`on_elicit=`,
-`timeout=`, `tasks=`...); `resolve()` folds those into the groups. A group given as an
-object is the whole group: passing it together with one of its flat keywords set to a
-non-default value is a TypeError, so no option has two sources. Built once per Client,
-read-only afterwards. Imports only `_mrtr` (the callback type), `_cache` and the
+Each option has one spelling (issue 32): the everyday ones are `Client`'s own keywords
+(`timeout=`, `on_elicit=`..., `tasks=`, `cache=`), the rest live in these groups.
+`Callbacks` is the Client's record of its callbacks (built from the keywords, not given).
+Built once per Client, read-only afterwards. Imports only `_mrtr` (the callback type), `_cache` and the
 transports' limit constants (`nimblemcp.transports._limits`, pure).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any
 
 from nimblemcp.transports._limits import (
     MAX_CONNECTIONS,
@@ -36,7 +35,6 @@ __all__ = [
     "NotificationCallback",
     "RetryPolicy",
     "TaskPolicy",
-    "resolve",
 ]
 
 NotificationCallback = Callable[[dict[str, Any]], Any]
@@ -66,14 +64,13 @@ class Callbacks:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Time limits and repetition: `timeout` per request (None: none), at most
+    """Repetition (the time limit per request is `Client(timeout=)`): at most
     `max_retries` re-sends of an idempotent request whose stream broke (backoff
     `retry_backoff` seconds, doubling) or that got HTTP 429/503 (after the server's
     `Retry-After` when it is at most `max_retry_after` seconds; a longer one is not
     waited for: the `ServerBusy` error carries it), at most `max_rounds` MRTR rounds,
     and how long a stdio peer may stay silent before it counts as a 2025-11-25 server."""
 
-    timeout: float | None = 60.0
     max_retries: int = 3
     retry_backoff: float = 0.1
     max_rounds: int = 10
@@ -107,40 +104,23 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class TaskPolicy:
-    """The tasks extension (TASK-01): declared when `enabled`; a task is polled every
-    `pollIntervalMs`, kept within `poll_floor`..`poll_cap` seconds (TASK-06)."""
+    """Polling tasks (the extension is declared by `Client(tasks=True)`, TASK-01): a task
+    is polled every `pollIntervalMs`, kept within `poll_floor`..`poll_cap` seconds
+    (TASK-06)."""
 
-    enabled: bool = False
     poll_floor: float = 0.05
     poll_cap: float = 5.0
 
     def __post_init__(self) -> None:
         if not 0 < self.poll_floor <= self.poll_cap:
-            raise ValueError("need 0 < task_poll_floor <= task_poll_cap")
+            raise ValueError("need 0 < poll_floor <= poll_cap")
 
 
 @dataclass(frozen=True, slots=True)
 class CachePolicy:
-    """The result cache (CACHE-03..09): off when not `enabled`; `store` holds `public`
-    entries (may be shared between clients); `auth_context` partitions `private` ones."""
+    """The result cache (CACHE-03..09; off with `Client(cache=False)`): `store` holds
+    `public` entries (may be shared between clients); `auth_context` partitions
+    `private` ones."""
 
-    enabled: bool = True
     store: CacheStore | None = field(default=None, compare=False)
     auth_context: Hashable = None
-
-
-_G = TypeVar("_G", Callbacks, RetryPolicy, TaskPolicy, CachePolicy)
-
-
-def resolve(group: _G | None, default: _G, flat: Mapping[str, Any]) -> _G:
-    """The group to use: `group` as given, or the defaults updated with `flat` (keyword
-    name -> field name already applied). Flat values equal to the default are no-ops."""
-    base = fields(default)
-    changed = {f.name: flat[f.name] for f in base
-               if f.name in flat and flat[f.name] != getattr(default, f.name)}
-    if group is None:
-        return replace(default, **changed) if changed else default
-    if changed:
-        name = type(default).__name__
-        raise TypeError(f"give {', '.join(sorted(changed))} in {name}(...) or as keywords, not both")
-    return group

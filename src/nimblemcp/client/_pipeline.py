@@ -134,6 +134,7 @@ class Pipeline:
         cache: ResultCache,
         cache_enabled: bool,
         log_level: str | None,
+        timeout: float | None = 60.0,
     ) -> None:
         self.transport = transport
         self.mode: Mode = mode
@@ -147,6 +148,7 @@ class Pipeline:
         self.cache = cache
         self.cache_enabled = cache_enabled
         self.log_level = log_level
+        self.timeout = timeout  # seconds per request unless the request says otherwise
         self.strategy: EraStrategy = modern
         #: The settled era, kept for the client's life (COMPAT-C04); None before.
         self.era: EraName | None = None
@@ -252,7 +254,7 @@ class Pipeline:
             hit = self.cache.get(method, base, self.version)
             if hit is not None:
                 return hit
-        limit = policy.timeout if isinstance(timeout, EllipsisType) else timeout
+        limit = self.timeout if isinstance(timeout, EllipsisType) else timeout
         renegotiated = not renegotiate
         rounds = 0
         backoff = 0.05
