@@ -299,8 +299,18 @@ def test_stopping_during_a_reload_leaves_no_server_behind(server_file: Path) -> 
     err = Lines(proc.stderr)
     try:
         _wait_port(port, proc)
-        server_file.write_text(SERVER + ADDED)
-        err.wait_for(lambda text: "reloading" in text)
+        err.wait_for(lambda text: "watching" in text)
+        # The watcher starts watching a moment after it says so (watchfiles gives no
+        # signal): a change made before is not seen, so the edit is made again until
+        # the reload starts.
+        for attempt in range(6):
+            server_file.write_text(SERVER + ADDED + f"\n# edit {attempt}\n")
+            try:
+                err.wait_for(lambda text: "reloading" in text, timeout=5)
+                break
+            except AssertionError:
+                continue
+        err.wait_for(lambda text: "reloading" in text, timeout=1)
     finally:
         proc.send_signal(signal.SIGINT)  # while the new generation is starting
         status = proc.wait(timeout=30)

@@ -261,6 +261,8 @@ async def test_switches_reach_every_instance_and_one_started_later(
                         return event.kind
                 raise AssertionError("the listen ended")
 
+            async with asyncio.timeout(DEADLINE):  # B listens before A switches
+                assert (await anext(aiter(events))).kind == "acknowledged"
             await on_a.call_tool("switch", {"on": False, "tag": "beta"})  # made on A
             kinds = set()
             async with asyncio.timeout(DEADLINE):
