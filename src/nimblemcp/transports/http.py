@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from nimblemcp._loop import running_loop
-from nimblemcp._port import Core
+from nimblemcp._port import Core, Prepared
 from nimblemcp.errors import (
     InternalError,
     InvalidRequest,
@@ -115,6 +115,33 @@ def _is_json(value: bytes | None) -> bool:
     return value is not None and value.split(b";", 1)[0].strip().lower() == b"application/json"
 
 
+def _negotiation_refused(found: dict[bytes, bytes]) -> tuple[int, bytes] | None:
+    """415 unless the Content-Type is JSON, 406 unless Accept lists JSON and SSE; None
+    when both are right."""
+    # Subscripts, not `.get` (a method call, ~0.3k more each on 3.11), for what a
+    # request that is served has; a missing header takes the KeyError's path.
+    try:
+        value: bytes | None = found[b"content-type"]
+    except KeyError:
+        value = None
+    if value != b"application/json" and not _is_json(value):
+        return 415, b"Content-Type must be application/json"
+    try:  # the verdict on this value, when it was given before (`_asgi.ACCEPT_VERDICTS`)
+        acceptable = ACCEPT_VERDICTS[found[b"accept"]]
+    except KeyError:
+        acceptable = accepts_json_and_sse(found.get(b"accept"))
+    if not acceptable:
+        return 406, b"Accept must list application/json and text/event-stream"
+    return None
+
+
+async def _not_a_request(send: Send, kind: str) -> None:
+    if kind == "notification":  # HTTP-05: accepted, nothing to answer
+        await respond(send, 202)
+    else:  # HTTP-03: clients never send responses in this revision
+        await respond_json(send, 400, error_response(None, InvalidRequest("responses are not accepted")))
+
+
 class McpHttpApp:
     """The ASGI callable. Build it with `asgi_app(server, ...)`."""
 
@@ -182,27 +209,20 @@ class McpHttpApp:
     async def __call__(
         self, scope: Scope, receive: Receive, send: Send, found: dict[bytes, bytes] | None = None,
     ) -> None:
-        """The ASGI entry. `found` (not part of ASGI): the request's headers as a dict
+        """The ASGI entry: a POST to the endpoint is checked (content negotiation), its
+        body read (under the body deadline), decoded and admitted (the legacy leg, the
+        HTTP-19 ladder of headers against the body), then run and answered (JSON, or SSE
+        once it streams). `found` (not part of ASGI): the request's headers as a dict
         with no repeated name, from a caller that built it already (`SecurityMiddleware`
         with `takes_found_headers`), so the list is not read twice."""
         if scope["type"] != "http":
             if scope["type"] == "lifespan":
                 await self._lifespan(receive, send)
             return
-        if scope["path"] != self.path:
-            local = endpoint_path(scope)
-            if local != self.path:
-                route = self.routes.get(local)
-                if route is not None:
-                    await route(scope, receive, send)
-                else:
-                    await respond(send, 404, b"Not Found")
-                return
+        if scope["path"] != self.path and await self._served_elsewhere(scope, receive, send):
+            return
         if scope["method"] != "POST":
-            if self.legacy is not None:
-                await self.legacy(scope, receive, send, None)
-            else:  # HTTP-01: no GET stream, no DELETE, no sessions
-                await respond(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
+            await self._not_a_post(scope, receive, send)
             return
         # `h`, the header view the full checks read, is built only when one runs: a
         # dict handed in is the whole list, no name repeated (`RequestHeaders.of`).
@@ -210,63 +230,16 @@ class McpHttpApp:
         if found is None:
             h = RequestHeaders(scope["headers"])
             found = h.found
-        # Subscripts, not `.get` (a method call, ~0.3k more each on 3.11), for what a
-        # request that is served has; a missing header takes the KeyError's path.
-        try:
-            value: bytes | None = found[b"content-type"]
-        except KeyError:
-            value = None
-        if value != b"application/json" and not _is_json(value):
-            await respond(send, 415, b"Content-Type must be application/json")
+        refused = _negotiation_refused(found)
+        if refused is not None:
+            await respond(send, *refused)
             return
-        try:  # the verdict on this value, when it was given before (`_asgi.ACCEPT_VERDICTS`)
-            acceptable = ACCEPT_VERDICTS[found[b"accept"]]
-        except KeyError:
-            acceptable = accepts_json_and_sse(found.get(b"accept"))
-        if not acceptable:
-            await respond(send, 406, b"Accept must list application/json and text/event-stream")
-            return
-        # Once, and handed on: nimblemcp's engine names its loop in its extension;
-        # elsewhere it is looked up without a syscall (see `_loop`).
-        extensions = scope.get("extensions")
-        engine: EngineOffer | None = extensions.get(ENGINE) if extensions else None
-        loop: asyncio.AbstractEventLoop = engine.loop if engine is not None else running_loop()
-        task = asyncio.current_task(loop)
-        assert task is not None  # an ASGI server runs each request in a task
-        watchlist = self._last
-        if watchlist is None or watchlist.loop is not loop:
-            watchlist = self._last = self._watchlist(loop)
-        reading = watchlist.reading
-        if self.body_timeout is not None:
-            reading[task] = loop.time()
-            if watchlist.body_timer is None:
-                watchlist.arm_body_sweep()
+        engine, loop, task, watchlist = self._where(scope)
         # Outside the last resort below: what `receive` raises (a guard's signal, a
         # server's error) belongs to whoever wrapped us.
-        try:
-            message = await receive()
-            try:  # every key there, as a server sends them
-                body = message["body"]
-                more = message["more_body"]
-            except KeyError:
-                body = message.get("body", b"")
-                more = message.get("more_body")
-            if more:
-                chunks = [body]
-                while message.get("more_body"):
-                    message = await receive()
-                    chunks.append(message.get("body", b""))
-                body = b"".join(chunks)
-        except asyncio.CancelledError:
-            if reading.pop(task, 0) >= 0:
-                raise
-            task.uncancel()  # the body deadline passed (see `Watchlist.sweep_bodies`)
-            await respond(send, 408, _BODY_TIMEOUT, [(b"connection", b"close")], content_type=b"application/json")
+        body = await self._read_body(receive, send, loop, task, watchlist)
+        if body is None:
             return
-        try:  # noqa: SIM105  (no `.pop` call: the entry is there; the sweep drops only done tasks')
-            del reading[task]
-        except KeyError:
-            pass
         msg: Any = None
         try:
             try:
@@ -284,113 +257,14 @@ class McpHttpApp:
                 await self.legacy(scope, receive, send, msg)
                 return
             if kind != "request":
-                if kind == "notification":  # HTTP-05: accepted, nothing to answer
-                    await respond(send, 202)
-                else:  # HTTP-03: clients never send responses in this revision
-                    await respond_json(send, 400, error_response(None, InvalidRequest("responses are not accepted")))
+                await _not_a_request(send, kind)
                 return
-            # HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params.
-            # The core checks `_meta`, version, method and params; the headers are
-            # compared with the body after it passed, reading what it read (the version
-            # it parsed), or, when it refused the request, before its error is
-            # answered, as the ladder wants.
             try:
-                if msg["method"] == "initialize":
-                    self._refuse_initialize(msg)
-                try:
-                    prepared = self.core.prepare(msg)  # -32602 / -32022 / -32601
-                except ProtocolError:
-                    self._headers_before(h or RequestHeaders.of(found), msg)
-                    raise
-                method = prepared.method
-                params = prepared.params
-                # Headers that agree with the body as sent pass on a few look-ups
-                # (`_http_headers.ROUTES`); any other request (a look-up misses: KeyError)
-                # takes `check_standard`, which gives the verdict and the error in the
-                # ladder's order.
-                try:
-                    method_header, name_param = ROUTES[method]
-                    agreed = (h is None or h.dup < 0) and version == ENCODED[prepared.meta.version] \
-                        and found[_METHOD_KEY] == method_header \
-                        and (name_param is None or NAME_TEXT[found[_NAME_KEY]] == params[name_param])
-                except KeyError:
-                    agreed = False
-                if not agreed:
-                    check_standard(h or RequestHeaders.of(found), method, params, prepared.meta.version)
-                if method == "tools/call":
-                    # A tool without `x-mcp-header` rules (most) needs no more than the look-up.
-                    try:
-                        name = params["name"]
-                    except KeyError:
-                        name = None
-                    if type(name) is not str or self.header_rules(name):
-                        self.param_rules.check(h or RequestHeaders.of(found), params)
+                prepared = self._admitted(found, h, msg, version)
             except ProtocolError as exc:
                 await respond_json(send, _STATUS.get(exc.code, 200), error_response(msg["id"], exc))
                 return
-            subject = scope[SUBJECT] if SUBJECT in scope else None  # noqa: SIM401  (most have none)
-            if subject is not None and not isinstance(subject, str):
-                subject = None
-            # A lean Exchange (see `_http_exchange`): its stream's state comes with a
-            # first `emit` or the watch.
-            ex = Exchange(loop, receive, send, self.keepalive, subject, scope, task, lean=True)
-            step = self.core.execute(prepared, ex)
-            watchlist.add(ex)
-            try:
-                response = await step
-            except asyncio.CancelledError:
-                ex.finish()
-                if not ex.armed:  # it never streamed nor was watched: nothing of its own to end
-                    raise
-                if ex.slow and not ex.disconnected:
-                    # Cut off for reading too slowly (`Exchange._cut`): the pump is kept
-                    # (it may be waiting for the reader's drain) and ends the stream
-                    # cleanly, with the closing note of a listen (SUB-09).
-                    task.uncancel()
-                    pump = ex.pump
-                    if pump is None:
-                        pump = ex.pump = loop.create_task(ex._pump())
-                    with contextlib.suppress(Exception):
-                        await pump
-                    return
-                if ex.disconnected:
-                    # HTTP-10: nothing more is sent for a cancelled request; its pump only
-                    # ends the body (a client that half-closed still reads; uvicorn logs
-                    # an error for a response left unfinished).
-                    task.uncancel()
-                    if ex.pump is not None:
-                        with contextlib.suppress(Exception):
-                            await asyncio.wait_for(ex.pump, 1.0)
-                    return
-                if ex.pump is not None:
-                    ex.pump.cancel()
-                raise
-            entry = ex.watch_entry
-            if entry is not None:  # still waiting for its watch: nothing runs to stop
-                entry[1] = None
-            else:
-                ex.finish()
-            if not ex.armed or ex.pump is None:
-                body = encode_reply(response)
-                status = 200 if "result" in response else _STATUS.get(response["error"]["code"], 200)
-                if engine is not None and engine.answer(send, status, body):  # one step
-                    return
-                # Answer on the loop's next pass, not in the middle of this one: under
-                # load the answers to one batch of requests then leave together, and the
-                # client's next requests all make the next poll instead of trailing a
-                # whole batch behind it (benchmarks/README.md).
-                await asyncio.sleep(0)
-                await send({
-                    "type": "http.response.start",
-                    "status": status,
-                    "headers": [JSON, (b"content-length", b"%d" % len(body))],
-                })
-                await send({"type": "http.response.body", "body": body})
-                return
-            ex.frames.append(frame(encode_reply(response)))
-            ex.closed = True
-            ex._wake()
-            await ex.pump
+            await self._run(scope, receive, send, prepared, loop, engine, task, watchlist)
         except Exception:
             # The last resort: a JSON-RPC answer, never the HTTP server's plain-text 500
             # (if the response had begun, the send fails and the connection just ends).
@@ -398,6 +272,192 @@ class McpHttpApp:
             with contextlib.suppress(Exception):
                 await respond_json(send, 500, error_response(
                     request_id_of(msg), InternalError("Internal error")))
+
+    def _where(self, scope: Scope) -> tuple[EngineOffer | None, asyncio.AbstractEventLoop,
+                                            asyncio.Task[Any], Watchlist]:
+        """Where the request runs: the engine that offers one-step answers (None under
+        another server), its loop, its task, and the loop's watchlist."""
+        # Once, and handed on: nimblemcp's engine names its loop in its extension;
+        # elsewhere it is looked up without a syscall (see `_loop`).
+        extensions = scope.get("extensions")
+        engine: EngineOffer | None = extensions.get(ENGINE) if extensions else None
+        loop: asyncio.AbstractEventLoop = engine.loop if engine is not None else running_loop()
+        task = asyncio.current_task(loop)
+        assert task is not None  # an ASGI server runs each request in a task
+        watchlist = self._last
+        if watchlist is None or watchlist.loop is not loop:
+            watchlist = self._last = self._watchlist(loop)
+        return engine, loop, task, watchlist
+
+    async def _served_elsewhere(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """A path other than the endpoint's as the app sees it: a plain route, or 404.
+        False when it is the endpoint after all (a mount's prefix stripped)."""
+        local = endpoint_path(scope)
+        if local == self.path:
+            return False
+        route = self.routes.get(local)
+        if route is not None:
+            await route(scope, receive, send)
+        else:
+            await respond(send, 404, b"Not Found")
+        return True
+
+    async def _not_a_post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.legacy is not None:
+            await self.legacy(scope, receive, send, None)
+        else:  # HTTP-01: no GET stream, no DELETE, no sessions
+            await respond(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
+
+    async def _read_body(self, receive: Receive, send: Send, loop: asyncio.AbstractEventLoop,
+                         task: asyncio.Task[Any], watchlist: Watchlist) -> bytes | None:
+        """The whole body, under the body deadline (None: it passed, 408 answered)."""
+        reading = watchlist.reading
+        if self.body_timeout is not None:
+            reading[task] = loop.time()
+            if watchlist.body_timer is None:
+                watchlist.arm_body_sweep()
+        try:
+            message = await receive()
+            try:  # every key there, as a server sends them
+                body: bytes = message["body"]
+                more = message["more_body"]
+            except KeyError:
+                body = message.get("body", b"")
+                more = message.get("more_body")
+            if more:
+                chunks = [body]
+                while message.get("more_body"):
+                    message = await receive()
+                    chunks.append(message.get("body", b""))
+                body = b"".join(chunks)
+        except asyncio.CancelledError:
+            if reading.pop(task, 0) >= 0:
+                raise
+            task.uncancel()  # the body deadline passed (see `Watchlist.sweep_bodies`)
+            await respond(send, 408, _BODY_TIMEOUT, [(b"connection", b"close")], content_type=b"application/json")
+            return None
+        try:  # noqa: SIM105  (no `.pop` call: the entry is there; the sweep drops only done tasks')
+            del reading[task]
+        except KeyError:
+            pass
+        return body
+
+    def _admitted(self, found: dict[bytes, bytes], h: RequestHeaders | None, msg: Any,
+                  version: bytes | None) -> Prepared:
+        """The request the core prepared, once its headers agree with its body; the
+        ladder's error (a ProtocolError) otherwise."""
+        # HTTP-19 ladder: `_meta` keys -> headers vs body -> version -> method -> params.
+        # The core checks `_meta`, version, method and params; the headers are
+        # compared with the body after it passed, reading what it read (the version
+        # it parsed), or, when it refused the request, before its error is
+        # answered, as the ladder wants.
+        if msg["method"] == "initialize":
+            self._refuse_initialize(msg)
+        try:
+            prepared = self.core.prepare(msg)  # -32602 / -32022 / -32601
+        except ProtocolError:
+            self._headers_before(h or RequestHeaders.of(found), msg)
+            raise
+        method = prepared.method
+        params = prepared.params
+        # Headers that agree with the body as sent pass on a few look-ups
+        # (`_http_headers.ROUTES`); any other request (a look-up misses: KeyError)
+        # takes `check_standard`, which gives the verdict and the error in the
+        # ladder's order.
+        try:
+            method_header, name_param = ROUTES[method]
+            agreed = (h is None or h.dup < 0) and version == ENCODED[prepared.meta.version] \
+                and found[_METHOD_KEY] == method_header \
+                and (name_param is None or NAME_TEXT[found[_NAME_KEY]] == params[name_param])
+        except KeyError:
+            agreed = False
+        if not agreed:
+            check_standard(h or RequestHeaders.of(found), method, params, prepared.meta.version)
+        if method == "tools/call":
+            # A tool without `x-mcp-header` rules (most) needs no more than the look-up.
+            try:
+                name = params["name"]
+            except KeyError:
+                name = None
+            if type(name) is not str or self.header_rules(name):
+                self.param_rules.check(h or RequestHeaders.of(found), params)
+        return prepared
+
+    async def _run(self, scope: Scope, receive: Receive, send: Send, prepared: Prepared,
+                   loop: asyncio.AbstractEventLoop, engine: EngineOffer | None, task: asyncio.Task[Any],
+                   watchlist: Watchlist) -> None:
+        """Run the request and answer it: one JSON body, or the end of its SSE stream."""
+        subject = scope[SUBJECT] if SUBJECT in scope else None  # noqa: SIM401  (most have none)
+        if subject is not None and not isinstance(subject, str):
+            subject = None
+        # A lean Exchange (see `_http_exchange`): its stream's state comes with a
+        # first `emit` or the watch.
+        ex = Exchange(loop, receive, send, self.keepalive, subject, scope, task, lean=True)
+        step = self.core.execute(prepared, ex)
+        watchlist.add(ex)
+        try:
+            response = await step
+        except asyncio.CancelledError:
+            if await self._cancelled(ex, loop, task):
+                return
+            raise
+        entry = ex.watch_entry
+        if entry is not None:  # still waiting for its watch: nothing runs to stop
+            entry[1] = None
+        else:
+            ex.finish()
+        if not ex.armed or ex.pump is None:
+            body = encode_reply(response)
+            status = 200 if "result" in response else _STATUS.get(response["error"]["code"], 200)
+            if engine is not None and engine.answer(send, status, body):  # one step
+                return
+            # Answer on the loop's next pass, not in the middle of this one: under
+            # load the answers to one batch of requests then leave together, and the
+            # client's next requests all make the next poll instead of trailing a
+            # whole batch behind it (benchmarks/README.md).
+            await asyncio.sleep(0)
+            await send({
+                "type": "http.response.start",
+                "status": status,
+                "headers": [JSON, (b"content-length", b"%d" % len(body))],
+            })
+            await send({"type": "http.response.body", "body": body})
+            return
+        ex.frames.append(frame(encode_reply(response)))
+        ex.closed = True
+        ex._wake()
+        await ex.pump
+
+    @staticmethod
+    async def _cancelled(ex: Exchange, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> bool:
+        """The request's task was cancelled: True when that was ours to handle (a
+        reader cut off for reading too slowly, a client gone), False to re-raise."""
+        ex.finish()
+        if not ex.armed:  # it never streamed nor was watched: nothing of its own to end
+            return False
+        if ex.slow and not ex.disconnected:
+            # Cut off for reading too slowly (`Exchange._cut`): the pump is kept
+            # (it may be waiting for the reader's drain) and ends the stream
+            # cleanly, with the closing note of a listen (SUB-09).
+            task.uncancel()
+            pump = ex.pump
+            if pump is None:
+                pump = ex.pump = loop.create_task(ex._pump())
+            with contextlib.suppress(Exception):
+                await pump
+            return True
+        if ex.disconnected:
+            # HTTP-10: nothing more is sent for a cancelled request; its pump only
+            # ends the body (a client that half-closed still reads; uvicorn logs
+            # an error for a response left unfinished).
+            task.uncancel()
+            if ex.pump is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(ex.pump, 1.0)
+            return True
+        if ex.pump is not None:
+            ex.pump.cancel()
+        return False
 
     def _is_legacy(self, found: dict[bytes, bytes], msg: Any) -> bool:
         get = found.get
