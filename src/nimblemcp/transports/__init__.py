@@ -10,5 +10,6 @@ adapter (sessions, back channel, change forwarding) that `stdio` and `_http_lega
 `http_client` (+ `_http_answers`: redirects, `Retry-After`, challenges and capped
 reads; `_wire`: its two wires, `h1.client` and httpx; `_tls`, `_proxies`, `_brotli`),
 `memory` (in-process, for tests), and `_limits` (their size, hop and connection
-limits, defined once).
+limits, defined once). A contract in `.importlinter` keeps the client side from
+importing the server side (shared: `_sse`, `_envelope`, `_stdio_lines`, `_read_size`).
 """
