@@ -24,6 +24,7 @@ import venv
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache"
@@ -66,6 +67,19 @@ def mcp_python() -> Path:
                            check=True, timeout=300, capture_output=True)
             marker.write_text("ok\n")
     return python
+
+
+def sdk_http_probe(url: str, tool: str | None = None, arguments: dict[str, Any] | None = None,
+                   ) -> dict[str, Any]:
+    """What the official SDK's client sees at `url` (interop/sdk_http_probe.py): its
+    tools as listed and, when `tool` is named, that call's result."""
+    argv = [str(mcp_python()), str(INTEROP / "sdk_http_probe.py"), url]
+    if tool is not None:
+        argv += [tool, json.dumps(arguments or {})]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
 
 
 def fastmcp_python() -> Path:

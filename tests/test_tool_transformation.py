@@ -9,9 +9,7 @@ subprocess; uvicorn in-process for the scopes."""
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,23 +154,9 @@ async def test_a_local_derived_tool_over_http_with_our_client(docs_server: str) 
 
 
 def test_a_local_derived_tool_with_the_official_sdk_client(docs_server: str) -> None:
-    script = (
-        "import asyncio, json, sys\n"
-        "from mcp.client import Client\n"
-        "from mcp.client.streamable_http import streamable_http_client\n"
-        "async def main():\n"
-        "    async with Client(streamable_http_client(sys.argv[1])) as client:\n"
-        "        tools = (await client.list_tools()).tools\n"
-        "        done = await client.call_tool('find_docs', {'query': 'intro'})\n"
-        "        print(json.dumps({'tools': [t.name for t in tools],\n"
-        "                          'schema': tools[0].model_dump(by_alias=True)['inputSchema'],\n"
-        "                          'result': done.model_dump(by_alias=True)['structuredContent']}))\n"
-        "asyncio.run(main())\n"
-    )
-    done = subprocess.run([str(_peers.mcp_python()), "-c", script, docs_server], capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = _peers.sdk_http_probe(docs_server, "find_docs", {"query": "intro"})
+    out = {"tools": [t["name"] for t in seen["tools"]], "schema": seen["tools"][0]["inputSchema"],
+           "result": seen["result"]["structuredContent"]}
     assert out["tools"] == ["find_docs"]
     assert out["schema"]["required"] == ["query"]
     assert out["result"] == {"hits": ["intro"], "region": "eu-docs"}

@@ -10,8 +10,6 @@ scopes (tokens from `StaticTokens`)."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -297,19 +295,8 @@ async def test_the_official_sdk_client_sees_the_served_list(
     inst = start(src, {}, instances, "solo")  # no Redis: one instance
     async with client_of(inst) as ours:
         await ours.call_tool("switch", {"on": False, "tool": "echo"})
-    script = (
-        "import asyncio, json, sys\n"
-        "from mcp.client import Client\n"
-        "from mcp.client.streamable_http import streamable_http_client\n"
-        "async def main():\n"
-        "    async with Client(streamable_http_client(sys.argv[1])) as client:\n"
-        "        print(json.dumps(sorted(t.name for t in (await client.list_tools()).tools)))\n"
-        "asyncio.run(main())\n"
-    )
-    done = subprocess.run([str(_peers.mcp_python()), "-c", script, inst.url], capture_output=True,
-                          text=True, timeout=120, env={**os.environ})
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["forecast", "switch"]
+    seen = _peers.sdk_http_probe(inst.url)
+    assert sorted(t["name"] for t in seen["tools"]) == ["forecast", "switch"]
 
 
 # -- lists by scope --------------------------------------------------------------------------
