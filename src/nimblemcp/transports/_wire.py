@@ -28,10 +28,9 @@ import functools
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 from nimblemcp.errors import ClientError, StreamBroken, TransportError
-
-from ._url_split import split_url
 
 if TYPE_CHECKING:
     import httpx
@@ -74,7 +73,7 @@ class Wire(Protocol):
 def route(url: str) -> Route:
     """Where `url`'s requests go and their request line after the method: the h1 wire's
     router (the URL is ASCII: the transport made it so)."""
-    parts = split_url(url)
+    parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https") or not parts.hostname:
         raise ClientError(f"cannot reach {url!r}: not an http(s) URL with a host")

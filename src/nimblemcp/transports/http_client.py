@@ -63,6 +63,7 @@ from collections.abc import (
 )
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from nimblemcp.errors import (
     AuthorizationRequired,
@@ -100,7 +101,6 @@ from ._http_answers import (
 )
 from ._limits import MAX_CONNECTIONS, MAX_MESSAGE_BYTES, MAX_REDIRECTS
 from ._sse import iter_sse
-from ._url_split import split_url
 
 # The [http] extra is what this module needs: httpx carries proxies, auth flows and given
 # clients, so its absence is reported here (by name, `MissingExtraError`) without paying
@@ -187,7 +187,7 @@ class HttpTransport:
             raise ValueError("max_connections must be at least 1")
         url = _wire_form(url)
         try:
-            parts = split_url(url)
+            parts = urlsplit(url)
             parts.port  # noqa: B018  (reading it validates it)
         except ValueError as exc:
             raise ClientError(f"invalid URL {url!r}: {exc}") from None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from marshal import dumps as _dumps
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
@@ -141,10 +140,6 @@ class SecurityMiddleware:
         self.cors_max_age = str(config.cors_max_age).encode()
         self._origins: dict[bytes, bool] = {}
         self._hosts: dict[bytes, bool] = {}
-        # The raw values of those verdicts that allow (the hot path's `in` test).
-        self.passed_hosts: set[bytes] = set()
-        self.passed_origins: set[bytes] = set()
-        self._length_digits = len(str(config.max_body)) if config.max_body is not None else 0
         # The app takes the header dict built here (nimblemcp's endpoint does).
         self.hands_headers = getattr(app, "takes_found_headers", False) is True
         # A `_drain.ListenDrain` made around this guard: it keeps the listen streams
@@ -159,8 +154,6 @@ class SecurityMiddleware:
             verdict = self._judge_origin(raw.decode("latin-1"))
             if len(self._origins) < _CACHE_LIMIT:
                 self._origins[raw] = verdict
-                if verdict:
-                    self.passed_origins.add(raw)
         return verdict
 
     def _judge_origin(self, origin: str) -> bool:
@@ -185,8 +178,6 @@ class SecurityMiddleware:
             verdict = self.any_host or value in self.allowed_hosts or _host_name(value) in self.allowed_hosts
             if len(self._hosts) < _CACHE_LIMIT:
                 self._hosts[raw] = verdict
-                if verdict:
-                    self.passed_hosts.add(raw)
         return verdict
 
     # -- the middleware ------------------------------------------------------------------
@@ -198,44 +189,23 @@ class SecurityMiddleware:
             await self.app(scope, receive, send)
             return
         raw_headers = scope["headers"]
-        # The common request names no header twice: one C-level dict build, lookups
-        # and sums instead of a Python loop. A repeated name takes the full scan. The
-        # dict goes on to an app that takes it (`takes_found_headers`): one build for both.
+        # A request that names no header twice is read as a dict, which goes on to an
+        # app that takes it (`takes_found_headers`); a repeated name takes the full scan.
         try:
             found = dict(raw_headers) if type(raw_headers) is list else None
         except TypeError:  # names that are not bytes (unhashable)
             found = None
         if found is not None and len(found) == len(raw_headers):
-            if len(found) > self.max_headers:
+            size = sum(map(len, found)) + sum(map(len, found.values()))
+            if len(found) > self.max_headers or size > self.max_header_bytes:
                 await _reject(send, 431, _TOO_MANY_HEADERS)
                 return
-            # The headers are first bounded in one C call, and added up only past the
-            # limit: marshal writes each byte string as its bytes and 5 more (version 0:
-            # no back-references), a dict with 2 more, so its output is never shorter
-            # than the names and values together (~4.6k instructions for seven headers,
-            # against ~6.6k for a `len` of each). ASGI names and values are byte
-            # strings; one marshal cannot write counts as over.
-            try:
-                over = len(_dumps(found, 0)) > self.max_header_bytes
-            except ValueError:
-                over = True
-            if over and sum(map(len, found)) + sum(map(len, found.values())) > self.max_header_bytes:
-                await _reject(send, 431, _TOO_MANY_HEADERS)
+            origin = found.get(b"origin")
+            host = found.get(b"host")
+            length = found.get(b"content-length")
+            if host is None and scope.get("http_version") == "1.1":
+                await _reject(send, 400, _NO_HOST)  # RFC 9112 §3.2
                 return
-            # No `.get` calls: a subscript for a header a POST has (Host, Content-Length),
-            # an `in` test for Origin (most clients send none). Both are one look-up, and
-            # no method call (~0.3k each on 3.11); an `in` test before a subscript would
-            # cost a second hash and compare of the name (fresh bytes) instead.
-            origin = found[b"origin"] if b"origin" in found else None  # noqa: SIM401
-            try:
-                host = found[b"host"]
-                length = found[b"content-length"]
-            except KeyError:
-                host = found.get(b"host")
-                length = found.get(b"content-length")
-                if host is None and scope.get("http_version") == "1.1":
-                    await _reject(send, 400, _NO_HOST)  # RFC 9112 §3.2
-                    return
         else:
             found = origin = host = length = listen = None
             size = 0
@@ -262,13 +232,11 @@ class SecurityMiddleware:
             if host is None and scope.get("http_version") == "1.1":
                 await _reject(send, 400, _NO_HOST)  # RFC 9112 §3.2
                 return
-        # A value allowed before is in `passed_hosts` / `passed_origins`: one `in` test (a verdict cache miss, or
-        # a value refused before, asks `host_ok` / `origin_ok`).
-        if host is not None and host not in self.passed_hosts and not self.host_ok(host):
+        if host is not None and not self.host_ok(host):
             await _reject(send, 403, _FORBIDDEN_HOST)  # DNS rebinding (HTTP-02)
             return
         if origin is not None:
-            if origin not in self.passed_origins and not self.origin_ok(origin):
+            if not self.origin_ok(origin):
                 await _reject(send, 403, _FORBIDDEN_ORIGIN)  # present and invalid (HTTP-02)
                 return
             if self.cors:
@@ -279,18 +247,16 @@ class SecurityMiddleware:
         limit = self.max_body
         if limit is not None:
             if length is not None:
-                # Fewer ASCII digits than the limit has: a valid length under it, unparsed.
-                if len(length) >= self._length_digits or not length.isdigit():
-                    try:
-                        declared = int(length)
-                    except ValueError:
-                        declared = -1
-                    if declared < 0:
-                        await _reject(send, 400, _BAD_LENGTH)
-                        return
-                    if declared > limit:
-                        await _reject(send, 413, _TOO_LARGE)
-                        return
+                try:
+                    declared = int(length)
+                except ValueError:
+                    declared = -1
+                if declared < 0:
+                    await _reject(send, 400, _BAD_LENGTH)
+                    return
+                if declared > limit:
+                    await _reject(send, 413, _TOO_LARGE)
+                    return
                 # The HTTP server never delivers more than Content-Length bytes.
             elif scope["method"] in ("POST", "PUT", "PATCH"):
                 if self.drain is not None and scope["method"] == "POST" and (
