@@ -55,7 +55,7 @@ from http_throughput import BODY, HEADERS, free_port
 RUN_WATCHED = (
     "import runpy, sys\n"
     "delay = float(sys.argv.pop(1))\n"
-    "import nimblemcp.transports.http\n"
+    "import nimblemcp.transports.http.app\n"
     "held = [m for n, m in list(sys.modules.items()) if n.startswith('nimblemcp') and hasattr(m, 'WATCH_DELAY')]\n"
     "assert held, 'no WATCH_DELAY to set'\n"
     "for m in held:\n"

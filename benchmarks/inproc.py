@@ -313,9 +313,10 @@ STAGE_NAMES = {
 def stage_table(case: str, loop: asyncio.AbstractEventLoop, app: Any) -> dict[str, tuple[bool, Any]]:
     """stage -> (is async, a no-argument callable running it once with the case's inputs)."""
     from nimblemcp import jsonrpc
-    from nimblemcp.transports import _asgi, http
-    from nimblemcp.transports._http_exchange import Exchange
-    from nimblemcp.transports._http_headers import RequestHeaders, check_standard
+    from nimblemcp.transports.http import _asgi
+    from nimblemcp.transports.http import app as http
+    from nimblemcp.transports.http._exchange import Exchange
+    from nimblemcp.transports.http._headers import RequestHeaders, check_standard
 
     body = request_body(case)
     headers = headers_for(case, body)

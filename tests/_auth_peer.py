@@ -27,8 +27,8 @@ import orjson
 import uvicorn
 
 import nimblemcp as m
-from nimblemcp.transports.http_auth import AccessToken
-from nimblemcp.transports.http_security import secure_app
+from nimblemcp.transports.auth.bearer import AccessToken
+from nimblemcp.transports.http.security import secure_app
 
 
 async def follow_redirect(url: str) -> str:

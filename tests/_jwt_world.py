@@ -43,7 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 )
 
 import nimblemcp as m
-from nimblemcp.transports.http_security import secure_app
+from nimblemcp.transports.http.security import secure_app
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"

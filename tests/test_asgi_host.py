@@ -15,8 +15,8 @@ from tests._serving import serving
 
 import nimblemcp as m
 from nimblemcp.client import Client
-from nimblemcp.transports.http_auth import AccessToken, StaticTokens
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.auth.bearer import AccessToken, StaticTokens
+from nimblemcp.transports.client.http import HttpTransport
 
 pytest.importorskip("starlette")
 

@@ -26,7 +26,7 @@ from _protected import FIXTURE, protected, start
 from _serving import serving
 
 from nimblemcp.testing import connect
-from nimblemcp.transports.verifiers import IntrospectionVerifier, JwtVerifier
+from nimblemcp.transports.auth.verifiers import IntrospectionVerifier, JwtVerifier
 
 HANG = 30.0  # a guard against a hung test, never a measurement
 MODERN = "2026-07-28"

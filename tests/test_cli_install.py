@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nimblemcp import Client
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 SERVER = '''
 import os

@@ -36,7 +36,7 @@ TTL = 20  # seconds an access token lasts at the provider
 NOTES = '''
 import os
 import nimblemcp as m
-from nimblemcp.transports.verifiers import JwtVerifier
+from nimblemcp.transports.auth.verifiers import JwtVerifier
 
 ISSUER, RESOURCE, PORT = os.environ["ISSUER"], os.environ["RESOURCE"], int(os.environ["PORT"])
 server = m.Server("notes")

@@ -17,7 +17,7 @@ from _auth_peer import follow_redirect, world
 
 from nimblemcp.client import Client
 from nimblemcp.client.auth import MemoryTokenStore, OAuth, PreRegistered
-from nimblemcp.transports.http_client import HttpStatusError
+from nimblemcp.transports.client.http import HttpStatusError
 
 CONFORMANCE_CLIENT = Path(__file__).resolve().parents[1] / "examples" / "conformance" / "client.py"
 

@@ -16,7 +16,7 @@ import pytest
 import uvicorn
 
 import nimblemcp as m
-from nimblemcp.transports.http import asgi_app
+from nimblemcp.transports.http.app import asgi_app
 
 CLIENT = Path(__file__).resolve().parents[1] / "examples" / "conformance" / "client.py"
 

@@ -24,11 +24,11 @@ from _serving import serving
 from nimblemcp import Server
 from nimblemcp.client import Client
 from nimblemcp.errors import StreamBroken
-from nimblemcp.transports import _tls
-from nimblemcp.transports._wire import route
+from nimblemcp.transports.client import _tls
+from nimblemcp.transports.client._wire import route
+from nimblemcp.transports.client.http import HttpTransport
 from nimblemcp.transports.h1.client import H1Closed, H1Pool, H1ProtocolError
-from nimblemcp.transports.http import asgi_app
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.http.app import asgi_app
 
 DISCOVERED = {"resultType": "complete", "supportedVersions": ["2026-07-28"],
               "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "0"}}

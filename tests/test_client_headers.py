@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from nimblemcp.client import InvalidToolHeaders, header_rules, param_headers
-from nimblemcp.transports.http_client import HttpTransport, encode_header_value, mcp_name
+from nimblemcp.transports.client.http import HttpTransport, encode_header_value, mcp_name
 
 
 def tool(props: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from _serving import HeaderRecorder, serving
 import nimblemcp as m
 from nimblemcp.client import Client
 from nimblemcp.errors import TransportError
-from nimblemcp.transports.http import asgi_app
+from nimblemcp.transports.http.app import asgi_app
 
 
 def build_server() -> m.Server:

@@ -19,7 +19,7 @@ import pytest
 from _peers import mcp_python
 
 from nimblemcp.client import Client
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ import _peers
 
 from nimblemcp import Client
 from nimblemcp.client import RetryPolicy
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 
 async def test_client_falls_back_to_legacy_and_uses_the_reference_server() -> None:

@@ -20,7 +20,7 @@ from _serving import HeaderRecorder, serving
 
 import nimblemcp as m
 from nimblemcp.client import Client, RetryPolicy
-from nimblemcp.transports.http import asgi_app
+from nimblemcp.transports.http.app import asgi_app
 
 SERVER = '''
 import nimblemcp as m

@@ -106,7 +106,7 @@ async def test_legacy_listen_over_stdio(script: Path) -> None:
 async def served(script: Path) -> AsyncIterator[str]:
     namespace: dict[str, Any] = {"__name__": "legacy_listen_server"}
     exec(compile(script.read_text(), str(script), "exec"), namespace)
-    from nimblemcp.transports.http import asgi_app
+    from nimblemcp.transports.http.app import asgi_app
 
     config = uvicorn.Config(asgi_app(namespace["server"]), host="127.0.0.1", port=0,
                             log_level="warning", lifespan="off")

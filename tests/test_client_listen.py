@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nimblemcp as m
 from nimblemcp.client import Client, ListenEvent
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 SOURCE = """
 import nimblemcp as m

@@ -18,7 +18,7 @@ from nimblemcp.errors import (
     RequestTimeout,
     UnsupportedProtocolVersion,
 )
-from nimblemcp.transports.memory import MemoryTransport
+from nimblemcp.transports.client.memory import MemoryTransport
 
 
 def client_for(server: Any, **kw: Any) -> tuple[Client, MemoryTransport]:

@@ -15,7 +15,7 @@ from nimblemcp import Context, Server, StateOptions
 from nimblemcp.client import Client, InputRequestRefused, RetryPolicy, fill_defaults
 from nimblemcp.errors import ClientError
 from nimblemcp.server._sealing import new_key
-from nimblemcp.transports.memory import MemoryTransport
+from nimblemcp.transports.client.memory import MemoryTransport
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 

@@ -27,9 +27,9 @@ from nimblemcp.client import (
 )
 from nimblemcp.errors import RequestTimeout
 from nimblemcp.testing import connect
-from nimblemcp.transports.http_client import HttpTransport
-from nimblemcp.transports.memory import MemoryTransport
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.client.http import HttpTransport
+from nimblemcp.transports.client.memory import MemoryTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 

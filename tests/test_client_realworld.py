@@ -28,7 +28,7 @@ from nimblemcp.client import (
     ServerBusy,
 )
 from nimblemcp.errors import ClientError, UnsupportedProtocolVersion
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.client.http import HttpTransport
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 TOOLS = [{"name": "echo", "inputSchema": {"type": "object"}}]
@@ -592,7 +592,7 @@ async def test_a_listen_relistens_after_the_retry_after_of_a_busy_server(served:
 
 
 async def _lines_of(parts: list[bytes], limit: int) -> list[str]:
-    from nimblemcp.transports._http_answers import bounded_lines
+    from nimblemcp.transports.client._answers import bounded_lines
 
     async def chunks() -> AsyncIterator[bytes]:
         for part in parts:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from nimblemcp.client import Client, Limits, TransportError
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 PRELUDE = '''
 import json, sys

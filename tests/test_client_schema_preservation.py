@@ -18,7 +18,7 @@ import uvicorn
 
 import nimblemcp as m
 from nimblemcp.client import Client
-from nimblemcp.transports.http import asgi_app
+from nimblemcp.transports.http.app import asgi_app
 
 CLIENT = Path(__file__).resolve().parents[1] / "examples" / "conformance" / "client.py"
 

@@ -15,7 +15,7 @@ import pytest
 
 from nimblemcp.client import Client
 from nimblemcp.errors import InvalidParams, RequestTimeout, TransportError
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "examples" / "docs_server" / "server.py"

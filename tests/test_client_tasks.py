@@ -22,8 +22,8 @@ from nimblemcp.client import (
     TasksNotDeclared,
 )
 from nimblemcp.errors import ClientError, InternalError, MissingClientCapability, RequestTimeout
-from nimblemcp.transports.http import asgi_app
-from nimblemcp.transports.memory import MemoryTransport
+from nimblemcp.transports.client.memory import MemoryTransport
+from nimblemcp.transports.http.app import asgi_app
 
 CONFIRM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 

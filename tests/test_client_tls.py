@@ -1,4 +1,4 @@
-"""The TLS context of the HTTP client's wires (transports/_tls.py): HTTPS endpoints
+"""The TLS context of the HTTP client's wires (transports/client/_tls.py): HTTPS endpoints
 are verified with one shared context; plain-HTTP endpoints skip the CA store."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from test_client_h1 import RawServer, calls_in, raw_server
 
 from nimblemcp.client import Client
 from nimblemcp.errors import ClientError, StreamBroken
-from nimblemcp.transports._tls import tls_context
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.client._tls import tls_context
+from nimblemcp.transports.client.http import HttpTransport
 
 WIRES = ("h1", "httpx")
 

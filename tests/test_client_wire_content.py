@@ -18,9 +18,9 @@ from _fake_mcp import FakeMcp, Seen, answer_body, fake_mcp, raw
 
 from nimblemcp.client import Client
 from nimblemcp.errors import MessageTooLarge, StreamBroken, TransportError
-from nimblemcp.transports._wire import route
+from nimblemcp.transports.client._wire import route
+from nimblemcp.transports.client.http import HttpTransport
 from nimblemcp.transports.h1.client import H1Pool
-from nimblemcp.transports.http_client import HttpTransport
 
 WIRES = ("h1", "httpx")
 

@@ -17,16 +17,16 @@ from _fake_mcp import FakeMcp, Seen, answer_body, fake_mcp, ok, raw, slow
 
 from nimblemcp.client import Client, Limits
 from nimblemcp.errors import RequestTimeout, StreamBroken
-from nimblemcp.transports._wire import route
+from nimblemcp.transports.client._wire import route
+from nimblemcp.transports.client.http import HttpTransport
 from nimblemcp.transports.h1.client import DECODERS, MAX_HEAD_BYTES, H1Pool, H1ProtocolError, _Conn
-from nimblemcp.transports.http_client import HttpTransport
 
 WIRES = ("h1", "httpx")
 
 MANY_CALLS = """
 import asyncio, json, resource, sys
 from nimblemcp.client import Client
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.client.http import HttpTransport
 
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))

@@ -1,6 +1,6 @@
 """Proxies as httpx finds them (issue 31 point 6): `urllib.request.getproxies()` (the
 environment; on macOS and Windows the system settings too) and NO_PROXY, decided as
-httpx decides (transports/_proxies.py). A proxied endpoint goes over httpx, which
+httpx decides (transports/client/_proxies.py). A proxied endpoint goes over httpx, which
 proxies it; one NO_PROXY exempts stays on the h1 wire. Before issue 31 only the
 environment variables were read, and any of them sent every endpoint to httpx.
 """
@@ -16,9 +16,9 @@ import pytest
 from _fake_mcp import FakeMcp, Seen, answer_body, fake_mcp, json_answer, raw
 
 from nimblemcp.client import Client
-from nimblemcp.transports import _proxies
-from nimblemcp.transports._proxies import proxy_for
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.client import _proxies
+from nimblemcp.transports.client._proxies import proxy_for
+from nimblemcp.transports.client.http import HttpTransport
 
 URLS = [
     "http://example.com/mcp", "http://www.example.com/", "http://wwwexample.com/", "http://example.com:8080/",

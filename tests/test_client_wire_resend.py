@@ -35,9 +35,9 @@ from _fake_mcp import (
 
 from nimblemcp.client import Client, RetryPolicy
 from nimblemcp.errors import StreamBroken, TransportError
-from nimblemcp.transports._wire import route
+from nimblemcp.transports.client._wire import route
+from nimblemcp.transports.client.http import HttpTransport
 from nimblemcp.transports.h1.client import DECODERS, H1Pool, _Conn, _Unsent
-from nimblemcp.transports.http_client import HttpTransport
 
 WIRES = ("h1", "httpx")
 MISBEHAVIOURS = {"closes before any byte": close, "closes mid-head": close_mid_head,

@@ -15,7 +15,7 @@ from _fake_mcp import FakeMcp, Seen, answer_body, fake_mcp, json_answer, raw
 
 from nimblemcp.client import Client
 from nimblemcp.errors import ClientError
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.client.http import HttpTransport
 
 WIRES = ("h1", "httpx")
 PUNY = "xn--bcher-kva.localhost"

@@ -22,9 +22,9 @@ import nimblemcp as m
 from nimblemcp import Depends, Headers, get_lifespan, get_principal
 from nimblemcp.client import Client
 from nimblemcp.testing import connect
-from nimblemcp.transports.http_auth import AccessToken, StaticTokens
-from nimblemcp.transports.http_client import HttpTransport
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.auth.bearer import AccessToken, StaticTokens
+from nimblemcp.transports.client.http import HttpTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 EVENTS: list[str] = []
 

@@ -21,7 +21,7 @@ from nimblemcp import Depends, get_headers, get_lifespan, get_principal
 from nimblemcp.client import Client
 from nimblemcp.server._depends import _Plan
 from nimblemcp.testing import connect
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 HANG = 30.0  # a guard against a hung test, never a measurement
 

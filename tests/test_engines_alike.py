@@ -29,10 +29,10 @@ import nimblemcp as m
 from nimblemcp.backends.bus import Event
 from nimblemcp.server._options import ListenOptions
 from nimblemcp.serving import asgi_app
-from nimblemcp.transports._drain import ListenDrain
-from nimblemcp.transports._http_exchange import Exchange
-from nimblemcp.transports._uvicorn import head_limit, uvicorn_limits
 from nimblemcp.transports.h1.engine_server import EngineConfig, serve
+from nimblemcp.transports.http._drain import ListenDrain
+from nimblemcp.transports.http._exchange import Exchange
+from nimblemcp.transports.http._uvicorn import head_limit, uvicorn_limits
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -654,7 +654,7 @@ def serve_raw(app: Any) -> tuple[int, Any]:
 
 
 def test_an_app_that_fails_after_answering_still_delivers_the_answer_then_closes() -> None:
-    from nimblemcp.transports._asgi import ENGINE
+    from nimblemcp.transports.http._asgi import ENGINE
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

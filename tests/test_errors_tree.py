@@ -21,9 +21,9 @@ from nimblemcp import errors
 OUTSIDE_THE_TREE = {
     "nimblemcp.server._hints.ArgumentError":
         "tool-argument validation inside ToolEntry.call; becomes an `isError: true` result",
-    "nimblemcp.transports.http_security._BodyTooLarge":
+    "nimblemcp.transports.http.security._BodyTooLarge":
         "private: ends the body read in the size-limit middleware, answered with HTTP 413",
-    "nimblemcp.transports.verifiers._TooLarge":
+    "nimblemcp.transports.auth.verifiers._TooLarge":
         "private: ends a key-set or introspection download past its cap; logged, the token refused (401)",
     "nimblemcp.client._listen._Dropped":
         "private: a listen stream ended early; the Listener reconnects or ends iteration",
@@ -64,7 +64,7 @@ def _defined_exceptions() -> dict[str, type[BaseException]]:
 def test_every_module_is_walked() -> None:
     names = _modules()
     for expected in ("nimblemcp.errors", "nimblemcp.backends.redis", "nimblemcp.client.auth._flow",
-                     "nimblemcp.transports.http_client", "nimblemcp.cli"):
+                     "nimblemcp.transports.client.http", "nimblemcp.cli"):
         assert expected in names
     for name, reason in NOT_IMPORTED.items():
         assert name in names, reason

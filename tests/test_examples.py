@@ -155,7 +155,7 @@ def test_docs_server_listen_hears_edits_and_new_documents(tmp_path: Path) -> Non
 async def test_docs_server_review_session_with_confirmation(tmp_path: Path) -> None:
     """TOOL-14 + MRTR: handle flow and an elicitation answered by our Client over stdio."""
     from nimblemcp import Client
-    from nimblemcp.transports.stdio_client import StdioTransport
+    from nimblemcp.transports.stdio.client import StdioTransport
 
     asked: list[dict[str, Any]] = []
 

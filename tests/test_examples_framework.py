@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from nimblemcp.client import Client
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

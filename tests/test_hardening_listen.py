@@ -125,7 +125,7 @@ async def test_a_listener_dropped_for_being_slow_is_told_so_over_real_http() -> 
 
     from nimblemcp.backends.bus import Event
     from nimblemcp.transports._sse import SSEParser
-    from nimblemcp.transports.http import asgi_app
+    from nimblemcp.transports.http.app import asgi_app
 
     server = Server("slow", listen=ListenOptions(queue=4))
     server.tool(lambda: "x", name="t")

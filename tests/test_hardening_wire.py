@@ -28,11 +28,11 @@ from _serving import serving
 import nimblemcp as m
 from nimblemcp.errors import InvalidRequest
 from nimblemcp.jsonrpc import MAX_DEPTH, classify, decode, decode_request, encode_reply
-from nimblemcp.transports._asgi import SUBJECT
-from nimblemcp.transports._http_exchange import Exchange, _ping
-from nimblemcp.transports.http import McpHttpApp
-from nimblemcp.transports.http_auth import AccessToken, StaticTokens
-from nimblemcp.transports.http_security import HttpSecurity, secure_app
+from nimblemcp.transports.auth.bearer import AccessToken, StaticTokens
+from nimblemcp.transports.http._asgi import SUBJECT
+from nimblemcp.transports.http._exchange import Exchange, _ping
+from nimblemcp.transports.http.app import McpHttpApp
+from nimblemcp.transports.http.security import HttpSecurity, secure_app
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V,

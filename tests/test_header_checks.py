@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 import nimblemcp as m
 from nimblemcp.errors import HeaderMismatch
 from nimblemcp.serving import asgi_app
-from nimblemcp.transports import _asgi, _http_headers
-from nimblemcp.transports._http_headers import RequestHeaders, check_standard
-from nimblemcp.transports.http_security import SecurityMiddleware
+from nimblemcp.transports.http import _asgi
+from nimblemcp.transports.http import _headers as _http_headers
+from nimblemcp.transports.http._headers import RequestHeaders, check_standard
+from nimblemcp.transports.http.security import SecurityMiddleware
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

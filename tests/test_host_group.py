@@ -398,7 +398,7 @@ async def test_remote_headers_and_the_auth_factory_reach_a_protected_server(
     from _serving import serving
 
     import nimblemcp as m
-    from nimblemcp.transports.http_auth import AccessToken, BearerAuth, StaticTokens
+    from nimblemcp.transports.auth.bearer import AccessToken, BearerAuth, StaticTokens
 
     server = m.Server("protected")
 

@@ -443,7 +443,7 @@ QUICK_SERVER = textwrap.dedent('''
 
     import nimblemcp as m
     from nimblemcp.serving import HttpServeOptions, run_http
-    from nimblemcp.transports.http_security import HttpSecurity
+    from nimblemcp.transports.http.security import HttpSecurity
 
     server = m.Server("quick", "1.0")
 
@@ -587,7 +587,7 @@ class _Reader:
 def test_the_body_deadline_is_read_off_the_clock_when_sweeps_run_late() -> None:
     """Three sweeps, each 10 s apart on a busy loop (they are meant to be 1 s apart):
     the 30 s deadline passes at the third, not after 30 sweeps (issue 31: 41 s)."""
-    from nimblemcp.transports._http_exchange import Watchlist
+    from nimblemcp.transports.http._exchange import Watchlist
 
     loop = _LateLoop()
     watchlist = Watchlist(loop)  # type: ignore[arg-type]
@@ -671,8 +671,8 @@ async def test_a_served_request_leaves_nothing_for_the_cyclic_collector(engine: 
 
     import nimblemcp as m
     from nimblemcp.serving import asgi_app
-    from nimblemcp.transports._uvicorn import uvicorn_limits
     from nimblemcp.transports.h1.engine_server import EngineConfig, serve
+    from nimblemcp.transports.http._uvicorn import uvicorn_limits
 
     server = m.Server("in-process")
 
@@ -754,8 +754,8 @@ RAW_APP = textwrap.dedent('''
     else:
         import uvicorn
 
-        from nimblemcp.transports._uvicorn import uvicorn_limits
-        from nimblemcp.transports.http_security import HttpSecurity
+        from nimblemcp.transports.http._uvicorn import uvicorn_limits
+        from nimblemcp.transports.http.security import HttpSecurity
 
         uvicorn.run(app, port=port, log_level="critical", **uvicorn_limits(HttpSecurity()))
 ''')

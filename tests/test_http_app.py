@@ -18,8 +18,8 @@ import pytest
 
 import nimblemcp as m
 from nimblemcp.transports._sse import SSEParser
-from nimblemcp.transports.http import asgi_app
-from nimblemcp.transports.http_security import secure_app
+from nimblemcp.transports.http.app import asgi_app
+from nimblemcp.transports.http.security import secure_app
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -674,7 +674,7 @@ async def test_http_13_header_values_are_compared_without_surrounding_whitespace
 async def test_http_10_disconnect_watch_starts_only_for_requests_still_running() -> None:
     """One shared timer (Watchlist) starts the watch for requests in flight after
     WATCH_DELAY; a finished request is released at once and never watched."""
-    from nimblemcp.transports._http_exchange import WATCH_DELAY, Exchange, Watchlist
+    from nimblemcp.transports.http._exchange import WATCH_DELAY, Exchange, Watchlist
 
     loop = asyncio.get_running_loop()
     never = asyncio.Event()

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 import nimblemcp as m
-from nimblemcp.transports.http_auth import AccessToken, StaticTokens
-from nimblemcp.transports.http_security import secure_app
+from nimblemcp.transports.auth.bearer import AccessToken, StaticTokens
+from nimblemcp.transports.http.security import secure_app
 
 RESOURCE = "http://localhost/mcp"
 AS = "https://auth.example.com"

@@ -19,8 +19,8 @@ from _jwt_world import JwtWorld, jwt_world
 import nimblemcp as m
 from nimblemcp.client import Client
 from nimblemcp.client.auth import DPoP, OAuth, SigningKey
-from nimblemcp.transports.http import asgi_app
-from nimblemcp.transports.http_auth import AccessToken, BearerAuth, DPoPVerifier
+from nimblemcp.transports.auth.bearer import AccessToken, BearerAuth, DPoPVerifier
+from nimblemcp.transports.http.app import asgi_app
 
 
 class WorldTokens:

@@ -24,11 +24,11 @@ import pytest
 
 import nimblemcp as m
 from nimblemcp.serving import asgi_app
-from nimblemcp.transports import _asgi
 from nimblemcp.transports.h1 import engine as _engine
 from nimblemcp.transports.h1.engine import Connection
 from nimblemcp.transports.h1.engine_server import Engine, EngineConfig
-from nimblemcp.transports.http_security import SecurityMiddleware
+from nimblemcp.transports.http import _asgi
+from nimblemcp.transports.http.security import SecurityMiddleware
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}

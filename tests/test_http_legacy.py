@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 import nimblemcp as m
-from nimblemcp.transports._asgi import SUBJECT
-from nimblemcp.transports._http_legacy import LegacyHttp
-from nimblemcp.transports.http import asgi_app
-from nimblemcp.transports.http_security import secure_app
+from nimblemcp.transports.http._asgi import SUBJECT
+from nimblemcp.transports.http._legacy_leg import LegacyHttp
+from nimblemcp.transports.http.app import asgi_app
+from nimblemcp.transports.http.security import secure_app
 
 V = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"

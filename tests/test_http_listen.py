@@ -20,7 +20,7 @@ import orjson
 
 from nimblemcp import Server
 from nimblemcp.transports._sse import SSEParser
-from nimblemcp.transports.http import asgi_app
+from nimblemcp.transports.http.app import asgi_app
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}

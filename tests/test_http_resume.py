@@ -19,8 +19,8 @@ from _serving import serving
 from nimblemcp import Context, Server
 from nimblemcp.client import Client
 from nimblemcp.transports._sse import ServerSentEvent, iter_sse
-from nimblemcp.transports._sse_log import EventLog
-from nimblemcp.transports.http import asgi_app
+from nimblemcp.transports.http._sse_log import EventLog
+from nimblemcp.transports.http.app import asgi_app
 
 V = "2025-11-25"
 

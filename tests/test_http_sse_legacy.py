@@ -21,8 +21,8 @@ from _serving import serving
 import nimblemcp as m
 from nimblemcp.client import Client
 from nimblemcp.transports._sse import ServerSentEvent, iter_sse
-from nimblemcp.transports.http import asgi_app
-from nimblemcp.transports.http_sse import HttpSseApp
+from nimblemcp.transports.http.app import asgi_app
+from nimblemcp.transports.http.legacy_sse import HttpSseApp
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
@@ -158,7 +158,7 @@ def on_elicit(params: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_our_sse_transport_with_a_legacy_client(base: str) -> None:
-    from nimblemcp.transports.sse_client import SseTransport
+    from nimblemcp.transports.client.sse import SseTransport
 
     async with Client(SseTransport(f"{base}/sse"), mode="legacy", on_elicit=on_elicit) as client:
         assert [t["name"] for t in await client.list_tools()] == ["add", "greet"]

@@ -23,7 +23,7 @@ import orjson
 import pytest
 
 from nimblemcp.transports._sse import SSEParser
-from nimblemcp.transports.http import YOUNG_GC_THRESHOLD
+from nimblemcp.transports.http.app import YOUNG_GC_THRESHOLD
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}}

@@ -27,8 +27,8 @@ from _deploy import stop, wait_port
 from _redis import free_port
 from tests._oidc_provider import oidc_provider
 
-from nimblemcp.transports import identity
-from nimblemcp.transports.verifiers import JwtVerifier, _access
+from nimblemcp.transports.auth import identity
+from nimblemcp.transports.auth.verifiers import JwtVerifier, _access
 
 RESOURCE = "http://127.0.0.1/mcp"
 OTHER = "http://127.0.0.1/other"
@@ -39,8 +39,8 @@ SERVED = '''
 import json, os, sys
 import uvicorn
 import nimblemcp as m
-from nimblemcp.transports import identity
-from nimblemcp.transports.verifiers import JwtVerifier
+from nimblemcp.transports.auth import identity
+from nimblemcp.transports.auth.verifiers import JwtVerifier
 
 config = json.loads(os.environ["IDP_CONFIG"])
 server = m.Server("protected")

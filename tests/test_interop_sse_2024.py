@@ -118,7 +118,7 @@ def test_legacy_sse_is_refused_with_auth() -> None:
     # Bearer auth guards the MCP path only: the old endpoints would be left open.
     from nimblemcp import Server
     from nimblemcp.serving import asgi_app
-    from nimblemcp.transports.http_auth import StaticTokens
+    from nimblemcp.transports.auth.bearer import StaticTokens
 
     with pytest.raises(ValueError, match="legacy_sse cannot be combined with auth"):
         asgi_app(Server("s"), legacy_sse=True, auth={"verifier": StaticTokens({}),

@@ -25,7 +25,7 @@ import nimblemcp as m
 from nimblemcp.client import Client
 from nimblemcp.errors import StartupError
 from nimblemcp.testing import connect
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 SERVER = """
 import contextlib, os, sys

@@ -21,7 +21,7 @@ from nimblemcp.client import Client
 from nimblemcp.errors import InvalidParams, RateLimited
 from nimblemcp.middleware import CallNext, RateLimit, RequestLogging, Timing
 from nimblemcp.testing import connect
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 
 def _server(seen: list[str]) -> m.Server:

@@ -31,8 +31,8 @@ from tests._peers import free_port, wait_for_port
 
 from nimblemcp import Client, Context, Server
 from nimblemcp.client.auth import OAuth
-from nimblemcp.transports.oauth_proxy import OAuthProxy, Upstream
-from nimblemcp.transports.verifiers import JwtVerifier
+from nimblemcp.transports.auth.oauth_proxy import OAuthProxy, Upstream
+from nimblemcp.transports.auth.verifiers import JwtVerifier
 
 SECRET = "proxy-secret-" + "x" * 20
 CLIENT_REDIRECT = "http://localhost:8765/callback"  # OAuth()'s default; nothing listens there

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from nimblemcp import Client, InvalidParams, Server
 from nimblemcp.openapi import GET_AS_RESOURCES, RouteMap
 from nimblemcp.testing import connect
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.client.http import HttpTransport
 
 
 class Node(BaseModel):

@@ -23,7 +23,7 @@ from _petstore import API_KEY, DOCUMENT, OPERATIONS
 from nimblemcp import Client, Server
 from nimblemcp.openapi import GET_AS_RESOURCES
 from nimblemcp.testing import connect
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.client.http import HttpTransport
 
 
 @pytest.fixture(scope="module")

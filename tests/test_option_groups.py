@@ -126,7 +126,7 @@ def test_field_flags_are_honoured() -> None:
 
 def test_an_unfrozen_slotted_record() -> None:
     """`dataclass(slots=True)` alone: mutable, compared by value, unhashable."""
-    from nimblemcp.transports.http_client import _Resume
+    from nimblemcp.transports.client.http import _Resume
 
     state = _Resume()
     assert state == _Resume(None, None, False) and repr(state) == "_Resume(last_id=None, retry_ms=None, accepted=False)"

@@ -19,9 +19,14 @@ from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.server._dispatch import Dispatcher
 from nimblemcp.server._options import Backends, ListenOptions, ServerSettings, StateOptions
 from nimblemcp.serving import bare_asgi_app
-from nimblemcp.transports._asgi import accepted, accepts_json, accepts_json_and_sse, accepts_sse
 from nimblemcp.transports._legacy import LegacySession
-from nimblemcp.transports.http_security import HttpSecurity, secure_app
+from nimblemcp.transports.http._asgi import (
+    accepted,
+    accepts_json,
+    accepts_json_and_sse,
+    accepts_sse,
+)
+from nimblemcp.transports.http.security import HttpSecurity, secure_app
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "nimblemcp"
 

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 import nimblemcp as m
 from nimblemcp.errors import HeaderMismatch, InvalidRequest, ParseError, ProtocolError
 from nimblemcp.jsonrpc import MAX_DEPTH, classify, decode_request, encode_reply
-from nimblemcp.transports._asgi import accepted, accepts_json_and_sse
-from nimblemcp.transports._http_headers import ParamRules, RequestHeaders, check_standard
-from nimblemcp.transports._stdio_lines import LineSplitter
-from nimblemcp.transports.http_security import secure_app
+from nimblemcp.transports.http._asgi import accepted, accepts_json_and_sse
+from nimblemcp.transports.http._headers import ParamRules, RequestHeaders, check_standard
+from nimblemcp.transports.http.security import secure_app
+from nimblemcp.transports.stdio._lines import LineSplitter
 
 V = "2026-07-28"
 PV = "io.modelcontextprotocol/protocolVersion"

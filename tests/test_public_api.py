@@ -363,21 +363,21 @@ PUBLIC_API: dict[str, list[str]] = {
         "TestClient",
         "connect",
     ],
-    "nimblemcp.transports.http": [
+    "nimblemcp.transports.http.app": [
         "DEFAULT_BODY_TIMEOUT",
         "LegacyHandler",
         "McpHttpApp",
         "YOUNG_GC_THRESHOLD",
         "asgi_app",
     ],
-    "nimblemcp.transports.http_auth": [
+    "nimblemcp.transports.auth.bearer": [
         "AccessToken",
         "BearerAuth",
         "DPoPVerifier",
         "StaticTokens",
         "TokenVerifier",
     ],
-    "nimblemcp.transports.http_sse": [
+    "nimblemcp.transports.http.legacy_sse": [
         "HttpSseApp",
     ],
     "nimblemcp.transports.h1.client": [
@@ -406,7 +406,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "nimblemcp.transports.h1.proxies": [
         "TrustedProxies",
     ],
-    "nimblemcp.transports.http_client": [
+    "nimblemcp.transports.client.http": [
         "HttpStatusError",
         "HttpTransport",
         "SessionExpired",
@@ -414,26 +414,26 @@ PUBLIC_API: dict[str, list[str]] = {
         "encode_header_value",
         "mcp_name",
     ],
-    "nimblemcp.transports.http_security": [
+    "nimblemcp.transports.http.security": [
         "DEFAULT_MAX_BODY",
         "HttpSecurity",
         "SecurityMiddleware",
         "secure_app",
     ],
-    "nimblemcp.transports.memory": [
+    "nimblemcp.transports.client.memory": [
         "MemoryTransport",
     ],
-    "nimblemcp.transports.oauth_proxy": [
+    "nimblemcp.transports.auth.oauth_proxy": [
         "OAuthProxy",
         "Upstream",
     ],
-    "nimblemcp.transports.sse_client": [
+    "nimblemcp.transports.client.sse": [
         "SseTransport",
     ],
-    "nimblemcp.transports.stdio_client": [
+    "nimblemcp.transports.stdio.client": [
         "StdioTransport",
     ],
-    "nimblemcp.transports.identity": [
+    "nimblemcp.transports.auth.identity": [
         "OpaqueTokenVerifier",
         "auth0",
         "entra_id",
@@ -443,7 +443,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "okta",
         "workos",
     ],
-    "nimblemcp.transports.verifiers": [
+    "nimblemcp.transports.auth.verifiers": [
         "IntrospectionVerifier",
         "JwtVerifier",
         "TOKEN_TYPES",
@@ -488,7 +488,11 @@ PUBLIC_API: dict[str, list[str]] = {
 NO_ALL = {
     "nimblemcp.transports": "a namespace package: its modules carry the names",
     "nimblemcp.transports.h1": "a namespace package: its modules carry the names",
-    "nimblemcp.transports.stdio": "the stdio server loop; reached through Server.run() (H1 to add __all__)",
+    "nimblemcp.transports.http": "a package by role (the HTTP server side): its modules carry the names",
+    "nimblemcp.transports.auth": "a package by role (the OAuth resource server): its modules carry the names",
+    "nimblemcp.transports.stdio": "a package by role (both sides of stdio): its modules carry the names",
+    "nimblemcp.transports.client": "a package by role (client transports): its modules carry the names",
+    "nimblemcp.transports.stdio.server": "the stdio server loop; reached through Server.run() (H1 to add __all__)",
 }
 
 FROZEN = PUBLIC_API["nimblemcp"]
@@ -567,7 +571,7 @@ def test_error_tree_has_one_root() -> None:
 
 HEAVY = ["pydantic", "pydantic_core", "httpx", "uvicorn", "anyio", "starlette", "jsonschema",
          "typing_extensions", "concurrent.futures.process", "multiprocessing", "email",
-         "http.client", "nimblemcp.transports.stdio", "nimblemcp.cli",
+         "http.client", "nimblemcp.transports.stdio.server", "nimblemcp.cli",
          "nimblemcp.server._sealing", "cryptography", "hmac"]
 
 

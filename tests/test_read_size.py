@@ -15,7 +15,7 @@ from test_stdio_client_lines import SERVER  # echo, and `big`: a 300 kB line
 from nimblemcp.client import Client
 from nimblemcp.transports._read_size import READ_SIZE, small_reads
 from nimblemcp.transports.h1.client import DECODERS, _Conn
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 
 def max_size(transport: object) -> int:

@@ -14,7 +14,7 @@ import pytest
 from _peers import fastmcp_python, mcp_python
 
 from nimblemcp.client import Client
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -27,7 +27,7 @@ import pytest
 import nimblemcp as m
 from nimblemcp import Client
 from nimblemcp.testing import connect
-from nimblemcp.transports.memory import MemoryTransport
+from nimblemcp.transports.client.memory import MemoryTransport
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

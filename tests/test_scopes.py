@@ -15,8 +15,8 @@ import nimblemcp as m
 from nimblemcp.client import Client
 from nimblemcp.errors import InsufficientScope
 from nimblemcp.testing import connect
-from nimblemcp.transports.http_auth import AccessToken, StaticTokens
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.auth.bearer import AccessToken, StaticTokens
+from nimblemcp.transports.client.http import HttpTransport
 
 RESOURCE = "http://127.0.0.1/mcp"
 TOKENS = StaticTokens({

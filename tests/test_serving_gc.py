@@ -1,4 +1,4 @@
-"""The serving GC tuning (`transports/_serving_gc.py`), the one speed measure the
+"""The serving GC tuning (`transports/http/_serving_gc.py`), the one speed measure the
 performance policy kept (issue 32; the numbers in benchmarks/README.md): it changes no
 answer. The same requests through the guarded ASGI app, with `freeze_gc` on and off,
 each in a fresh interpreter (the collector is the process's), give the same statuses
@@ -13,7 +13,7 @@ import sys
 import textwrap
 from typing import Any
 
-from nimblemcp.transports._serving_gc import YOUNG_GC_THRESHOLD
+from nimblemcp.transports.http._serving_gc import YOUNG_GC_THRESHOLD
 
 DRIVE = textwrap.dedent('''
     import asyncio, gc, json, sys

@@ -80,14 +80,14 @@ def test_stdio_server_start_imports_no_client_http_or_pydantic() -> None:
     answer = json.loads(proc.stdout.strip().splitlines()[0])
     assert answer["id"] == 1 and VERSION in answer["result"]["supportedVersions"]
     mods = set(json.loads(proc.stderr.strip().splitlines()[-1]))
-    assert "nimblemcp.transports.stdio" in mods
+    assert "nimblemcp.transports.stdio.server" in mods
     assert _under(mods, "nimblemcp.client") == set()
     for heavy in ("httpx", "httpcore", "pydantic", "pydantic_core", "uvicorn", "httptools", "uvloop",
                   "starlette", "anyio", "cryptography", "jsonschema"):
         assert _under(mods, heavy) == set(), heavy
-    http = {"nimblemcp.transports.http", "nimblemcp.transports.h1.engine", "nimblemcp.transports.h1.engine_server",
-            "nimblemcp.transports._asgi", "nimblemcp.transports.h1.client", "nimblemcp.transports.http_client",
-            "nimblemcp.transports._uvicorn", "nimblemcp.transports._sse"}
+    http = {"nimblemcp.transports.http.app", "nimblemcp.transports.h1.engine", "nimblemcp.transports.h1.engine_server",
+            "nimblemcp.transports.http._asgi", "nimblemcp.transports.h1.client", "nimblemcp.transports.client.http",
+            "nimblemcp.transports.http._uvicorn", "nimblemcp.transports._sse"}
     assert http & mods == set()
 
 

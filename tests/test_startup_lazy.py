@@ -451,7 +451,7 @@ def test_client_package_names_load_on_first_use() -> None:
 def test_the_stdio_peer_name_quotes_as_shlex_does() -> None:
     import shlex
 
-    from nimblemcp.transports.stdio_client import StdioTransport, _quote
+    from nimblemcp.transports.stdio.client import StdioTransport, _quote
 
     for arg in ["", "python3", "/usr/bin/python3", "a b", "it's", "x$y", "é", "-m", "a=b,c:d", "\t", "*", "~/x",
                 "@%+=:,./-_", "a\nb", "semi;colon"]:
@@ -466,8 +466,8 @@ def test_the_stdio_peer_name_quotes_as_shlex_does() -> None:
 def test_an_http_transport_routes_its_url() -> None:
     out = _fresh("""
         import json, sys
-        from nimblemcp.transports.http_client import HttpTransport
-        from nimblemcp.transports._wire import route as _route
+        from nimblemcp.transports.client.http import HttpTransport
+        from nimblemcp.transports.client._wire import route as _route
         transport = HttpTransport("http://127.0.0.1:8000/mcp?x=1")
         route = _route("http://Localhost:8000/mcp?x=1")
         v6 = _route("http://[::1]:8000/mcp")

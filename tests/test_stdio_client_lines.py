@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from nimblemcp.client import Client, Limits, TransportError
-from nimblemcp.transports._stdio_lines import LineSplitter
-from nimblemcp.transports.stdio_client import StdioTransport, _Inbox
+from nimblemcp.transports.stdio._lines import LineSplitter
+from nimblemcp.transports.stdio.client import StdioTransport, _Inbox
 
 
 def wired(limit: int = 100) -> tuple[StdioTransport, LineSplitter, list[bytes], _Inbox]:

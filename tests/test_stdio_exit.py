@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from _waits import HANG, wait_for_file
 
-from nimblemcp.transports.stdio import SHUTDOWN_GRACE, run_stdio, serve_stdio
+from nimblemcp.transports.stdio.server import SHUTDOWN_GRACE, run_stdio, serve_stdio
 
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
@@ -294,7 +294,7 @@ async def test_busy_pool_threads_names_the_threads_running_work_only() -> None:
     import threading
 
     from nimblemcp.server._workers import run_sync
-    from nimblemcp.transports._stuck import busy_pool_threads
+    from nimblemcp.transports.stdio._stuck import busy_pool_threads
 
     others = len(busy_pool_threads())  # other tests' threads in this process, if any
     gate = threading.Event()

@@ -1,4 +1,4 @@
-"""The stdio server's line splitter (transports/_stdio_lines.py): lines reach the
+"""The stdio server's line splitter (transports/stdio/_lines.py): lines reach the
 handler in the read callback, however the bytes are cut; oversized lines are skipped
 whole and reported once, as soon as they are over; stopping holds back even the rest of
 the read at hand; a file (not a pipe) is read by a thread."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nimblemcp.transports._stdio_lines import LineSplitter, read_lines
+from nimblemcp.transports.stdio._lines import LineSplitter, read_lines
 
 
 def split(chunks: list[bytes], max_line: int = 10) -> list[bytes | None]:

@@ -36,7 +36,7 @@ from _redis import RedisServer
 from _waits import wait_for_file
 
 from nimblemcp.server._tasks import STOPPED, TASKS_EXTENSION
-from nimblemcp.transports.stdio import SHUTDOWN_GRACE, SHUTTING_DOWN
+from nimblemcp.transports.stdio.server import SHUTDOWN_GRACE, SHUTTING_DOWN
 
 HANG = 30.0  # only a guard against a hung test, never a measurement
 SUB = "io.modelcontextprotocol/subscriptionId"

@@ -14,10 +14,10 @@ from _serving import serving
 from nimblemcp import Context, Server
 from nimblemcp.client import Client, ListenEvent
 from nimblemcp.errors import MissingClientCapability
-from nimblemcp.transports.http import asgi_app
-from nimblemcp.transports.http_auth import AccessToken, BearerAuth, StaticTokens
-from nimblemcp.transports.http_client import HttpTransport
-from nimblemcp.transports.memory import MemoryTransport
+from nimblemcp.transports.auth.bearer import AccessToken, BearerAuth, StaticTokens
+from nimblemcp.transports.client.http import HttpTransport
+from nimblemcp.transports.client.memory import MemoryTransport
+from nimblemcp.transports.http.app import asgi_app
 
 CONFIRM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 

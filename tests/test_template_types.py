@@ -16,7 +16,7 @@ from pydantic import Field
 import nimblemcp as m
 from nimblemcp.client import Client
 from nimblemcp.testing import connect
-from nimblemcp.transports.stdio_client import StdioTransport
+from nimblemcp.transports.stdio.client import StdioTransport
 
 
 class Color(enum.Enum):

@@ -17,7 +17,7 @@ import nimblemcp as m
 from nimblemcp.client import Client, header_rules
 from nimblemcp.errors import InvalidToolHeaders, McpError
 from nimblemcp.testing import connect
-from nimblemcp.transports.http import asgi_app
+from nimblemcp.transports.http.app import asgi_app
 from nimblemcp.types._tool_headers import HeaderRule
 
 NESTED: dict[str, Any] = {

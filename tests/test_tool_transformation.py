@@ -25,8 +25,8 @@ from nimblemcp.errors import McpError
 from nimblemcp.server import ArgChange
 from nimblemcp.server._transform import derived_schema
 from nimblemcp.testing import connect
-from nimblemcp.transports.http_auth import AccessToken, StaticTokens
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.auth.bearer import AccessToken, StaticTokens
+from nimblemcp.transports.client.http import HttpTransport
 
 SOURCE = {
     "type": "object",

@@ -17,7 +17,7 @@ from nimblemcp.client import Client
 from nimblemcp.content import image, text
 from nimblemcp.server._sealing import new_key
 from nimblemcp.testing import connect
-from nimblemcp.transports.memory import MemoryTransport
+from nimblemcp.transports.client.memory import MemoryTransport
 
 
 class SdkText(pydantic.BaseModel):

@@ -18,8 +18,8 @@ from joserfc import jwk, jwt
 
 import nimblemcp as m
 from nimblemcp.client import Client
-from nimblemcp.transports.http_client import HttpTransport
-from nimblemcp.transports.verifiers import IntrospectionVerifier, JwtVerifier
+from nimblemcp.transports.auth.verifiers import IntrospectionVerifier, JwtVerifier
+from nimblemcp.transports.client.http import HttpTransport
 
 ISSUER = "https://issuer.example"
 RESOURCE = "https://mcp.example/mcp"

@@ -27,8 +27,8 @@ import nimblemcp as m
 from nimblemcp.client import Client
 from nimblemcp.errors import McpError
 from nimblemcp.testing import connect
-from nimblemcp.transports.http_auth import AccessToken, StaticTokens
-from nimblemcp.transports.http_client import HttpTransport
+from nimblemcp.transports.auth.bearer import AccessToken, StaticTokens
+from nimblemcp.transports.client.http import HttpTransport
 
 DEADLINE = 30.0  # only so a failure cannot hang the run
 

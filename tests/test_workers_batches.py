@@ -19,7 +19,7 @@ import httpx
 from _deploy import call, launch, stop
 
 from nimblemcp.server._workers import Workers
-from nimblemcp.transports._stuck import busy_pool_threads
+from nimblemcp.transports.stdio._stuck import busy_pool_threads
 
 var: contextvars.ContextVar[str] = contextvars.ContextVar("hop_var", default="unset")
 

@@ -27,7 +27,7 @@ import pytest
 from _deploy import call, launch, stop
 
 from nimblemcp.server._workers import Workers, _calm_policy
-from nimblemcp.transports._stuck import busy_pool_threads
+from nimblemcp.transports.stdio._stuck import busy_pool_threads
 
 
 def _can_switch() -> bool:

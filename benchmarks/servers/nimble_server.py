@@ -20,7 +20,7 @@ def echo(text: str) -> str:
 
 
 def http_app():
-    from nimblemcp.transports.http import asgi_app
+    from nimblemcp.transports.http.app import asgi_app
 
     return asgi_app(server, path="/mcp", freeze_gc=True)  # as `nimblemcp run --transport http`
 

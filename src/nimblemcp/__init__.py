@@ -5,8 +5,8 @@ side it uses (a Client never loads the server, a stdio server never loads the cl
 or the HTTP stack), so both start fast. Type checkers see them all (TYPE_CHECKING).
 
 Where a `tools/call` goes, from the socket to your function and back:
-`serving` starts a transport for a `Server`; the transport (`transports/http.py` or
-`transports/stdio.py`) decodes the bytes once (`jsonrpc`) and hands the message to the
+`serving` starts a transport for a `Server`; the transport (`transports/http/app.py` or
+`transports/stdio/server.py`) decodes the bytes once (`jsonrpc`) and hands the message to the
 core through the port (`_port.Core.prepare`: envelope, `_meta`, version and method
 checks; on HTTP the headers are then compared with the body by `_http_headers`), then
 `Core.execute` with a per-request `RequestIO`. The server's `_dispatch` picks the
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     )
     from nimblemcp.server._mrtr import ElicitResult, SampleResult
     from nimblemcp.server._sealing import new_key as new_state_key
-    from nimblemcp.transports.http_security import HttpSecurity
+    from nimblemcp.transports.http.security import HttpSecurity
     from nimblemcp.types._versions import LATEST_VERSION, SUPPORTED_VERSIONS
 
 __version__ = "0.1.0"
@@ -96,7 +96,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "SampleResult": ("nimblemcp.server._mrtr", "SampleResult"),
     "new_state_key": ("nimblemcp.server._sealing", "new_key"),
     "ClientGroup": ("nimblemcp.host", "ClientGroup"),
-    "HttpSecurity": ("nimblemcp.transports.http_security", "HttpSecurity"),
+    "HttpSecurity": ("nimblemcp.transports.http.security", "HttpSecurity"),
 }
 
 

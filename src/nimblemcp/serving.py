@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from nimblemcp.server._server import Server
-    from nimblemcp.transports.http import McpHttpApp
-    from nimblemcp.transports.http_security import HttpSecurity, SecurityMiddleware
+    from nimblemcp.transports.http.app import McpHttpApp
+    from nimblemcp.transports.http.security import HttpSecurity, SecurityMiddleware
 
 __all__ = ["HttpServeOptions", "TlsFiles", "asgi_app", "bare_asgi_app", "configure", "run", "run_http",
            "run_stdio"]
@@ -59,7 +59,7 @@ def run(server: Server, transport: str = "stdio", **options: Any) -> None:
 def run_stdio(server: Server, *, shutdown_timeout: float | None = None) -> None:
     """Serve `server` on this process's stdin/stdout (blocking); when stdin ends or on
     SIGTERM, running requests get `shutdown_timeout` seconds (default 2)."""
-    from nimblemcp.transports.stdio import run_stdio as serve
+    from nimblemcp.transports.stdio.server import run_stdio as serve
 
     configure(server)
     try:
@@ -83,7 +83,7 @@ def _startup_failed(exc: BaseException) -> NoReturn:
 
 def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **options: Any) -> SecurityMiddleware:
     """`server` as a guarded ASGI app: the options of
-    `nimblemcp.transports.http_security.secure_app` (allowed origins and hosts,
+    `nimblemcp.transports.http.security.secure_app` (allowed origins and hosts,
     body and header limits, CORS, auth, keepalive, legacy sessions).
 
     Beside the endpoint it serves the server's `@server.route` routes and, unless
@@ -91,7 +91,7 @@ def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **optio
     lifespan has started). Mounted in a host (`Mount("/notes", app)`), every path is
     relative to the mount point: the endpoint answers on `/notes/mcp`. With `auth`,
     every path needs a token except the probes and `@server.route(..., public=True)`."""
-    from nimblemcp.transports.http_security import secure_app
+    from nimblemcp.transports.http.security import secure_app
 
     configure(server)
     auth = options.get("auth")
@@ -113,9 +113,9 @@ def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **optio
 
 def bare_asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **options: Any) -> McpHttpApp:
     """`server` as the bare MCP endpoint, without Origin/Host or size guards: only
-    behind something that provides them (see `nimblemcp.transports.http.asgi_app`).
+    behind something that provides them (see `nimblemcp.transports.http.app.asgi_app`).
     Routes and health probes as for `asgi_app`."""
-    from nimblemcp.transports.http import asgi_app as bare
+    from nimblemcp.transports.http.app import asgi_app as bare
 
     configure(server)
     _shared_legacy(server, options)
@@ -131,21 +131,21 @@ def _shared_legacy(server: Server, options: dict[str, Any]) -> None:
 
     shared = shared_event_log(server.store)
     if shared is not None:
-        from nimblemcp.transports._http_legacy import LegacyHttp
+        from nimblemcp.transports.http._legacy_leg import LegacyHttp
 
         options["legacy"] = LegacyHttp(server, keepalive=options.get("keepalive", 15.0), shared_events=shared)
 
 
 def _legacy_sse_routes(server: Server, keepalive: float) -> dict[str, Any]:
     """The 2024-11-05 HTTP+SSE endpoints (`/sse`, `/messages/`), one app for both paths."""
-    from nimblemcp.transports.http_sse import HttpSseApp
+    from nimblemcp.transports.http.legacy_sse import HttpSseApp
 
     app = HttpSseApp(server, keepalive=keepalive)
     return {app.sse_path: app, app.messages_path: app, app.messages_path.rstrip("/"): app}
 
 
 def _routes(server: Server, health: bool) -> dict[str, Any]:
-    from nimblemcp.transports._routes import function_route, health_routes
+    from nimblemcp.transports.http._routes import function_route, health_routes
 
     routes: dict[str, Any] = dict(health_routes(lambda: server.ready)) if health else {}
     for where, (fn, methods, _public) in server.routes.items():
@@ -156,7 +156,7 @@ def _routes(server: Server, health: bool) -> dict[str, Any]:
 def _public_paths(server: Server, health: bool) -> list[str]:
     """The paths served without a token under `auth`: `@server.route(..., public=True)`
     and, unless `health=False`, the probes (a load balancer has no token)."""
-    from nimblemcp.transports._routes import HEALTH_PATHS
+    from nimblemcp.transports.http._routes import HEALTH_PATHS
 
     public = [where for where, (_fn, _methods, open_) in server.routes.items() if open_]
     return [*HEALTH_PATHS, *public] if health else public
@@ -248,7 +248,7 @@ def run_http(
     checked). `options` are the rest (`HttpServeOptions`: shutdown grace, logs, proxy
     headers, port sharing, TLS). `legacy_sessions=False` turns the 2025-11-25 session
     leg off; `auth` makes the endpoint an OAuth resource server (see
-    `http_auth.BearerAuth`). `legacy_sse=True` also serves the deprecated 2024-11-05
+    `transports.auth.bearer.BearerAuth`). `legacy_sse=True` also serves the deprecated 2024-11-05
     HTTP+SSE transport (GET `/sse`, POST `/messages/`; per-process sessions, not with
     `auth`).
 
@@ -273,7 +273,7 @@ def run_http(
             import httptools  # noqa: F401
 
     if security is None:
-        from nimblemcp.transports.http_security import HttpSecurity
+        from nimblemcp.transports.http.security import HttpSecurity
 
         security = HttpSecurity()
     if security.allowed_hosts is None and host not in _LOOPBACK:
@@ -282,7 +282,7 @@ def run_http(
     app = asgi_app(server, path=path, keepalive=opts.keepalive, freeze_gc=True,
                    legacy_sessions=legacy_sessions, security=security, auth=auth, legacy_sse=legacy_sse)
     shutdown_timeout = opts.shutdown_timeout
-    from nimblemcp.transports._drain import ListenDrain
+    from nimblemcp.transports.http._drain import ListenDrain
 
     if engine == "nimblemcp":
         from nimblemcp.transports.h1 import engine_server  # noqa: F401
@@ -293,7 +293,7 @@ def run_http(
     if engine == "nimblemcp":
         _run_engine(server, drain, sockets, host=host, port=port, options=opts, on_started=on_started)
         return
-    from nimblemcp.transports._uvicorn import uvicorn_limits
+    from nimblemcp.transports.http._uvicorn import uvicorn_limits
 
     config = uvicorn.Config(
         drain.entry, host=host, port=port, loop="auto", lifespan="on",
@@ -380,8 +380,8 @@ def run_http(
 def _run_engine(server: Server, drain: Any, sockets: list[Any], *, host: str, port: int,
                 options: HttpServeOptions, on_started: Callable[[str, int], None] | None) -> None:
     """`run_http` on nimblemcp's own engine: the same limits, drain and exit status."""
-    from nimblemcp.transports._uvicorn import head_limit
     from nimblemcp.transports.h1.engine_server import EngineConfig, run
+    from nimblemcp.transports.http._uvicorn import head_limit
 
     _configure_logging(options.log_level, options.log_config)
     security = drain.app.security

@@ -181,13 +181,13 @@ def _transport(target: Any, args: argparse.Namespace) -> Any:
     if isinstance(target, list):
         if cafile is not None:
             raise UsageError("--cafile is for https:// URLs")
-        from nimblemcp.transports.stdio_client import StdioTransport
+        from nimblemcp.transports.stdio.client import StdioTransport
 
         return StdioTransport(target[0], target[1:])
     from nimblemcp._extras import needs_extra
 
     with needs_extra("http", "An HTTP client connection"):
-        from nimblemcp.transports.http_client import HttpTransport
+        from nimblemcp.transports.client.http import HttpTransport
 
     extra = {}
     for header in args.header:

@@ -109,8 +109,8 @@ def _serve_http(server: Any, args: argparse.Namespace) -> None:
     with needs_extra("http", "HTTP serving"):
         import uvicorn
 
-    from nimblemcp.transports._drain import ListenDrain
-    from nimblemcp.transports.http_security import secure_app
+    from nimblemcp.transports.http._drain import ListenDrain
+    from nimblemcp.transports.http.security import secure_app
 
     sock = socket.socket(fileno=args.fd)
     host = str(sock.getsockname()[0])
@@ -151,7 +151,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--reloaded", action="store_true", help="not the first generation")
     args = parser.parse_args(argv)
     if args.transport == "stdio":
-        from nimblemcp.transports.stdio import protect_stdout
+        from nimblemcp.transports.stdio.server import protect_stdout
 
         protect_stdout()  # before the module runs: its print() is not protocol
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,

@@ -241,7 +241,7 @@ def main(args: argparse.Namespace) -> None:
     settings = RunSettings.build(file_layer, env_layer, flags)
     worker = os.environ.get(_WORKER_ENV)
     if settings.transport == "stdio":  # before the module runs: its print() is not protocol
-        from nimblemcp.transports.stdio import protect_stdout
+        from nimblemcp.transports.stdio.server import protect_stdout
 
         protect_stdout()
     server = _openapi_server(settings, args.target) if settings.openapi else load_server(_target(args.target))
@@ -308,7 +308,7 @@ def _openapi_server(settings: RunSettings, target: str | None) -> Server:
 def _serve_http(server: Server, settings: RunSettings, worker: str | None,
                 started: Callable[[str, int], None]) -> None:
     from nimblemcp.serving import HttpServeOptions, TlsFiles, run_http
-    from nimblemcp.transports.http_security import HttpSecurity
+    from nimblemcp.transports.http.security import HttpSecurity
 
     security = HttpSecurity().override(
         allowed_hosts=None if settings.allowed_hosts is None else tuple(settings.allowed_hosts),

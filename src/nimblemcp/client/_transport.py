@@ -136,7 +136,7 @@ def transport_for(
         from nimblemcp._extras import needs_extra
 
         with needs_extra("http", "An HTTP client connection"):
-            from nimblemcp.transports.http_client import HttpTransport
+            from nimblemcp.transports.client.http import HttpTransport
 
         return HttpTransport(target, auth=auth, max_message_bytes=max_message_bytes,
                              max_redirects=max_redirects, max_connections=max_connections,
@@ -144,13 +144,13 @@ def transport_for(
     if auth is not None or verify is not True or cert is not None:  # another transport takes its own
         raise TypeError("auth=, verify= and cert= need an http(s):// URL target")
     if isinstance(target, list | tuple) and target and all(isinstance(a, str) for a in target):
-        from nimblemcp.transports.stdio_client import StdioTransport
+        from nimblemcp.transports.stdio.client import StdioTransport
 
         return StdioTransport(target[0], target[1:], max_message_bytes=max_message_bytes)
     if hasattr(target, "send") and hasattr(target, "close"):
         return target  # type: ignore[no-any-return]
     if hasattr(target, "handle"):  # an in-process server
-        from nimblemcp.transports.memory import MemoryTransport
+        from nimblemcp.transports.client.memory import MemoryTransport
 
         return MemoryTransport(target)
     raise TypeError(f"cannot make a transport from {target!r}")

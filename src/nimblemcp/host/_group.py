@@ -292,13 +292,13 @@ class ClientGroup:
         # Client keeps its own)
         limits = self.client_options.get("limits") or _DEFAULT_LIMITS
         if config.transport == "stdio":
-            from nimblemcp.transports.stdio_client import StdioTransport
+            from nimblemcp.transports.stdio.client import StdioTransport
 
             target = StdioTransport(config.command or "", config.args, cwd=config.cwd,
                                     env=child_environment(config), inherit_env=False,
                                     max_message_bytes=limits.max_message_bytes)
         elif config.transport == "http":
-            from nimblemcp.transports.http_client import HttpTransport
+            from nimblemcp.transports.client.http import HttpTransport
 
             auth = self.auth(config) if self.auth is not None else None
             target = HttpTransport(config.url or "", headers=config.headers, auth=auth,

@@ -192,7 +192,7 @@ class Workers:
         return inbox
 
     def _work(self) -> None:
-        # The name `_work` and this module's are how transports/_stuck.py knows a
+        # The name `_work` and this module's are how transports/stdio/_stuck.py knows a
         # worker thread's frames (STDIO-06): keep both.
         get, empty, idle, owed = self.jobs.get, self.jobs.empty, self.idle, self.owed
         timeout = self.idle_timeout

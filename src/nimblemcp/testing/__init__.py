@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from nimblemcp.client import Client
 from nimblemcp.errors import error_from_wire
-from nimblemcp.transports.memory import MemoryTransport
+from nimblemcp.transports.client.memory import MemoryTransport
 from nimblemcp.types._meta import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION
 from nimblemcp.types._versions import LATEST_VERSION
 

@@ -19,7 +19,7 @@ import stat
 import threading
 from collections.abc import Callable
 
-from ._read_size import READ_SIZE, small_reads
+from nimblemcp.transports._read_size import READ_SIZE, small_reads
 
 __all__ = ["LineSplitter", "ReadGate", "pollable", "read_lines", "start_reading"]
 

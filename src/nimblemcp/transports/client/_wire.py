@@ -35,7 +35,7 @@ from nimblemcp.errors import ClientError, StreamBroken, TransportError
 if TYPE_CHECKING:
     import httpx
 
-    from .h1.client import Route
+    from nimblemcp.transports.h1.client import Route
 
 __all__ = ["HttpxWire", "Wire", "WireResponse", "route"]
 

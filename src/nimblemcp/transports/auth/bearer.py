@@ -44,13 +44,13 @@ from urllib.parse import urlsplit
 import orjson
 
 from nimblemcp.errors import HeaderMismatch, InvalidDPoPProof
-from nimblemcp.transports._asgi import ACCESS, SUBJECT, endpoint_path, respond
-from nimblemcp.transports._dpop import DPoPVerifier
+from nimblemcp.transports.auth._dpop import DPoPVerifier
+from nimblemcp.transports.http._asgi import ACCESS, SUBJECT, endpoint_path, respond
 from nimblemcp.types._http import HEADER_NAME
 from nimblemcp.types._tool_headers import decode_header_value
 
 if TYPE_CHECKING:
-    from nimblemcp.transports._asgi import Message, Receive, Scope, Send
+    from nimblemcp.transports.http._asgi import Message, Receive, Scope, Send
 
 App = Callable[[Any, Any, Any], Awaitable[None]]
 

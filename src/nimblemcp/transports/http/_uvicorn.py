@@ -31,7 +31,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nimblemcp.transports.http_security import HttpSecurity
+    from nimblemcp.transports.http.security import HttpSecurity
 
 __all__ = ["head_limit", "uvicorn_limits"]
 

@@ -35,7 +35,9 @@ from urllib.parse import parse_qs
 from nimblemcp._port import Core
 from nimblemcp.errors import InvalidRequest, ParseError, ProtocolError
 from nimblemcp.jsonrpc import decode, encode, error_response
-from nimblemcp.transports._asgi import (
+from nimblemcp.transports._legacy import LegacySession
+from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS
+from nimblemcp.transports.http._asgi import (
     SUBJECT,
     Receive,
     Scope,
@@ -44,9 +46,7 @@ from nimblemcp.transports._asgi import (
     respond,
     respond_json,
 )
-from nimblemcp.transports._drain import DRAIN
-from nimblemcp.transports._legacy import LegacySession
-from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS
+from nimblemcp.transports.http._drain import DRAIN
 
 __all__ = ["HttpSseApp"]
 

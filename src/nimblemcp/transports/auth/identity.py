@@ -1,7 +1,7 @@
 """Token verifiers for the identity providers people use, each from what you registered
 there: a client id, a tenant, a domain.
 
-    from nimblemcp.transports import identity
+    from nimblemcp.transports.auth import identity
 
     verifier = identity.entra_id(tenant="contoso.onmicrosoft.com", client_id="6f1c...")
     app = server.asgi_app(auth={"verifier": verifier, "resource": "https://notes.example/mcp",
@@ -48,8 +48,8 @@ from urllib.parse import quote
 
 import orjson
 
-from nimblemcp.transports.http_auth import AccessToken
-from nimblemcp.transports.verifiers import JwtVerifier, _check_url, _http_client, _why
+from nimblemcp.transports.auth.bearer import AccessToken
+from nimblemcp.transports.auth.verifiers import JwtVerifier, _check_url, _http_client, _why
 
 if TYPE_CHECKING:
     import httpx

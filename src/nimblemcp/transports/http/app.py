@@ -42,7 +42,8 @@ from nimblemcp.jsonrpc import (
     error_response,
     request_id_of,
 )
-from nimblemcp.transports._asgi import (
+from nimblemcp.transports._sse import frame
+from nimblemcp.transports.http._asgi import (
     ACCEPT_VERDICTS,
     ENGINE,
     JSON,
@@ -56,8 +57,8 @@ from nimblemcp.transports._asgi import (
     respond,
     respond_json,
 )
-from nimblemcp.transports._http_exchange import Exchange, Watchlist
-from nimblemcp.transports._http_headers import (
+from nimblemcp.transports.http._exchange import Exchange, Watchlist
+from nimblemcp.transports.http._headers import (
     ENCODED,
     NAME_TEXT,
     ROUTES,
@@ -65,9 +66,8 @@ from nimblemcp.transports._http_headers import (
     RequestHeaders,
     check_standard,
 )
-from nimblemcp.transports._routes import App
-from nimblemcp.transports._serving_gc import YOUNG_GC_THRESHOLD, settle_gc
-from nimblemcp.transports._sse import frame
+from nimblemcp.transports.http._routes import App
+from nimblemcp.transports.http._serving_gc import YOUNG_GC_THRESHOLD, settle_gc
 from nimblemcp.types._http import (
     HEADER_METHOD,
     HEADER_NAME,
@@ -524,7 +524,7 @@ def asgi_app(
     served by the legacy session leg; `legacy_sessions=False` serves only 2026-07-28.
     `routes` maps other paths to ASGI apps (see `_routes`)."""
     if legacy is None and legacy_sessions:
-        from nimblemcp.transports._http_legacy import LegacyHttp
+        from nimblemcp.transports.http._legacy_leg import LegacyHttp
 
         legacy = LegacyHttp(core, keepalive=keepalive)
     return McpHttpApp(

@@ -48,13 +48,13 @@ from urllib.parse import parse_qsl, quote_plus, unquote, urlencode, urlsplit
 
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.errors import McpError
-from nimblemcp.transports._asgi import respond, respond_json
+from nimblemcp.transports.http._asgi import respond, respond_json
 
 if TYPE_CHECKING:
     import httpx
 
     from nimblemcp.backends import KeyValueStore
-    from nimblemcp.transports._asgi import Receive, Scope, Send
+    from nimblemcp.transports.http._asgi import Receive, Scope, Send
 
 __all__ = ["OAuthProxy", "Upstream"]
 

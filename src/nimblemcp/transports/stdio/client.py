@@ -33,11 +33,10 @@ from typing import Any, cast
 from nimblemcp._loop import running_loop
 from nimblemcp.errors import TransportError
 from nimblemcp.jsonrpc import decode, encode, notification
+from nimblemcp.transports._limits import MAX_MESSAGE_BYTES
+from nimblemcp.transports._read_size import small_reads
+from nimblemcp.transports.stdio._lines import LineSplitter
 from nimblemcp.types._meta import SUBSCRIPTION_ID
-
-from ._limits import MAX_MESSAGE_BYTES
-from ._read_size import small_reads
-from ._stdio_lines import LineSplitter
 
 # What `shlex.quote` leaves as it is (its `[^\w@%+=:,./-]` with `re.ASCII`).
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")

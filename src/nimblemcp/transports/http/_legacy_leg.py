@@ -27,7 +27,9 @@ from nimblemcp._loop import running_loop
 from nimblemcp._port import Changes, Core, Prepared
 from nimblemcp.errors import InvalidRequest, ProtocolError
 from nimblemcp.jsonrpc import encode, error_response
-from nimblemcp.transports._asgi import (
+from nimblemcp.transports._legacy import LegacySession, is_enveloped
+from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
+from nimblemcp.transports.http._asgi import (
     SUBJECT,
     Receive,
     Scope,
@@ -37,18 +39,16 @@ from nimblemcp.transports._asgi import (
     respond,
     respond_json,
 )
-from nimblemcp.transports._drain import DRAIN
-from nimblemcp.transports._http_headers import ACCEPT, SESSION, VERSION, RequestHeaders
-from nimblemcp.transports._http_resume import (
+from nimblemcp.transports.http._drain import DRAIN
+from nimblemcp.transports.http._headers import ACCEPT, SESSION, VERSION, RequestHeaders
+from nimblemcp.transports.http._resume import (
     ResumableExchange,
     last_event_id,
     replay,
     resume_elsewhere,
 )
-from nimblemcp.transports._http_sessions import HttpSession, Sessions
-from nimblemcp.transports._legacy import LegacySession, is_enveloped
-from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
-from nimblemcp.transports._sse_log import EventLog, SharedLog
+from nimblemcp.transports.http._sessions import HttpSession, Sessions
+from nimblemcp.transports.http._sse_log import EventLog, SharedLog
 from nimblemcp.types._versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
 __all__ = ["LegacyHttp"]

@@ -33,7 +33,7 @@ from nimblemcp._port import Core, Emit
 from nimblemcp.errors import InternalError, InvalidRequest, ParseError, ProtocolError
 from nimblemcp.jsonrpc import classify, decode_request, encode_reply, error_response, request_id_of
 from nimblemcp.transports._envelope import is_enveloped
-from nimblemcp.transports._stdio_lines import ReadGate, pollable, start_reading
+from nimblemcp.transports.stdio._lines import ReadGate, pollable, start_reading
 
 if TYPE_CHECKING:
     from nimblemcp.transports._legacy import LegacySession
@@ -478,7 +478,7 @@ async def _serve_in_lifespan(server: Core, grace: float) -> int:
     Returns how many tasks and threads can still keep the process alive: a sync tool
     in a worker thread (nobody can stop it), work handed to `asyncio.to_thread`, a task
     that ignores its cancellation."""
-    from nimblemcp.transports._stuck import busy_pool_threads
+    from nimblemcp.transports.stdio._stuck import busy_pool_threads
 
     out_fd = protect_stdout()
     loop = running_loop()

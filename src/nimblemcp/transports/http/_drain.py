@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nimblemcp.transports._asgi import Receive, Scope, Send
+    from nimblemcp.transports.http._asgi import Receive, Scope, Send
 
 __all__ = ["DRAIN", "ListenDrain"]
 

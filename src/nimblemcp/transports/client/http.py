@@ -77,6 +77,16 @@ from nimblemcp.errors import (
     TransportError,
 )
 from nimblemcp.jsonrpc import decode, encode
+from nimblemcp.transports._limits import MAX_CONNECTIONS, MAX_MESSAGE_BYTES, MAX_REDIRECTS
+from nimblemcp.transports._sse import iter_sse
+from nimblemcp.transports.client._answers import (
+    bounded_lines,
+    parse_challenge,
+    read_capped,
+    redirect_target,
+    retry_after,
+    same_origin,
+)
 from nimblemcp.types._http import (
     ACCEPT_BOTH,
     HEADER_METHOD,
@@ -91,17 +101,6 @@ from nimblemcp.types._meta import PROTOCOL_VERSION
 from nimblemcp.types._tool_headers import encode_header_value
 from nimblemcp.types.methods import METHODS
 
-from ._http_answers import (
-    bounded_lines,
-    parse_challenge,
-    read_capped,
-    redirect_target,
-    retry_after,
-    same_origin,
-)
-from ._limits import MAX_CONNECTIONS, MAX_MESSAGE_BYTES, MAX_REDIRECTS
-from ._sse import iter_sse
-
 # The [http] extra is what this module needs: httpx carries proxies, auth flows and given
 # clients, so its absence is reported here (by name, `MissingExtraError`) without paying
 # for importing it on the paths that do not use it.
@@ -111,10 +110,10 @@ if importlib.util.find_spec("httpx") is None:
 if TYPE_CHECKING:
     import httpx
 
-    from ._tls import Cert, Verify
-    from ._wire import Wire, WireResponse
-    from .h1.client import Decoder
-    from .sse_client import SseTransport
+    from nimblemcp.transports.client._tls import Cert, Verify
+    from nimblemcp.transports.client._wire import Wire, WireResponse
+    from nimblemcp.transports.client.sse import SseTransport
+    from nimblemcp.transports.h1.client import Decoder
 
 __all__ = [
     "HttpStatusError", "HttpTransport", "SessionExpired", "StreamBroken",
@@ -178,7 +177,7 @@ class HttpTransport:
             if http is not None:
                 raise TypeError("verify= and cert= apply to the client the transport builds: "
                                 "configure TLS on the httpx.AsyncClient you pass as http=")
-            from ._tls import check
+            from nimblemcp.transports.client._tls import check
 
             check(verify, cert)
         if wire not in ("auto", "h1", "httpx"):
@@ -235,7 +234,7 @@ class HttpTransport:
     async def open(self) -> None:
         if self._wire is not None:
             return
-        from ._wire import HttpxWire, route
+        from nimblemcp.transports.client._wire import HttpxWire, route
 
         if self._http is not None:  # handed in: used as it is
             self._wire, self.backend = HttpxWire(self._http, self.auth, owned=False), "httpx"
@@ -252,7 +251,7 @@ class HttpTransport:
             )
             self._wire, self.backend = HttpxWire(self._http, self.auth), "httpx"
             return
-        from .h1.client import DECODERS, H1Pool
+        from nimblemcp.transports.h1.client import DECODERS, H1Pool
 
         self._wire = H1Pool(route=route, ssl_context=tls, connect_timeout=self._connect_timeout,
                             max_connections=self.max_connections, decoders=_decoders(DECODERS))
@@ -262,7 +261,7 @@ class HttpTransport:
         """The TLS context both wires use (`verify=`, `cert=`); None for plain HTTP."""
         if self.url[:8].lower() != "https://":
             return None
-        from ._tls import tls_context
+        from nimblemcp.transports.client._tls import tls_context
 
         return tls_context(self.url, self._verify, self._cert)
 
@@ -272,7 +271,7 @@ class HttpTransport:
             return self.wire_choice == "httpx"
         if self.auth is not None or self._userinfo:
             return True
-        from ._proxies import proxy_for
+        from nimblemcp.transports.client._proxies import proxy_for
 
         if proxy_for(self.url) is not None:
             return True
@@ -372,7 +371,7 @@ class HttpTransport:
         """Backwards compatibility (2025-11-25 transports): is `url` a 2024-11-05
         HTTP+SSE server? If so, every later message goes through it."""
         self._settled = True  # one try
-        from nimblemcp.transports.sse_client import SseTransport
+        from nimblemcp.transports.client.sse import SseTransport
 
         tls = self._tls_context() if self._http is None else None
         sse = SseTransport(self.url, headers=self.extra_headers, http=self._http,
@@ -638,7 +637,7 @@ _UNSAFE = frozenset(' "<>`{}')
 
 def _decoders(builtin: Mapping[str, Callable[[], Decoder]]) -> Mapping[str, Callable[[], Decoder]]:
     """The content codings the h1 wire decodes: its own, and br when brotli is installed."""
-    from ._brotli import brotli_decoder
+    from nimblemcp.transports.client._brotli import brotli_decoder
 
     return builtin if brotli_decoder is None else {**builtin, "br": brotli_decoder}
 

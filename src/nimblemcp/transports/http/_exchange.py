@@ -23,8 +23,8 @@ from collections import deque
 from typing import Any
 
 from nimblemcp.jsonrpc import encode
-from nimblemcp.transports._asgi import ACCESS, Receive, Send
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS, frame
+from nimblemcp.transports.http._asgi import ACCESS, Receive, Send
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 WATCH_DELAY = 0.02  # seconds

@@ -17,13 +17,13 @@ from urllib.parse import urlsplit
 
 from nimblemcp.errors import error_from_wire
 from nimblemcp.jsonrpc import encode, error_response
-from nimblemcp.transports._asgi import respond
-from nimblemcp.transports._drain import DRAIN
+from nimblemcp.transports.http._asgi import respond
+from nimblemcp.transports.http._drain import DRAIN
 
 if TYPE_CHECKING:
     from nimblemcp._port import Core
-    from nimblemcp.transports._asgi import Receive, Scope, Send
-    from nimblemcp.transports.http import LegacyHandler
+    from nimblemcp.transports.http._asgi import Receive, Scope, Send
+    from nimblemcp.transports.http.app import LegacyHandler
 
 __all__ = ["DEFAULT_MAX_BODY", "HttpSecurity", "SecurityMiddleware", "secure_app"]
 
@@ -383,7 +383,7 @@ def secure_app(
     OAuth resource server: the keyword arguments of `http_auth.BearerAuth` (verifier,
     resource, authorization_servers, scopes...).
     """
-    from nimblemcp.transports.http import asgi_app
+    from nimblemcp.transports.http.app import asgi_app
 
     config = (security or HttpSecurity()).override(
         allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, allow_localhost=allow_localhost,
@@ -395,7 +395,7 @@ def secure_app(
         body_timeout=config.body_timeout,
     )
     if auth is not None:
-        from nimblemcp.transports.http_auth import BearerAuth
+        from nimblemcp.transports.auth.bearer import BearerAuth
 
         app = BearerAuth(app, path=path, **auth)
     return SecurityMiddleware(app, config)

@@ -21,10 +21,10 @@ import contextlib
 from typing import Any
 
 from nimblemcp.jsonrpc import encode, encode_reply
-from nimblemcp.transports._asgi import SUBJECT, Receive, Send
-from nimblemcp.transports._http_exchange import Exchange
 from nimblemcp.transports._sse import KEEPALIVE, SSE_HEADERS
-from nimblemcp.transports._sse_log import EventLog, LoggedStream, SharedLog, parse_event_id
+from nimblemcp.transports.http._asgi import SUBJECT, Receive, Send
+from nimblemcp.transports.http._exchange import Exchange
+from nimblemcp.transports.http._sse_log import EventLog, LoggedStream, SharedLog, parse_event_id
 
 __all__ = ["ResumableExchange", "last_event_id", "replay", "replay_shared", "resume_elsewhere"]
 

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from nimblemcp.transports._asgi import Receive, Scope, Send, respond, respond_json
+from nimblemcp.transports.http._asgi import Receive, Scope, Send, respond, respond_json
 
 __all__ = ["HEALTH_PATHS", "App", "function_route", "health_routes"]
 

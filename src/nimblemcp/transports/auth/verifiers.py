@@ -56,7 +56,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from nimblemcp._extras import needs_extra
-from nimblemcp.transports.http_auth import AccessToken
+from nimblemcp.transports.auth.bearer import AccessToken
 
 if TYPE_CHECKING:
     import httpx
