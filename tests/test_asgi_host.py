@@ -14,6 +14,7 @@ import uvicorn
 from tests._serving import serving
 
 import nimblemcp as m
+from nimblemcp import HttpSecurity
 from nimblemcp.client import Client
 from nimblemcp.transports.auth.bearer import AccessToken, StaticTokens
 from nimblemcp.transports.client.http import HttpTransport
@@ -97,9 +98,9 @@ async def test_starlette_mount_keeps_auth_on_the_mounted_endpoint() -> None:
     server = _server()
     resource = "http://127.0.0.1/notes/mcp"
     tokens = StaticTokens({"t": AccessToken("alice", frozenset({"mcp:use"}), (resource,))})
-    inner = server.asgi_app(allowed_hosts=["*"], auth={
+    inner = server.asgi_app(auth={
         "verifier": tokens, "resource": resource, "authorization_servers": ["https://as.example"],
-        "required_scopes": ["mcp:use"]})
+        "required_scopes": ["mcp:use"]}, security=HttpSecurity(allowed_hosts=["*"]))
     host = Starlette(routes=[Mount("/notes", app=inner)], lifespan=server.lifespan_context)
     async with _uvicorn(host) as base:
         async with httpx.AsyncClient(base_url=base) as http:

@@ -19,7 +19,7 @@ import pytest
 from tests._serving import serving
 
 import nimblemcp as m
-from nimblemcp import Depends, Headers, get_lifespan, get_principal
+from nimblemcp import Depends, Headers, HttpSecurity, get_lifespan, get_principal
 from nimblemcp.client import Client
 from nimblemcp.testing import connect
 from nimblemcp.transports.auth.bearer import AccessToken, StaticTokens
@@ -180,9 +180,9 @@ async def test_headers_and_principal_injected_over_http(mode: str) -> None:
                 "subject": token.subject, "scopes": sorted(token.scopes), "same": ctx.headers == headers}
 
     tokens = StaticTokens({"t": AccessToken("alice", frozenset({"mcp:use"}), (resource,))})
-    app = server.asgi_app(allowed_hosts=["*"], auth={
+    app = server.asgi_app(auth={
         "verifier": tokens, "resource": resource, "authorization_servers": ["https://as.example"],
-        "required_scopes": ["mcp:use"]})
+        "required_scopes": ["mcp:use"]}, security=HttpSecurity(allowed_hosts=["*"]))
     async with serving(app) as base:
         transport = HttpTransport(base + "/mcp", headers={"authorization": "Bearer t", "x-tenant": "acme"})
         async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]

@@ -314,7 +314,7 @@ async def test_dripped_body_is_timed_out_with_408() -> None:
 async def test_cors_headers_do_not_grow_across_requests() -> None:
     """Every response carries exactly one `Vary` and one allow-origin header, however
     many requests the process served: nothing shared is mutated."""
-    app = secure_app(build_server(), cors=True)
+    app = secure_app(build_server(), security=HttpSecurity(cors=True))
     origin = "http://localhost:3000"
     async with serving(app) as base, httpx.AsyncClient(base_url=base, timeout=HANG) as c:
         for i in range(60):

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nimblemcp as m
+from nimblemcp import HttpSecurity
 from nimblemcp.errors import HeaderMismatch
 from nimblemcp.serving import asgi_app
 from nimblemcp.transports.http import _asgi
@@ -73,7 +74,7 @@ def _verdict(raw: list[tuple[bytes, bytes]], as_tuple: bool) -> tuple[int | None
     async def receive() -> Any:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    guard = SecurityMiddleware(app, max_headers=6, max_header_bytes=120)
+    guard = SecurityMiddleware(app, security=HttpSecurity(max_headers=6, max_header_bytes=120))
     # A tuple of headers takes the scan; a list takes the dict build when no name repeats.
     headers: Any = tuple(raw) if as_tuple else list(raw)
     scope = {"type": "http", "method": "GET", "path": "/mcp", "headers": headers}
@@ -123,7 +124,7 @@ def _server() -> m.Server:
     return server
 
 
-APP = asgi_app(_server(), max_header_bytes=600)
+APP = asgi_app(_server(), security=HttpSecurity(max_header_bytes=600))
 BODY = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                    "params": {"_meta": META, "name": "echo", "arguments": {"text": "hi"}}}).encode()
 

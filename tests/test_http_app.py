@@ -17,6 +17,7 @@ import pydantic
 import pytest
 
 import nimblemcp as m
+from nimblemcp import HttpSecurity
 from nimblemcp.transports._sse import SSEParser
 from nimblemcp.transports.http.app import asgi_app
 from nimblemcp.transports.http.security import secure_app
@@ -564,7 +565,7 @@ async def test_legacy_hook_receives_get_initialize_and_session_requests(server: 
 
 @pytest.fixture
 async def guarded(server: m.Server) -> AsyncIterator[httpx.AsyncClient]:
-    app = secure_app(server, allowed_origins=["https://app.example.com"], max_body=2048, max_headers=40)
+    app = secure_app(server, security=HttpSecurity(allowed_origins=["https://app.example.com"], max_body=2048, max_headers=40))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1:8000") as c:
         yield c
 
@@ -597,7 +598,7 @@ async def test_http_02_dns_rebinding_host_403(guarded: httpx.AsyncClient) -> Non
 
 
 async def test_http_02_allowed_hosts_list(server: m.Server) -> None:
-    app = secure_app(server, allowed_hosts=["mcp.example.com"])
+    app = secure_app(server, security=HttpSecurity(allowed_hosts=["mcp.example.com"]))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://mcp.example.com") as c:
         await still_serving(c)
         body = call("echo", message="x")
@@ -632,7 +633,7 @@ async def test_header_flood_431(guarded: httpx.AsyncClient) -> None:
 
 
 async def test_cors_preflight_and_response_headers(server: m.Server) -> None:
-    app = secure_app(server, allowed_origins=["https://app.example.com"], cors=True)
+    app = secure_app(server, security=HttpSecurity(allowed_origins=["https://app.example.com"], cors=True))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1") as c:
         r = await c.options("/mcp", headers={"origin": "https://app.example.com",
                                              "access-control-request-method": "POST",

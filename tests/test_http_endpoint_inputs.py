@@ -23,6 +23,7 @@ import pydantic
 import pytest
 
 import nimblemcp as m
+from nimblemcp import HttpSecurity
 from nimblemcp.serving import asgi_app
 from nimblemcp.transports.h1 import engine as _engine
 from nimblemcp.transports.h1.engine import Connection
@@ -244,7 +245,7 @@ async def test_a_request_without_length_passes_the_guard_and_one_without_host_is
                                   [{"type": "http.request", "body": body}])
         assert status == 400 and b"Host" in out
     # past the body limit without a Content-Length: counted as it arrives, 413
-    small = asgi_app(build_server(), max_body=20)
+    small = asgi_app(build_server(), security=HttpSecurity(max_body=20))
     status, _ = await drive(small, headers_for(body, content_length=None), [{"type": "http.request", "body": body}])
     assert status == 413
     status, _ = await drive(small, headers_for(body), [{"type": "http.request", "body": body}])

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nimblemcp as m
+from nimblemcp import HttpSecurity
 from nimblemcp.serving import asgi_app
 
 V = "2026-07-28"
@@ -40,7 +41,7 @@ def _server() -> m.Server:
     return server
 
 
-APP = asgi_app(_server(), max_body=1000, max_headers=12, max_header_bytes=600)
+APP = asgi_app(_server(), security=HttpSecurity(max_body=1000, max_headers=12, max_header_bytes=600))
 BODY = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                    "params": {"_meta": META, "name": "echo", "arguments": {"text": "hi"}}}).encode()
 
@@ -184,7 +185,7 @@ def test_an_unsupported_version_with_mismatched_headers_answers_the_mismatch_fir
 
 
 def test_cors_and_the_hand_off_together() -> None:
-    app = asgi_app(_server(), cors=True)
+    app = asgi_app(_server(), security=HttpSecurity(cors=True))
     headers = _headers(origin=b"http://localhost:5173")
     fast = asyncio.run(_serve(app, list(headers), [BODY]))
     slow = asyncio.run(_serve(app, tuple(headers), [BODY]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from nimblemcp.transports.http._asgi import (
     accepts_json_and_sse,
     accepts_sse,
 )
-from nimblemcp.transports.http.security import HttpSecurity, secure_app
+from nimblemcp.transports.http.security import HttpSecurity, SecurityMiddleware, secure_app
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "nimblemcp"
 
@@ -194,15 +195,21 @@ async def test_bare_asgi_app_has_no_guards_and_asgi_app_has() -> None:
     assert await _post(server.asgi_app(), "http://evil.example") == 403
 
 
-async def test_http_security_options_object_and_flat_overrides() -> None:
+async def test_http_security_options_object_and_a_replaced_copy() -> None:
     server = m.Server("serve")
     security = HttpSecurity(allowed_origins=("https://app.example",))
     app = secure_app(server, security=security)
     assert await _post(app, "https://app.example") == 200
     assert await _post(app, "https://other.example") == 403
-    flat = secure_app(server, security=security, allowed_origins=["https://other.example"])
-    assert await _post(flat, "https://other.example") == 200
+    other = secure_app(server, security=replace(security, allowed_origins=["https://other.example"]))
+    assert await _post(other, "https://other.example") == 200
+    assert replace(security, allowed_origins=["https://other.example"]).allowed_origins == ("https://other.example",)
     assert HttpSecurity().override(max_body=None) == HttpSecurity()
+    # The guard's fields have one spelling: HttpSecurity (issue 32, point 1).
+    for build in (lambda: secure_app(server, max_body=10), lambda: server.asgi_app(allowed_hosts=["*"]),
+                  lambda: SecurityMiddleware(secure_app(server), cors=True)):
+        with pytest.raises(TypeError):
+            build()
 
 
 # -- options, and the environment read in one place -------------------------------------------

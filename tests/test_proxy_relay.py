@@ -14,6 +14,7 @@ import pytest
 from test_proxy import _uvicorn
 
 import nimblemcp as m
+from nimblemcp import HttpSecurity
 from nimblemcp.client import Client
 from nimblemcp.proxy import proxy
 
@@ -74,7 +75,7 @@ async def test_target_questions_reach_the_front_client_as_mrtr_rounds(backend: l
         return {"role": "assistant", "content": {"type": "text", "text": "the tower"},
                 "model": "tiny-1", "stopReason": "endTurn"}
 
-    async with _uvicorn(front.asgi_app(allowed_hosts=["*"])) as base:
+    async with _uvicorn(front.asgi_app(security=HttpSecurity(allowed_hosts=["*"]))) as base:
         async with Client(base + "/mcp", mode="modern", on_elicit=on_elicit, on_sample=on_sample) as client:
             result = await client.call_tool("plan_trip", {"city": "Lisbon"})
             assert result["content"][0]["text"] == "Lisbon for 3 days: the tower (tiny-1)"
@@ -97,7 +98,7 @@ async def test_target_questions_reach_the_front_client_as_mrtr_rounds(backend: l
 @pytest.mark.parametrize("mode", ["modern", "legacy"])
 async def test_list_changes_after_start_up_reach_the_front(backend: list[str], mode: str) -> None:
     front = proxy(backend, mode=mode, name="front")
-    async with _uvicorn(front.asgi_app(allowed_hosts=["*"])) as base, \
+    async with _uvicorn(front.asgi_app(security=HttpSecurity(allowed_hosts=["*"]))) as base, \
             Client(base + "/mcp", mode="modern") as client:
         assert "late" not in [t["name"] for t in await client.list_tools(cache=False)]
         async with client.listen(tools=True) as events:
@@ -127,8 +128,8 @@ async def test_rounds_may_land_on_another_front_instance(backend: list[str],
     monkeypatch.setenv("NIMBLEMCP_STATE_KEYS", new_state_key())
     one, two = proxy(backend, mode="modern"), proxy(backend, mode="modern")
     caps_meta = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}, "sampling": {}}}
-    async with _uvicorn(one.asgi_app(allowed_hosts=["*"])) as base_one, \
-            _uvicorn(two.asgi_app(allowed_hosts=["*"])) as base_two, \
+    async with _uvicorn(one.asgi_app(security=HttpSecurity(allowed_hosts=["*"]))) as base_one, \
+            _uvicorn(two.asgi_app(security=HttpSecurity(allowed_hosts=["*"]))) as base_two, \
             Client(base_one + "/mcp", mode="modern") as first_client, \
             Client(base_two + "/mcp", mode="modern") as second_client:
         params: dict[str, Any] = {"name": "plan_trip", "arguments": {"city": "Porto"}}

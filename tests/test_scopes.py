@@ -12,6 +12,7 @@ import pytest
 from tests._serving import serving
 
 import nimblemcp as m
+from nimblemcp import HttpSecurity
 from nimblemcp.client import Client
 from nimblemcp.errors import InsufficientScope
 from nimblemcp.testing import connect
@@ -53,9 +54,9 @@ def _server() -> m.Server:
 
 
 def _app(server: m.Server) -> Any:
-    return server.asgi_app(allowed_hosts=["*"], auth={
+    return server.asgi_app(auth={
         "verifier": TOKENS, "resource": RESOURCE, "authorization_servers": ["https://as.example"],
-        "required_scopes": ["mcp:use"]})
+        "required_scopes": ["mcp:use"]}, security=HttpSecurity(allowed_hosts=["*"]))
 
 
 def _headers(token: str, method: str, name: str) -> dict[str, str]:

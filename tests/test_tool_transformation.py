@@ -20,6 +20,7 @@ from _redis import free_port
 from tests._serving import serving
 
 import nimblemcp as m
+from nimblemcp import HttpSecurity
 from nimblemcp.client import Client
 from nimblemcp.errors import McpError
 from nimblemcp.server import ArgChange
@@ -238,8 +239,8 @@ def _mounted() -> m.Server:
 
 
 async def test_a_mounted_tool_derived_keeps_the_source_scopes() -> None:
-    app = _mounted().asgi_app(allowed_hosts=["*"], auth={
-        "verifier": TOKENS, "resource": RESOURCE, "authorization_servers": ["https://as.example"]})
+    app = _mounted().asgi_app(auth={
+        "verifier": TOKENS, "resource": RESOURCE, "authorization_servers": ["https://as.example"]}, security=HttpSecurity(allowed_hosts=["*"]))
     async with serving(app) as base:
         async with Client(HttpTransport(base + "/mcp", headers={"authorization": "Bearer admin"})) as admin:
             done = await admin.call_tool("drop_note", {"note": "a"})

@@ -17,6 +17,7 @@ from _serving import serving
 from joserfc import jwk, jwt
 
 import nimblemcp as m
+from nimblemcp import HttpSecurity
 from nimblemcp.client import Client
 from nimblemcp.transports.auth.verifiers import IntrospectionVerifier, JwtVerifier
 from nimblemcp.transports.client.http import HttpTransport
@@ -230,8 +231,8 @@ async def test_handlers_see_the_principal_from_either_verifier() -> None:
              "alice ['notes:read', 'notes:write'] acme"),
             (introspection, "opaque-1", "revoked", "dave ['notes:read'] initech"),
         ):
-            app = _server().asgi_app(allowed_hosts=["*"], auth={
-                "verifier": verifier, "resource": RESOURCE, "authorization_servers": [ISSUER]})
+            app = _server().asgi_app(auth={
+                "verifier": verifier, "resource": RESOURCE, "authorization_servers": [ISSUER]}, security=HttpSecurity(allowed_hosts=["*"]))
             async with serving(app) as base:
                 transport = HttpTransport(base + "/mcp", headers={"authorization": f"Bearer {good}"})
                 async with Client(transport) as client:

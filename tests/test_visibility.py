@@ -24,6 +24,7 @@ from _redis import RedisServer, free_port
 from tests._serving import serving
 
 import nimblemcp as m
+from nimblemcp import HttpSecurity
 from nimblemcp.client import Client
 from nimblemcp.errors import McpError
 from nimblemcp.testing import connect
@@ -342,9 +343,9 @@ def _scoped() -> m.Server:
 
 
 async def test_lists_show_only_what_the_callers_scopes_allow() -> None:
-    app = _scoped().asgi_app(allowed_hosts=["*"], auth={
+    app = _scoped().asgi_app(auth={
         "verifier": TOKENS, "resource": RESOURCE, "authorization_servers": ["https://as.example"],
-        "required_scopes": ["mcp:use"]})
+        "required_scopes": ["mcp:use"]}, security=HttpSecurity(allowed_hosts=["*"]))
     async with serving(app) as base:
         seen: dict[str, tuple[set[str], set[str], set[str], set[str]]] = {}
         for token in ("user", "admin", "user"):  # pages are cached per scope set: not leaked

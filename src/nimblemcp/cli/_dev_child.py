@@ -33,6 +33,7 @@ from typing import Any
 
 from nimblemcp._extras import needs_extra
 from nimblemcp.cli._devlog import Message, Receive, RequestLog, Scope, Send
+from nimblemcp.transports.http.security import HttpSecurity
 
 __all__ = ["ReloadNotice", "main"]
 
@@ -115,7 +116,7 @@ def _serve_http(server: Any, args: argparse.Namespace) -> None:
     sock = socket.socket(fileno=args.fd)
     host = str(sock.getsockname()[0])
     allowed_hosts = None if host in ("127.0.0.1", "::1") else ["*"]
-    drain = ListenDrain(secure_app(server, path=args.path, allowed_hosts=allowed_hosts))
+    drain = ListenDrain(secure_app(server, path=args.path, security=HttpSecurity(allowed_hosts=allowed_hosts)))
     app: Any = RequestLog(drain.entry)
     if args.reloaded:
         app = ReloadNotice(app)

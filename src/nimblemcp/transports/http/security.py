@@ -10,7 +10,7 @@ Must not import the server, the dispatcher or uvicorn.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -77,8 +77,8 @@ class HttpSecurity:
     response (the connection is closed after); `idle_timeout`, seconds an idle
     keep-alive connection is kept."""
 
-    allowed_origins: tuple[str, ...] = ()
-    allowed_hosts: tuple[str, ...] | None = None
+    allowed_origins: Sequence[str] = ()
+    allowed_hosts: Sequence[str] | None = None
     allow_localhost: bool = True
     max_body: int | None = DEFAULT_MAX_BODY
     max_headers: int = 100
@@ -89,12 +89,16 @@ class HttpSecurity:
     head_timeout: float = 10.0
     idle_timeout: float = 5.0
 
+    def __post_init__(self) -> None:
+        # Lists are welcome; kept as tuples, so the options stay hashable and unshared.
+        object.__setattr__(self, "allowed_origins", tuple(self.allowed_origins))
+        if self.allowed_hosts is not None:
+            object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
+
     def override(self, **given: Any) -> HttpSecurity:
-        """These options with the given (not None) keyword arguments replacing theirs."""
+        """These options with the given (not None) keyword arguments replacing theirs
+        (how the command line lays its flags over the environment's settings)."""
         given = {k: v for k, v in given.items() if v is not None}
-        for key in ("allowed_origins", "allowed_hosts"):
-            if key in given:
-                given[key] = tuple(given[key])
         return replace(self, **given) if given else self
 
 
@@ -122,9 +126,8 @@ class SecurityMiddleware:
     # A `ListenDrain` made around this guard hands it its per-request part (`drain`).
     takes_listen_drain = True
 
-    def __init__(self, app: Any, security: HttpSecurity | None = None, **options: Any) -> None:
-        """`security`, or the `HttpSecurity` fields as keyword arguments."""
-        config = (security or HttpSecurity()).override(**options)
+    def __init__(self, app: Any, security: HttpSecurity | None = None) -> None:
+        config = security or HttpSecurity()
         self.app = app
         self.security = config
         self.allowed_origins = {o.rstrip("/").lower() for o in config.allowed_origins}
@@ -359,13 +362,6 @@ def secure_app(
     *,
     path: str = "/mcp",
     security: HttpSecurity | None = None,
-    allowed_origins: Iterable[str] | None = None,
-    allowed_hosts: Iterable[str] | None = None,
-    allow_localhost: bool | None = None,
-    max_body: int | None = None,
-    max_headers: int | None = None,
-    max_header_bytes: int | None = None,
-    cors: bool | None = None,
     keepalive: float = 15.0,
     legacy: LegacyHandler | None = None,
     legacy_sessions: bool = True,
@@ -376,19 +372,15 @@ def secure_app(
     """`asgi_app(core)` wrapped in `SecurityMiddleware`: what `run_http` serves and
     what `Server.asgi_app()` returns (`core` is a `Server`, or any `nimblemcp._port.Core`).
 
-    The guards are `security` (an `HttpSecurity`; its defaults when None), with any of
-    its fields given as keyword arguments replacing its value (None: not given).
-    Localhost Origins and Hosts are allowed by default; list deployment ones in
+    The guards are `security` (an `HttpSecurity`; its defaults when None): localhost
+    Origins and Hosts are allowed by default; list deployment ones in its
     `allowed_origins` / `allowed_hosts` ("*" allows any). `auth` makes the endpoint an
-    OAuth resource server: the keyword arguments of `http_auth.BearerAuth` (verifier,
+    OAuth resource server: the keyword arguments of `auth.bearer.BearerAuth` (verifier,
     resource, authorization_servers, scopes...).
     """
     from nimblemcp.transports.http.app import asgi_app
 
-    config = (security or HttpSecurity()).override(
-        allowed_origins=allowed_origins, allowed_hosts=allowed_hosts, allow_localhost=allow_localhost,
-        max_body=max_body, max_headers=max_headers, max_header_bytes=max_header_bytes, cors=cors,
-    )
+    config = security or HttpSecurity()
     app: Any = asgi_app(
         core, path=path, keepalive=keepalive, legacy=legacy, legacy_sessions=legacy_sessions, freeze_gc=freeze_gc,
         routes=routes,
