@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import orjson
 from _deploy import headers
+from _sse_parser import SSEParser
 
 from nimblemcp.server._tasks import TASKS_EXTENSION
-from nimblemcp.transports._sse import SSEParser
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V,

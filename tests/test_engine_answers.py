@@ -21,10 +21,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+from _sse_parser import SSEParser
 
 import nimblemcp as m
 from nimblemcp.serving import asgi_app
-from nimblemcp.transports._sse import SSEParser
 from nimblemcp.transports.h1.engine import Connection, _Cycle
 from nimblemcp.transports.h1.engine_server import Engine, EngineConfig
 

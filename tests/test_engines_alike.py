@@ -146,7 +146,7 @@ def pair() -> Iterator[dict[str, Running]]:
 
 @pytest.fixture(scope="module")
 def cors_pair() -> Iterator[dict[str, Running]]:
-    running = {engine: Running(engine, cors=True, allowed_origins=["https://app.example"], max_body=4096)
+    running = {engine: Running(engine, security=m.HttpSecurity(cors=True, allowed_origins=["https://app.example"], max_body=4096))
                for engine in ENGINES}
     try:
         yield running
@@ -573,7 +573,7 @@ def test_one_step_answers_keep_pipelining_close_and_http_1_0(pair: dict[str, Run
 
 @pytest.fixture(scope="module")
 def small_heads() -> Iterator[dict[str, Running]]:
-    running = {engine: Running(engine, max_header_bytes=1000) for engine in ENGINES}
+    running = {engine: Running(engine, security=m.HttpSecurity(max_header_bytes=1000)) for engine in ENGINES}
     try:
         yield running
     finally:

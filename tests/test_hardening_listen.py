@@ -122,9 +122,9 @@ async def test_a_listener_dropped_for_being_slow_is_told_so_over_real_http() -> 
     import httpx
     import orjson
     from _serving import serving
+    from _sse_parser import SSEParser
 
     from nimblemcp.backends.bus import Event
-    from nimblemcp.transports._sse import SSEParser
     from nimblemcp.transports.http.app import asgi_app
 
     server = Server("slow", listen=ListenOptions(queue=4))

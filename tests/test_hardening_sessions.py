@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from _sse_parser import SSEParser
 
 from nimblemcp import Context, Server
 from nimblemcp._port import LegacyOptions
 from nimblemcp.transports._legacy import LegacySession
-from nimblemcp.transports._sse import SSEParser
 
 V = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"

@@ -15,10 +15,10 @@ import httpx
 import orjson
 import pydantic
 import pytest
+from _sse_parser import SSEParser
 
 import nimblemcp as m
 from nimblemcp import HttpSecurity
-from nimblemcp.transports._sse import SSEParser
 from nimblemcp.transports.http.app import asgi_app
 from nimblemcp.transports.http.security import secure_app
 

@@ -20,8 +20,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-
-from nimblemcp.transports._sse import SSEParser
+from _sse_parser import SSEParser
 
 V = "2025-11-25"
 CAPS = {"elicitation": {}, "sampling": {}, "roots": {}}

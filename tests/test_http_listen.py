@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 import orjson
+from _sse_parser import SSEParser
 
 from nimblemcp import Server
-from nimblemcp.transports._sse import SSEParser
 from nimblemcp.transports.http.app import asgi_app
 
 V = "2026-07-28"

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from _sse_parser import SSEParser
 
-from nimblemcp.transports._sse import SSEParser
 from nimblemcp.transports.http.app import YOUNG_GC_THRESHOLD
 
 V = "2026-07-28"

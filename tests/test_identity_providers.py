@@ -63,7 +63,7 @@ else:
 auth = {"verifier": verifier, "resource": config["resource"],
         "authorization_servers": [config.get("issuer") or "https://idp.example"],
         "allow_missing_audience": kind != "issuer"}
-uvicorn.run(server.asgi_app(allowed_hosts=["*"], auth=auth), host="127.0.0.1", port=int(sys.argv[1]),
+uvicorn.run(server.asgi_app(auth=auth, security=m.HttpSecurity(allowed_hosts=["*"])), host="127.0.0.1", port=int(sys.argv[1]),
             log_level="warning")
 '''
 

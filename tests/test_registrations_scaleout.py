@@ -26,6 +26,7 @@ import orjson
 import pytest
 from _deploy import HANG_GUARD, META, headers, launch, stop
 from _redis import RedisServer, free_port, shared
+from _sse_parser import SSEParser
 
 import nimblemcp as m
 from nimblemcp import Backends
@@ -34,7 +35,6 @@ from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._sealing import new_key
 from nimblemcp.testing import connect
-from nimblemcp.transports._sse import SSEParser
 
 
 def hello() -> str:

@@ -22,9 +22,9 @@ import orjson
 import pytest
 from _deploy import launch, wait_port
 from _redis import RedisServer, free_port
+from _sse_parser import SSEParser
 
 from nimblemcp.server._sealing import new_key
-from nimblemcp.transports._sse import SSEParser
 
 V = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": V,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from nimblemcp.transports._sse import KEEPALIVE, ServerSentEvent, SSEParser, frame, iter_sse
+from _sse_parser import SSEParser
+
+from nimblemcp.transports._sse import KEEPALIVE, ServerSentEvent, frame, iter_sse
 
 STREAM = (
     b": keep-alive\r\n\r\n"

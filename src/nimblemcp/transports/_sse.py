@@ -9,10 +9,8 @@ Reading: `SSEDecoder` applies the WHATWG event-stream rules one line at a time:
 `data:` lines join with newlines, one leading space after the colon is dropped,
 comment lines (starting with `:`, our keep-alives, HTTP-08) are counted and otherwise
 ignored, a blank line dispatches the event (one without data is dropped), `id` sticks
-until changed (never with a NUL), `retry:` must be all digits. Two faces over it:
-`iter_sse` for an async iterator of text lines (the HTTP client, over httpx) and
-`SSEParser` for raw byte chunks (tests, or any caller holding bytes; it skips events
-with empty data, such as a resumable stream's priming event).
+until changed (never with a NUL), `retry:` must be all digits. `iter_sse` runs it over an async iterator of text lines (the HTTP client); the tests
+run it over raw byte chunks (`tests/_sse_parser.py`).
 Pure: imports only `types`; must not import asyncio, httpx, the server, the client or
 any transport.
 """
@@ -29,7 +27,6 @@ __all__ = [
     "KEEPALIVE",
     "SSE_HEADERS",
     "SSEDecoder",
-    "SSEParser",
     "ServerSentEvent",
     "frame",
     "iter_sse",
@@ -116,31 +113,3 @@ async def iter_sse(lines: AsyncIterable[str]) -> AsyncIterator[ServerSentEvent]:
     event = decoder.flush()
     if event is not None:
         yield event
-
-
-class SSEParser:
-    """Incremental reader over byte chunks: feed bytes, get back the `data` of complete
-    events (as UTF-8 bytes); keep-alive comments are counted in `comments`."""
-
-    __slots__ = ("_buf", "_decoder")
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._decoder = SSEDecoder()
-
-    @property
-    def comments(self) -> int:
-        return self._decoder.comments
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        self._buf += chunk
-        events: list[bytes] = []
-        while True:
-            cut = self._buf.find(b"\n")
-            if cut < 0:
-                return events
-            line = self._buf[:cut].rstrip(b"\r")
-            self._buf = self._buf[cut + 1 :]
-            event = self._decoder.line(line.decode("utf-8"))
-            if event is not None and event.data:
-                events.append(event.data.encode("utf-8"))

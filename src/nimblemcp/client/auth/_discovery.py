@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from nimblemcp.errors import AuthError
+from nimblemcp.types._urls import origin, origin_and_path
 
 __all__ = [
     "AuthError",
@@ -98,16 +99,11 @@ def bearer_challenge(response: httpx.Response) -> Challenge:
     return Challenge(params.get("error"), params.get("scope"), params.get("resource_metadata"))
 
 
-def _origin_and_path(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/")
-
-
 def resource_matches(server_url: str, resource: str) -> bool:
     """True when `resource` names the MCP server at `server_url`: same scheme, host
     and port (case-insensitive), and its path equal to or a parent of the server's."""
     a, b = urlsplit(server_url), urlsplit(resource)
-    if b.fragment or (a.scheme.lower(), a.netloc.lower()) != (b.scheme.lower(), b.netloc.lower()):
+    if b.fragment or origin(server_url) != origin(resource):
         return False
     mine, theirs = a.path.rstrip("/"), b.path.rstrip("/")
     return mine == theirs or mine.startswith(theirs + "/")
@@ -131,7 +127,7 @@ async def discover_resource(
     http: httpx.AsyncClient, server_url: str, challenge: Challenge
 ) -> ResourceInfo:
     """RFC 9728 discovery and validation for the MCP server at `server_url`."""
-    origin, path = _origin_and_path(server_url)
+    origin, path = origin_and_path(server_url)
     candidates = [f"{origin}/.well-known/oauth-protected-resource{path}"] if path else []
     candidates.append(f"{origin}/.well-known/oauth-protected-resource")
     if challenge.resource_metadata:
@@ -160,7 +156,7 @@ async def discover_resource(
 
 def metadata_urls(issuer: str) -> list[str]:
     """AUTH-C-03: where the metadata of `issuer` may live, in the order to try."""
-    origin, path = _origin_and_path(issuer)
+    origin, path = origin_and_path(issuer)
     if not path:
         return [f"{origin}/.well-known/oauth-authorization-server",
                 f"{origin}/.well-known/openid-configuration"]

@@ -23,6 +23,8 @@ import time
 from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
+from nimblemcp.types._urls import origin
+
 from ._jose import SigningKey, b64url
 
 __all__ = ["DPoP", "access_token_hash", "htu"]
@@ -39,11 +41,6 @@ def access_token_hash(token: str) -> str:
     return b64url(hashlib.sha256(token.encode("ascii")).digest())
 
 
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
-
-
 class DPoP:
     """A DPoP proof key and the nonces servers handed out. Safe to share between
     concurrent requests of one event loop (proofs are independent; a nonce update is
@@ -52,7 +49,7 @@ class DPoP:
     def __init__(self, key: SigningKey | None = None, *, alg: str = "ES256") -> None:
         self.key = key if key is not None else SigningKey.generate(alg)
         self._jwk = self.key.public_jwk
-        self._nonces: dict[tuple[str, bool], str] = {}
+        self._nonces: dict[tuple[tuple[str, str, int | None], bool], str] = {}
 
     @property
     def alg(self) -> str:
@@ -64,7 +61,7 @@ class DPoP:
 
     def nonce(self, url: str, *, resource: bool = False) -> str | None:
         """The last nonce `url`'s origin sent, as a resource server or as an AS."""
-        return self._nonces.get((_origin(url), resource))
+        return self._nonces.get((origin(url), resource))
 
     def observe(self, url: str, headers: Mapping[str, str], *, resource: bool = False) -> bool:
         """Remember the `DPoP-Nonce` a response from `url` carries (`resource`: the
@@ -74,7 +71,7 @@ class DPoP:
             nonce = next((v for k, v in headers.items() if k.lower() == "dpop-nonce"), None)
         if not nonce:
             return False
-        key = (_origin(url), resource)
+        key = (origin(url), resource)
         changed = self._nonces.get(key) != nonce
         self._nonces[key] = nonce
         return changed

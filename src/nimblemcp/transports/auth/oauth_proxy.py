@@ -49,6 +49,7 @@ from urllib.parse import parse_qsl, quote_plus, unquote, urlencode, urlsplit
 from nimblemcp.backends.memory import MemoryStore
 from nimblemcp.errors import McpError
 from nimblemcp.transports.http._asgi import respond, respond_json
+from nimblemcp.types._urls import origin_and_path
 
 if TYPE_CHECKING:
     import httpx
@@ -454,7 +455,7 @@ to <strong>{back_to}</strong>. Scopes: <code>{scope}</code>.</p>
         if self._upstream_metadata is None:
             assert up.issuer is not None
             issuer = up.issuer.rstrip("/")
-            origin, path = _origin_path(issuer)
+            origin, path = origin_and_path(issuer)
             tried = []
             for url in (f"{issuer}/.well-known/openid-configuration",
                         f"{origin}/.well-known/oauth-authorization-server{path}"):
@@ -564,11 +565,6 @@ def _load(raw: bytes) -> dict[str, Any]:
     value = json.loads(raw)
     assert isinstance(value, dict)
     return value
-
-
-def _origin_path(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/")
 
 
 def _with_query(url: str, params: Mapping[str, Any]) -> str:

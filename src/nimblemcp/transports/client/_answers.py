@@ -15,6 +15,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 
 from nimblemcp.errors import MessageTooLarge
+from nimblemcp.types._urls import origin
 
 __all__ = [
     "Challenge",
@@ -28,7 +29,6 @@ __all__ = [
 ]
 
 _PARAM = re.compile(r'\s*([A-Za-z0-9_.-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*,?')
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def retry_after(value: str | None, now: float | None = None) -> float | None:
@@ -78,17 +78,9 @@ def parse_challenge(value: str | None) -> Challenge:
     return Challenge(raw, scheme or None, params.get("resource_metadata"), params.get("scope"))
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    from urllib.parse import urlsplit  # a redirect's: a first call need not load it (issue 18)
-
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(scheme)
-
-
 def same_origin(a: str, b: str) -> bool:
     """Same scheme, host and port (RFC 6454)."""
-    return _origin(a) == _origin(b)
+    return origin(a) == origin(b)
 
 
 def redirect_target(base: str, location: str | None) -> str | None:

@@ -19,9 +19,10 @@ import os
 import re
 import sys
 
+from nimblemcp.types._urls import DEFAULT_PORTS
+
 __all__ = ["proxy_for"]
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 #: Whether `getproxies()` reads only the environment here (not macOS's or Windows' settings).
 _ENVIRONMENT_ONLY = sys.platform not in ("darwin", "win32")
 
@@ -110,7 +111,7 @@ class _Pattern:
 
 def _normal_port(port: int | None, scheme: str) -> int | None:
     """None for a scheme's default port, as httpx's URLs say it."""
-    return None if port is None or _DEFAULT_PORTS.get(scheme) == port else port
+    return None if port is None or DEFAULT_PORTS.get(scheme) == port else port
 
 
 def _is_ip(text: str, version: int) -> bool:

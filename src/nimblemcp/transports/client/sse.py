@@ -32,15 +32,11 @@ from nimblemcp.errors import TransportError
 from nimblemcp.jsonrpc import decode, encode
 from nimblemcp.transports._sse import ServerSentEvent, iter_sse
 from nimblemcp.types._http import JSON_TYPE, SSE_TYPE
+from nimblemcp.types._urls import origin
 
 __all__ = ["SseTransport"]
 
 logger = logging.getLogger("nimblemcp.sse_client")
-
-
-def _origin(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return parts.scheme.lower(), parts.netloc.lower()
 
 
 class SseTransport:
@@ -120,7 +116,7 @@ class SseTransport:
         if event.event != "endpoint" or not event.data.strip():
             raise TransportError("the first SSE event is not `endpoint`: not a 2024-11-05 server")
         endpoint = urljoin(self.url, event.data.strip())
-        if _origin(endpoint) != _origin(self.url):
+        if origin(endpoint) != origin(self.url):
             raise TransportError(f"the endpoint {endpoint!r} is on another origin")
         return endpoint
 
