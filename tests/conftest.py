@@ -167,7 +167,7 @@ def build_full_server() -> Any:
 
     import nimblemcp as m
 
-    server = m.Server("full", "1.2.3", instructions="Use the tools.", title="Full server")
+    server = m.Server("full", "1.2.3", instructions="Use the tools.", info=m.ServerInfo(title="Full server"))
 
     class Weather(TypedDict):
         city: str

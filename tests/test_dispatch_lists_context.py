@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import orjson
 import pytest
 
-from nimblemcp import Context, Depends, Server, StateOptions, ToolError
+from nimblemcp import Context, Depends, ListOptions, Server, StateOptions, ToolError
 from nimblemcp._port import NoIO
 from nimblemcp.server._mrtr import InputRequired
 from nimblemcp.server._sealing import new_key
@@ -186,15 +186,15 @@ PLAIN_CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
     (_request("server/discover"), {}),
     (_request("server/discover"), {"instructions": "Be brief."}),
     *[(_request(m), {}) for m in LISTS],
-    *[(_request(m), {"page_size": 1}) for m in LISTS],
-    (_request("tools/list", {"cursor": None}), {"page_size": 1}),
-    (_request("tools/list", {"cursor": "None"}), {"page_size": 1}),  # PAG-03: not the first page
-    (_request("tools/list", {"cursor": 3}), {"page_size": 1}),  # not a string: -32602
-    (_request("tools/list", {"cursor": "bm90IGEgY3Vyc29y"}), {"page_size": 1}),  # invalid: -32602
-    (_request("prompts/list", {"cursor": "bzox"}), {"page_size": 1}),  # "o:1": the second page
-    (_request("prompts/list", {"cursor": "bzo5OQ=="}), {"page_size": 1}),  # "o:99": past the end
-    (_request("tools/list"), {"cache_hints": {"tools/list": (60_000, "public")}}),
-    (_request("server/discover"), {"cache_hints": {"server/discover": (1, "private")}}),
+    *[(_request(m), {"lists": ListOptions(page_size=1)}) for m in LISTS],
+    (_request("tools/list", {"cursor": None}), {"lists": ListOptions(page_size=1)}),
+    (_request("tools/list", {"cursor": "None"}), {"lists": ListOptions(page_size=1)}),  # PAG-03: not the first page
+    (_request("tools/list", {"cursor": 3}), {"lists": ListOptions(page_size=1)}),  # not a string: -32602
+    (_request("tools/list", {"cursor": "bm90IGEgY3Vyc29y"}), {"lists": ListOptions(page_size=1)}),  # invalid: -32602
+    (_request("prompts/list", {"cursor": "bzox"}), {"lists": ListOptions(page_size=1)}),  # "o:1": the second page
+    (_request("prompts/list", {"cursor": "bzo5OQ=="}), {"lists": ListOptions(page_size=1)}),  # "o:99": past the end
+    (_request("tools/list"), {"lists": ListOptions(cache_hints={"tools/list": (60_000, "public")})}),
+    (_request("server/discover"), {"lists": ListOptions(cache_hints={"server/discover": (1, "private")})}),
 ]
 
 
@@ -213,7 +213,7 @@ def test_lists_and_discover_answer_alike_with_and_without_middleware(message: di
 
 
 def test_lists_and_discover_are_the_documented_shapes() -> None:
-    server = _server(page_size=2, instructions="Be brief.")
+    server = _server(lists=ListOptions(page_size=2), instructions="Be brief.")
     discover = asyncio.run(_answer(server, _request("server/discover")))["result"]
     assert list(discover) == ["supportedVersions", "capabilities", "instructions", "_meta", "resultType",
                               "ttlMs", "cacheScope"]

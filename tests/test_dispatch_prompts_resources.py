@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import orjson
 import pytest
 
-from nimblemcp import Context, Depends, Server
+from nimblemcp import Context, Depends, ListOptions, Server
 from nimblemcp._port import NoIO
 from nimblemcp.server._mrtr import InputRequired
 
@@ -243,7 +243,7 @@ def test_a_subject_scopes_cache_hints_with_and_without_middleware() -> None:
         assert templated["result"]["cacheScope"] == "private"
         answers.append([orjson.dumps(a) for a in (answer, scoped, templated)])
     assert answers[0] == answers[1]
-    explicit = Server("lane4", "1.0.0", cache_hints={"resources/read": (60_000, "public")})
+    explicit = Server("lane4", "1.0.0", lists=ListOptions(cache_hints={"resources/read": (60_000, "public")}))
 
     @explicit.resource("docs://x")
     async def x() -> str:

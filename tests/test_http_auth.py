@@ -115,7 +115,7 @@ async def test_cache_07_authenticated_lists_default_to_private_scope() -> None:
 
     async with connect(unauthenticated) as c:
         assert (await c.request("tools/list"))["cacheScope"] == "public"
-    explicit = m.Server("explicit", cache_hints={"tools/list": (1000, "public")})
+    explicit = m.Server("explicit", lists=m.ListOptions(cache_hints={"tools/list": (1000, "public")}))
     explicit.tool(lambda: "x", name="t")
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
     answer = await explicit.handle(message, subject="alice")

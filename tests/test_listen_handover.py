@@ -135,7 +135,7 @@ async def test_a_listen_not_moved_in_the_window_ends_and_a_late_one_ends_at_once
     server = make(listen=m.ListenOptions(handover=0.2))
     old = Listen(server, 1, True)
     await old.ack()
-    assert server.move_listeners(server.listen_options.handover)
+    assert server.move_listeners(server.config.listen.handover)
     assert (await old.next())["method"] == MOVING
     assert await old.result() == {SUBSCRIPTION_ID: 1, LISTEN_AGAIN: True}  # nobody took over
     late = Listen(server, 2, True)  # reached this instance while it moves its listens

@@ -219,10 +219,10 @@ def test_each_option_has_one_spelling_its_group() -> None:
     server = m.Server("opts", state=StateOptions(ttl=5, one_time=True, handle_ttl=9, audience="aud"),
                       listen=ListenOptions(enabled=False, queue=3))
     assert server.state_options == StateOptions(ttl=5, one_time=True, audience="aud", handle_ttl=9)
-    assert server.listen_options == ListenOptions(enabled=False, queue=3)
-    assert (server.state_ttl, server.one_time_state, server.audience) == (5, True, "aud")
+    assert server.config.listen == ListenOptions(enabled=False, queue=3)
+    assert (server.config.state_ttl, server.config.one_time_state, server.audience) == (5, True, "aud")
     grouped = m.Server("opts", state=StateOptions(ttl=7), listen=ListenOptions(queue=4))
-    assert (grouped.state_ttl, grouped.listen_queue, grouped.subscriptions) == (7, 4, True)
+    assert (grouped.config.state_ttl, grouped.config.listen.queue, grouped.subscriptions) == (7, 4, True)
     store = MemoryStore()
     assert m.Server("opts", backends=Backends(store=store)).store is store
     for flat in ("state_keys", "state_ttl", "one_time_state", "audience", "handle_ttl", "store", "bus",

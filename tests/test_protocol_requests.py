@@ -284,7 +284,7 @@ async def test_rt_01_meta_03_cache_01_result_shape(full_server: m.Server, method
 
 
 async def test_cache_01_configured_hints_and_validation() -> None:
-    server = m.Server("hints", cache_hints={"tools/list": (5, "private")})
+    server = m.Server("hints", lists=m.ListOptions(cache_hints={"tools/list": (5, "private")}))
 
     @server.tool()
     def t() -> str:
@@ -300,16 +300,16 @@ async def test_cache_01_configured_hints_and_validation() -> None:
     assert (lst["ttlMs"], lst["cacheScope"]) == (5, "private")
     assert (read["ttlMs"], read["cacheScope"]) == (7, "private")
     with pytest.raises(ValueError):
-        m.Server("bad", cache_hints={"tools/list": (-1, "public")})
+        m.Server("bad", lists=m.ListOptions(cache_hints={"tools/list": (-1, "public")}))
     with pytest.raises(ValueError):
-        m.Server("bad", cache_hints={"tools/list": (1, "shared")})
+        m.Server("bad", lists=m.ListOptions(cache_hints={"tools/list": (1, "shared")}))
 
 
 # --- section 15: pagination -------------------------------------------------------------
 
 
 def many(n: int, page_size: int | None) -> m.Server:
-    server = m.Server("many", page_size=page_size)
+    server = m.Server("many", lists=m.ListOptions(page_size=page_size))
     for i in range(n):
         def fn() -> str:
             return ""

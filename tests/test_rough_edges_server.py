@@ -160,7 +160,7 @@ def test_an_unknown_option_is_a_type_error() -> None:
 
 
 async def test_testing_lists_have_the_clients_shape() -> None:
-    server = m.Server("shapes", page_size=2)
+    server = m.Server("shapes", lists=m.ListOptions(page_size=2))
     for i in range(5):
         server.add_tool(lambda: "", name=f"t{i}")
         server.resource(f"data://{i}")(lambda: "x")

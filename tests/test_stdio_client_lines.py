@@ -15,20 +15,29 @@ from typing import Any
 import pytest
 
 from nimblemcp.client import Client, Limits, TransportError
+from nimblemcp.transports.client._router import Inbox
 from nimblemcp.transports.stdio._lines import LineSplitter
-from nimblemcp.transports.stdio.client import StdioTransport, _Inbox
+from nimblemcp.transports.stdio.client import StdioTransport
 
 
-def wired(limit: int = 100) -> tuple[StdioTransport, LineSplitter, list[bytes], _Inbox]:
+def wired(limit: int = 100) -> tuple[StdioTransport, LineSplitter, list[bytes], Inbox]:
     """A transport whose stdout splitter is fed by hand, one request pending."""
     transport = StdioTransport("unused")
     routed: list[bytes] = []
     transport._route = routed.append  # type: ignore[method-assign,assignment]
     loop = asyncio.new_event_loop()
     splitter = transport._lines = LineSplitter(transport._line, loop.create_future(), limit)
-    inbox = transport._pending[(int, 1)] = _Inbox(loop)
+    inbox = transport._router.open({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}})
     loop.close()
     return transport, splitter, routed, inbox
+
+
+def items(inbox: Inbox) -> list[Any]:
+    """What the request's reader would read next, without waiting."""
+    out = []
+    while not inbox.empty():
+        out.append(inbox.get_nowait())
+    return out
 
 
 def test_a_line_over_the_cap_ends_the_stream_at_once_and_nothing_after_it_is_routed() -> None:
@@ -36,11 +45,11 @@ def test_a_line_over_the_cap_ends_the_stream_at_once_and_nothing_after_it_is_rou
     splitter.data_received(b'{"a":1}\n' + b"x" * 150)  # no newline yet: already over
     assert routed == [b'{"a":1}\n']
     assert transport._lost is not None and "max_message_bytes" in transport._lost
-    assert list(inbox.items) == [None]  # the pending request ends with that reason
+    assert items(inbox) == [None]  # the pending request ends with that reason
     splitter.data_received(b'tail\n{"b":2}\n')
     splitter.data_received(b'{"c":3}\n')
     splitter.eof_received()
-    assert routed == [b'{"a":1}\n'] and list(inbox.items) == [None]
+    assert routed == [b'{"a":1}\n'] and items(inbox) == []  # nothing more after the end
 
 
 def test_a_line_over_the_cap_inside_one_read_stops_the_rest_of_that_read() -> None:

@@ -30,6 +30,7 @@ from nimblemcp import (
     ElicitResult,
     MissingClientCapability,
     Server,
+    ServerInfo,
     ToolError,
     audio,
     embedded,
@@ -42,8 +43,8 @@ from nimblemcp.errors import InternalError
 server = Server(
     "nimblemcp-conformance-everything",
     "1.0.0",
-    title="nimblemcp everything server",
-    description="Every fixture the MCP conformance suite calls by name.",
+    info=ServerInfo(title="nimblemcp everything server",
+                    description="Every fixture the MCP conformance suite calls by name."),
     instructions="A test server for the MCP conformance suite; its tools do nothing useful.",
 )
 

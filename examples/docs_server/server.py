@@ -27,14 +27,14 @@ import threading
 import time
 from pathlib import Path
 
-from nimblemcp import Context, Server, ToolError, embedded, user
+from nimblemcp import Context, Server, ServerInfo, ToolError, embedded, user
 
 DOCS_DIR = Path(os.environ.get("DOCS_DIR", Path(__file__).parent / "docs")).resolve()
 
 server = Server(
     "project-docs",
     "1.0.0",
-    title="Project documents",
+    info=ServerInfo(title="Project documents"),
     instructions=(
         "Project documents (brief, risks, glossary). Use list_docs to see what exists, "
         "read_doc to read one, search_docs to find lines mentioning a term."

@@ -9,9 +9,9 @@ memory and vanish when the server stops.
 
 from __future__ import annotations
 
-from nimblemcp import Server, ToolError
+from nimblemcp import Server, ServerInfo, ToolError
 
-server = Server("notes", "1.0.0", title="Notes",
+server = Server("notes", "1.0.0", info=ServerInfo(title="Notes"),
                 instructions="Short notes: list_notes, read_note, add_note, delete_note.")
 NOTES: dict[str, str] = {}
 READ_ONLY = {"readOnlyHint": True, "openWorldHint": False}

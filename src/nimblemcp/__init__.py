@@ -51,7 +51,9 @@ if TYPE_CHECKING:
         Headers,
         LegacyOptions,
         ListenOptions,
+        ListOptions,
         Server,
+        ServerInfo,
         ServerSettings,
         StateOptions,
         TaskOptions,
@@ -81,8 +83,8 @@ _ERRORS = ("ClientError", "InvalidParams", "McpError", "MissingClientCapability"
            "RequestTimeout", "ResourceNotFound", "StartupError", "ToolError", "TransportError")
 _CONTENT = ("ContentBlock", "audio", "blob_resource", "embedded", "image", "resource_link", "text",
             "text_resource")
-_SERVER = ("Backends", "Context", "Depends", "Headers", "LegacyOptions", "ListenOptions", "Server",
-           "ServerSettings", "StateOptions", "TaskOptions", "ToolAnnotations", "ToolOptions", "ToolResult",
+_SERVER = ("Backends", "Context", "Depends", "Headers", "LegacyOptions", "ListOptions", "ListenOptions", "Server",
+           "ServerInfo", "ServerSettings", "StateOptions", "TaskOptions", "ToolAnnotations", "ToolOptions", "ToolResult",
            "assistant", "get_headers", "get_lifespan", "get_principal", "message", "user")
 _LAZY: dict[str, tuple[str, str]] = {
     **{name: ("nimblemcp.errors", name) for name in _ERRORS},
@@ -130,6 +132,7 @@ __all__ = [
     "HttpSecurity",
     "InvalidParams",
     "LegacyOptions",
+    "ListOptions",
     "ListenOptions",
     "McpError",
     "MissingClientCapability",
@@ -139,6 +142,7 @@ __all__ = [
     "RetryPolicy",
     "SampleResult",
     "Server",
+    "ServerInfo",
     "ServerSettings",
     "StartupError",
     "StateOptions",

@@ -46,6 +46,7 @@ from nimblemcp.client import Client
 from nimblemcp.errors import InvalidParams, MethodNotFound
 from nimblemcp.server._context import Context
 from nimblemcp.server._mrtr import InputRequired
+from nimblemcp.server._options import ServerInfo
 from nimblemcp.server._prompts import PromptEntry
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._server import Server
@@ -66,14 +67,16 @@ def proxy(target: Any, *, name: str | None = None, mode: str = "auto", **client_
     the target's serverInfo once connected, or as `name` when given. `client_options` go
     to `nimblemcp.Client` (auth, timeout, versions...)."""
 
+    mirrored: set[str] = set()  # the tools this proxy mirrors (not those derived from them)
+
     @contextlib.asynccontextmanager
     async def lifespan(server: Server) -> AsyncIterator[Client]:
         client = Client(target, mode=mode, cache=False, validate_output=False, **client_options)  # type: ignore[arg-type]
         async with client:
-            await _mirror(server, client)
+            await _mirror(server, client, mirrored)
             if name is None:  # known once the target has answered
                 _present_as(server, client.server_info)
-            follower = asyncio.create_task(_follow(server, client))
+            follower = asyncio.create_task(_follow(server, client, mirrored))
             try:
                 yield client
             finally:
@@ -83,7 +86,7 @@ def proxy(target: Any, *, name: str | None = None, mode: str = "auto", **client_
 
     label = name or (target if isinstance(target, str) else " ".join(map(str, target)))
     # Each instance follows the target itself, so its runtime mirror updates are local.
-    return Server(name or "proxy", instructions=None, lifespan=lifespan, description=f"proxy of {label}",
+    return Server(name or "proxy", lifespan=lifespan, info=ServerInfo(description=f"proxy of {label}"),
                   registrations="local")
 
 
@@ -141,23 +144,23 @@ async def _forwarded(ctx: Context, method: str, params: dict[str, Any]) -> dict[
     raise InputRequired({f"{round_}.{key}": request for key, request in requests.items()})
 
 
-async def _mirror(server: Server, client: Client) -> None:
+async def _mirror(server: Server, client: Client, mirrored: set[str]) -> None:
     """Make `server`'s lists the target's (at start-up; a second start, after a stop,
     finds the first one's mirror and brings it up to date)."""
-    await _resync_tools(server, client)
+    await _resync_tools(server, client, mirrored)
     await _resync_prompts(server, client)
     await _resync_resources(server, client)
     if server.prompts or server.templates:
         server.completion(_forward_completion(client))
 
 
-async def _follow(server: Server, client: Client) -> None:
+async def _follow(server: Server, client: Client, mirrored: set[str]) -> None:
     """Keep the mirror in step with the target's list changes (runs for the lifespan)."""
     try:
         async with client.listen(tools=True, prompts=True, resources_list=True) as events:
             async for event in events:
                 if event.kind in ("tools_changed", "missed"):
-                    await _resync_tools(server, client)
+                    await _resync_tools(server, client, mirrored)
                 if event.kind in ("prompts_changed", "missed"):
                     await _resync_prompts(server, client)
                 if event.kind in ("resources_changed", "missed"):
@@ -168,10 +171,21 @@ async def _follow(server: Server, client: Client) -> None:
         log.info("proxy: not following the target's list changes: %s", exc)
 
 
-async def _resync_tools(server: Server, client: Client) -> None:
+async def _resync_tools(server: Server, client: Client, mirrored: set[str]) -> None:
+    """The target's tools, mirrored; tools derived from them (`derive_tool`) or added by
+    hand are the front's own and stay."""
     tools = await _listed(client.list_tools(cache=False))
-    mirrored = {name: e for name, e in server.tools.items() if name not in server._derivations}
-    _sync(mirrored, {str(t["name"]): t for t in tools}, server.remove_tool, partial(_add_tool, server))
+
+    def remove(name: str) -> None:
+        mirrored.discard(name)
+        server.remove_tool(name)
+
+    def add(definition: Mapping[str, Any]) -> None:
+        _add_tool(server, definition)
+        mirrored.add(str(definition["name"]))
+
+    table = {name: entry for name, entry in server.tools.items() if name in mirrored}
+    _sync(table, {str(t["name"]): t for t in tools}, remove, add)
     server.dispatcher.invalidate()
 
 

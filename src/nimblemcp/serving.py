@@ -288,7 +288,7 @@ def run_http(
         from nimblemcp.transports.h1 import engine_server  # noqa: F401
     drain = ListenDrain(app)
     drain.on_drain(lambda: server.drain(shutdown_timeout))  # running tasks get the grace time
-    drain.listens = lambda: server.move_listeners(min(server.listen_options.handover, shutdown_timeout))
+    drain.listens = lambda: server.move_listeners(min(server.config.listen.handover, shutdown_timeout))
     sockets = _listen(host, port, opts.reuse_port)
     if engine == "nimblemcp":
         _run_engine(server, drain, sockets, host=host, port=port, options=opts, on_started=on_started)

@@ -23,6 +23,7 @@ from nimblemcp.openapi._operations import Operation, read_operations, success_re
 from nimblemcp.openapi._routes import RouteMap, kind_of
 from nimblemcp.openapi._spec import Document
 from nimblemcp.server._context import Context
+from nimblemcp.server._options import ServerInfo
 from nimblemcp.server._resources import ResourceEntry, TemplateEntry
 from nimblemcp.server._server import Server
 from nimblemcp.server._tools import ToolAnnotations, ToolResult
@@ -72,7 +73,8 @@ def build_server(
 
     options: dict[str, Any] = {"version": str(info.get("version") or "0.1.0")}
     if isinstance(info.get("description"), str) and info["description"].strip():
-        options["description"] = info["description"].strip().splitlines()[0][:200]  # a line, not the manual
+        # a line, not the manual
+        options["info"] = ServerInfo(description=info["description"].strip().splitlines()[0][:200])
     server = Server(name or str(info.get("title") or "openapi"), lifespan=lifespan, **{**options, **server_options})
     for op in read_operations(document, names):
         kind = kind_of(op.route, routes)

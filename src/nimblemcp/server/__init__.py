@@ -10,6 +10,8 @@ from nimblemcp.server._options import (
     Backends,
     LegacyOptions,
     ListenOptions,
+    ListOptions,
+    ServerInfo,
     ServerSettings,
     StateOptions,
     TaskOptions,
@@ -21,7 +23,7 @@ from nimblemcp.server._tools import ToolAnnotations, ToolResult
 from nimblemcp.server._transform import ArgChange
 
 __all__ = [
-    "ArgChange", "Backends", "Context", "Depends", "Headers", "LegacyOptions", "ListenOptions", "Server",
-    "ServerSettings", "StateOptions", "TaskOptions", "ToolAnnotations", "ToolOptions", "ToolResult", "assistant",
+    "ArgChange", "Backends", "Context", "Depends", "Headers", "LegacyOptions", "ListOptions", "ListenOptions", "Server",
+    "ServerInfo", "ServerSettings", "StateOptions", "TaskOptions", "ToolAnnotations", "ToolOptions", "ToolResult", "assistant",
     "get_headers", "get_lifespan", "get_principal", "message", "user",
 ]

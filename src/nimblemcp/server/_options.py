@@ -1,6 +1,8 @@
 """Typed option groups for a Server, their defaults, and the one place the environment
 is read.
 
+- `ServerInfo`: what a client may show of the server beside its name and version.
+- `ListOptions`: how lists are served: page size and caching hints.
 - `StateOptions`: sealing of MRTR `requestState` (key ring, TTL, single use, audience)
   and the TTL of state handles.
 - `Backends`: the key-value store and the notification bus (in-memory by default).
@@ -24,9 +26,9 @@ server opens itself for `NIMBLEMCP_REDIS_URL` are `_own_backends`'.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nimblemcp._port import LegacyOptions as LegacyOptions  # an option group, defined with the port
 
@@ -35,14 +37,53 @@ if TYPE_CHECKING:
     from nimblemcp.backends.bus import NotificationBus
 
 __all__ = [
-    "ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "LegacyOptions", "ListenOptions", "ServerSettings", "StateOptions", "TaskOptions",
-    "ToolOptions",
+    "ENV_REDIS_URL", "ENV_STATE_KEYS", "Backends", "LegacyOptions", "ListOptions", "ListenOptions", "ServerInfo",
+    "ServerSettings", "StateOptions", "TaskOptions", "ToolOptions",
 ]
 
 ENV_STATE_KEYS = "NIMBLEMCP_STATE_KEYS"
 # The same name as `backends._select.ENV_URL` (a test holds them equal): spelled here
 # so that a server does not load the backend selection at import (issue 18).
 ENV_REDIS_URL = "NIMBLEMCP_REDIS_URL"
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What a client may show of this server beside its name and version, sent in
+    `serverInfo`: `title` (a display name), `description`, `website_url` and `icons`
+    (each `{"src": ..., "mimeType": ..., "sizes": [...]}`, as for a tool)."""
+
+    title: str | None = None
+    description: str | None = None
+    website_url: str | None = None
+    icons: Sequence[Mapping[str, Any]] | None = None
+
+    def wire(self, name: str, version: str) -> dict[str, Any]:
+        """The `serverInfo` object: the fields given, in the specification's spelling."""
+        info: dict[str, Any] = {"name": name, "version": version}
+        for key, value in (("title", self.title), ("description", self.description),
+                           ("websiteUrl", self.website_url), ("icons", self.icons)):
+            if value:
+                info[key] = list(value) if key == "icons" else value
+        return info
+
+
+@dataclass(frozen=True, slots=True)
+class ListOptions:
+    """How `tools/list`, `prompts/list`, `resources/list` and `resources/templates/list`
+    are served. `page_size`: items per page (None: all in one page). `cache_hints`:
+    method -> (ttlMs, cacheScope), laid over the defaults (`server/_config.py`); a hint
+    set here is sent as given, also to authenticated callers."""
+
+    page_size: int | None = None
+    cache_hints: Mapping[str, tuple[int, str]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.page_size is not None and self.page_size < 1:
+            raise ValueError("page_size must be >= 1")
+        for ttl, scope in (self.cache_hints or {}).values():
+            if ttl < 0 or scope not in ("public", "private"):
+                raise ValueError("cache hints need ttl >= 0 and scope 'public' or 'private'")
+
 
 @dataclass(frozen=True, slots=True)
 class StateOptions:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from nimblemcp.backends.bus import Event, InProcessBus, Match
 from nimblemcp.backends.memory import MemoryStore
@@ -24,6 +24,8 @@ from nimblemcp.server._options import (
     Backends,
     LegacyOptions,
     ListenOptions,
+    ListOptions,
+    ServerInfo,
     ServerSettings,
     StateOptions,
     TaskOptions,
@@ -68,46 +70,8 @@ def _check_callable(decorator: str, fn: Any) -> None:
         raise TypeError(f"{decorator} applies to a function (def or async def), not {fn!r}")
 
 
-_T = TypeVar("_T")
-
-
-class _Setting(Generic[_T]):
-    """A Server attribute kept in its frozen `config` (what the request path reads):
-    reading it reads the config; setting it hands the dispatcher a new config."""
-
-    __slots__ = ("field",)
-
-    def __init__(self, field: str) -> None:
-        self.field = field
-
-    @overload
-    def __get__(self, server: None, owner: type) -> _Setting[_T]: ...
-    @overload
-    def __get__(self, server: Server, owner: type) -> _T: ...
-    def __get__(self, server: Server | None, owner: type) -> Any:
-        return self if server is None else getattr(server.config, self.field)
-
-    def __set__(self, server: Server, value: _T) -> None:
-        changed: dict[str, Any] = {self.field: value}
-        server._reconfigure(server.config._replace(**changed))
-
-
 class Server:
     """An MCP server. Register with decorators, then `run()` it or mount its ASGI app."""
-
-    info: _Setting[dict[str, Any]] = _Setting("info")
-    instructions: _Setting[str | None] = _Setting("instructions")
-    page_size: _Setting[int | None] = _Setting("page_size")
-    cache_hints: _Setting[Mapping[str, tuple[int, str]]] = _Setting("cache_hints")
-    explicit_hints: _Setting[frozenset[str]] = _Setting("explicit_hints")
-    logging_enabled: _Setting[bool] = _Setting("logging")
-    forward_logs: _Setting[bool] = _Setting("forward_logs")
-    # Above this many running handlers, tools/call, prompts/get and resources/read
-    # answer a state-only input_required instead of queueing (load shedding).
-    max_inflight: _Setting[int | None] = _Setting("max_inflight")
-    listen_options: _Setting[ListenOptions] = _Setting("listen")
-    one_time_state: _Setting[bool] = _Setting("one_time_state")
-    state_ttl: _Setting[float] = _Setting("state_ttl")
 
     # The port (`nimblemcp._port.Core`): the dispatcher's own methods, set in __init__.
     prepare: Callable[..., Prepared]
@@ -118,13 +82,9 @@ class Server:
         name: str,
         version: str = "0.1.0",
         *,
-        title: str | None = None,
-        description: str | None = None,
         instructions: str | None = None,
-        website_url: str | None = None,
-        icons: list[Icon] | None = None,
-        page_size: int | None = None,
-        cache_hints: dict[str, tuple[int, str]] | None = None,
+        info: ServerInfo | None = None,
+        lists: ListOptions | None = None,
         logging: bool = True,
         state: StateOptions | None = None,
         backends: Backends | None = None,
@@ -140,18 +100,9 @@ class Server:
         include_tags: Iterable[str] | None = None,
         exclude_tags: Iterable[str] | None = None,
     ) -> None:
-        info: dict[str, Any] = {"name": name, "version": version}
-        for key, value in (("title", title), ("description", description),
-                           ("websiteUrl", website_url), ("icons", icons)):
-            if value:
-                info[key] = value
         self.name = name
-        if page_size is not None and page_size < 1:
-            raise ValueError("page_size must be >= 1")
-        hints = {**DEFAULT_CACHE_HINTS, **(cache_hints or {})}
-        for ttl, scope in hints.values():
-            if ttl < 0 or scope not in ("public", "private"):
-                raise ValueError("cache hints need ttl >= 0 and scope 'public' or 'private'")
+        lists = lists or ListOptions()
+        hints = {**DEFAULT_CACHE_HINTS, **(lists.cache_hints or {})}
         # What is served: the tables below are the registry's own (`_registry`).
         self.registry = Registry()
         self.tools = self.registry.tools
@@ -182,8 +133,9 @@ class Server:
         self.legacy_options = legacy or LegacyOptions()  # read by the transports' legacy adapter
         # What the request path reads of these settings, frozen (`_config`).
         self.config = ServerConfig(
-            info=info, cache_hints=hints, instructions=instructions, page_size=page_size,
-            explicit_hints=frozenset(cache_hints or ()),  # kept as given, even when authenticated
+            info=(info or ServerInfo()).wire(name, version), cache_hints=hints, instructions=instructions,
+            page_size=lists.page_size,
+            explicit_hints=frozenset(lists.cache_hints or ()),  # kept as given, even when authenticated
             logging=logging, forward_logs=forward_logs is not False, max_inflight=max_inflight,
             listen=listen, one_time_state=state.one_time, state_ttl=state.ttl,
         )
@@ -225,23 +177,25 @@ class Server:
         for mw in middleware or ():
             self.add_middleware(mw)
 
-    def _reconfigure(self, config: ServerConfig) -> None:
-        self.config = config
-        self.dispatcher.reconfigure(config)
+    @property
+    def info(self) -> dict[str, Any]:
+        """The `serverInfo` this server sends: name, version, and what `ServerInfo` adds."""
+        return self.config.info
+
+    @property
+    def instructions(self) -> str | None:
+        """What `server/discover` tells a client about using this server."""
+        return self.config.instructions
+
+    @instructions.setter
+    def instructions(self, text: str | None) -> None:
+        self.config = self.config._replace(instructions=text)
+        self.dispatcher.reconfigure(self.config)
 
     @property
     def subscriptions(self) -> bool:
         """`subscriptions/listen` and list-change notifications are served."""
         return self.config.listen.enabled
-
-    @property
-    def listen_queue(self) -> int:
-        return self.config.listen.queue
-
-    @property
-    def completion_handler(self) -> F | None:
-        """The fallback completer (`completion`)."""
-        return self.registry.completer
 
     def note_serving(self) -> None:
         """A transport is serving requests (the port's `Core.note_serving`, called once
@@ -781,7 +735,7 @@ class Server:
         `ListenOptions(enabled=False)`); see `nimblemcp._port.Changes`. Only those kinds of
         event reach it (a `Match`), so other traffic on the bus (task changes) neither
         wakes it nor fills its queue."""
-        return self.bus.subscribe(self.listen_queue, match=_CHANGES) if self.subscriptions else None
+        return self.bus.subscribe(self.config.listen.queue, match=_CHANGES) if self.subscriptions else None
 
     def close_listeners(self) -> None:
         """End every open `subscriptions/listen` gracefully (e.g. at shutdown, SUB-09);
@@ -857,7 +811,7 @@ class Server:
         if self._sealer is None:
             from nimblemcp.server._sealing import Sealer
 
-            self._sealer = Sealer(self.audience, self._state_keys, self.state_ttl,
+            self._sealer = Sealer(self.audience, self._state_keys, self.state_options.ttl,
                                   self.state_options.max_state_size)
         return self._sealer
 

@@ -40,6 +40,7 @@ Must not import the registry, the dispatcher or transports.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from asyncio import InvalidStateError
@@ -76,10 +77,8 @@ class _Inbox:
         if self.waiting:
             return
         self.waiting = True
-        try:  # noqa: SIM105 - `contextlib.suppress` is three Python calls per use
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
             self.loop.call_soon_threadsafe(self.drain)
-        except RuntimeError:  # a closed loop: nobody waits any more
-            pass
 
     def drain(self) -> None:
         self.waiting = False
@@ -243,14 +242,7 @@ class Workers:
                         item = (future, True, ctx.run(fn, **kwargs))
                 except BaseException as exc:  # handed to the awaiting task, as to_thread does
                     item = (future, False, exc if not isinstance(exc, StopIteration) else _stopped(exc))
-                # `_Inbox.put`, inlined (one call less per job); same order of steps.
-                inbox.items.append(item)
-                if not inbox.waiting:
-                    inbox.waiting = True
-                    try:  # noqa: SIM105 - see `_Inbox.put`
-                        inbox.loop.call_soon_threadsafe(inbox.drain)
-                    except RuntimeError:  # a closed loop: nobody waits any more
-                        pass
+                inbox.put(item)
                 del item
             del inbox, future, ctx, fn, args, kwargs
             if owed:  # a job queued on the full pool is ours, without a token

@@ -31,6 +31,7 @@ import httpx
 from nimblemcp.errors import TransportError
 from nimblemcp.jsonrpc import decode, encode
 from nimblemcp.transports._sse import ServerSentEvent, iter_sse
+from nimblemcp.transports.client._router import Router
 from nimblemcp.types._http import JSON_TYPE, SSE_TYPE
 from nimblemcp.types._urls import origin
 
@@ -62,8 +63,7 @@ class SseTransport:
         self.endpoint: str | None = None
         self.on_notification: Callable[[dict[str, Any]], None] | None = None
         self.on_request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
-        self._pending: dict[tuple[type, Any], asyncio.Queue[dict[str, Any] | None]] = {}
-        self._tokens: dict[tuple[type, Any], tuple[type, Any]] = {}
+        self._router = Router()
         self._reader: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._lost: str | None = None
@@ -109,8 +109,7 @@ class SseTransport:
         finally:
             if not ready.done():
                 ready.set_exception(TransportError(self._lost or "no endpoint event"))
-            for queue in self._pending.values():
-                queue.put_nowait(None)
+            self._router.end_all()
 
     def _endpoint_of(self, event: ServerSentEvent) -> str:
         if event.event != "endpoint" or not event.data.strip():
@@ -126,31 +125,8 @@ class SseTransport:
         except Exception:
             logger.warning("ignoring a non-JSON SSE message: %r", data[:200])
             return
-        if not isinstance(message, dict):
-            return
-        if "method" not in message:
-            rid = message.get("id")
-            queue = self._pending.get((type(rid), rid))
-            if queue is not None:
-                queue.put_nowait(message)
-            return
-        if "id" in message:
-            if self.on_request is None:
-                logger.warning("ignoring a server-to-client request %s", message["method"])
-            else:
-                self._serve(message)
-            return
-        params = message.get("params")
-        token = params.get("progressToken") if isinstance(params, dict) else None
-        target = self._tokens.get((type(token), token)) if token is not None else None
-        if target is None and isinstance(params, dict) and message["method"] == "notifications/cancelled":
-            rid = params.get("requestId")
-            target = (type(rid), rid)
-        queue = self._pending.get(target) if target is not None else None
-        if queue is not None:
-            queue.put_nowait(message)
-        elif self.on_notification is not None:
-            self.on_notification(message)
+        serve = self._serve if self.on_request is not None else None
+        self._router.route(message, serve=serve, on_notification=self.on_notification)
 
     def _serve(self, message: dict[str, Any]) -> None:
         assert self.on_request is not None
@@ -184,16 +160,7 @@ class SseTransport:
     ) -> AsyncGenerator[dict[str, Any], None]:
         await self.open()
         rid = request["id"]
-        key = (type(rid), rid)
-        if key in self._pending:
-            raise TransportError(f"request id {rid!r} is already in flight")
-        meta = (request.get("params") or {}).get("_meta") or {}
-        token = meta.get("progressToken")
-        token_key = (type(token), token)
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self._pending[key] = queue
-        if token is not None:
-            self._tokens[token_key] = key
+        queue = self._router.open(request)
         finished = False
         try:
             await self._post(request)
@@ -206,9 +173,7 @@ class SseTransport:
                 if finished:
                     return
         finally:
-            self._pending.pop(key, None)
-            if token is not None:
-                self._tokens.pop(token_key, None)
+            self._router.close(request)
             if not finished and self._lost is None:
                 with contextlib.suppress(TransportError):
                     await asyncio.shield(self._post({

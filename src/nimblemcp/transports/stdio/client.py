@@ -30,13 +30,12 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
-from nimblemcp._loop import running_loop
 from nimblemcp.errors import TransportError
 from nimblemcp.jsonrpc import decode, encode, notification
 from nimblemcp.transports._limits import MAX_MESSAGE_BYTES
 from nimblemcp.transports._read_size import small_reads
+from nimblemcp.transports.client._router import Router
 from nimblemcp.transports.stdio._lines import LineSplitter
-from nimblemcp.types._meta import SUBSCRIPTION_ID
 
 # What `shlex.quote` leaves as it is (its `[^\w@%+=:,./-]` with `re.ASCII`).
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
@@ -60,36 +59,6 @@ STDERR_TAIL = 20  # lines of a dead child's stderr kept for the TransportError
 # (issue 37: 40 MB of garbage was 10.7 MB of warnings).
 NOISE_LINES = 5
 NOISE_WINDOW = 10.0
-
-
-class _Inbox:
-    """One request's incoming messages, for its one reader: `asyncio.Queue`'s
-    `put_nowait` and `get`, without the Event, the two deques of waiters and, on 3.11, the
-    loop look-up (a getpid system call) that a Queue costs per request."""
-
-    __slots__ = ("items", "loop", "waiter")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.items: deque[dict[str, Any] | None] = deque()
-        self.waiter: asyncio.Future[None] | None = None
-
-    def put_nowait(self, item: dict[str, Any] | None) -> None:
-        self.items.append(item)
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def get(self) -> dict[str, Any] | None:
-        while not self.items:
-            waiter = self.waiter = self.loop.create_future()
-            try:
-                await waiter
-            finally:
-                self.waiter = None
-        return self.items.popleft()
 
 
 class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -156,8 +125,8 @@ class StdioTransport:
         self.quiet_ids: set[Any] = set()
         self.peer = "stdio:" + " ".join(map(_quote, [command, *self.args]))
         self.process: asyncio.subprocess.Process | None = None
-        self._pending: dict[tuple[type, Any], _Inbox] = {}
-        self._tokens: dict[tuple[type, Any], tuple[type, Any]] = {}
+        # Where each message read goes; a log message to the one request in flight.
+        self._router = Router(lone_logs=True)
         self._tasks: list[asyncio.Task[None]] = []
         self._write_lock = asyncio.Lock()
         self._lost: str | None = None
@@ -225,8 +194,7 @@ class StdioTransport:
         self._say_suppressed()
         if self._lost is None:  # not already over the cap (`_line`)
             self._lost = await self._why_lost("the server closed its stdout")
-        for queue in self._pending.values():
-            queue.put_nowait(None)
+        self._router.end_all()
 
     def _line(self, line: bytes | None) -> None:
         """One line of the child's stdout, from the splitter; None: a line over
@@ -236,8 +204,7 @@ class StdioTransport:
             self._lines.stopped = True
             self._lost = (f"the server sent a line larger than {self.max_message_bytes} bytes "
                           "(the client's max_message_bytes); the connection is closed")
-            for queue in self._pending.values():
-                queue.put_nowait(None)
+            self._router.end_all()
         elif line.strip():
             try:
                 self._route(line)
@@ -267,33 +234,8 @@ class StdioTransport:
         except Exception:
             self._ignore(line)
             return
-        if not isinstance(message, dict):
-            return
-        if "method" not in message:
-            rid = message.get("id")
-            queue = self._pending.get((type(rid), rid))
-            if queue is not None:
-                queue.put_nowait(message)
-            return
-        if "id" in message:
-            if self.on_request is None:
-                logger.warning("ignoring a server-to-client request %s (BASE-06)",
-                               message["method"])
-            else:
-                self._serve(message)
-            return
-        params = message.get("params")
-        token = params.get("progressToken") if isinstance(params, dict) else None
-        target = self._tokens.get((type(token), token)) if token is not None else None
-        if target is None and isinstance(params, dict):
-            target = self._subscription_of(message["method"], params)
-        if target is None and message["method"] in ("notifications/message",) and len(self._pending) == 1:
-            target = next(iter(self._pending))
-        queue = self._pending.get(target) if target is not None else None
-        if queue is not None:
-            queue.put_nowait(message)
-        elif self.on_notification is not None:
-            self.on_notification(message)
+        serve = self._serve if self.on_request is not None else None
+        self._router.route(message, serve=serve, on_notification=self.on_notification)
 
     def _ignore(self, line: bytes) -> None:
         """A non-JSON stdout line: a warning for the first few of each window, a count
@@ -331,18 +273,6 @@ class StdioTransport:
         with contextlib.suppress(ValueError):
             self._tasks.remove(task)
 
-    def _subscription_of(self, method: str, params: dict[str, Any]) -> tuple[type, Any] | None:
-        """SUB-06: listen traffic is routed by its subscription id (the listen's request
-        id); a server-sent `notifications/cancelled` ends the listen it names."""
-        meta = params.get("_meta")
-        sid = meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
-        if sid is None and method == "notifications/cancelled":
-            sid = params.get("requestId")
-        if sid is None or isinstance(sid, dict | list):
-            return None
-        key = (type(sid), sid)
-        return key if key in self._pending else None
-
     async def _write(self, message: dict[str, Any]) -> None:
         if self.process is None or self.process.stdin is None:
             raise TransportError("transport is not open")
@@ -363,16 +293,7 @@ class StdioTransport:
     ) -> AsyncIterator[dict[str, Any]]:
         await self.open()
         rid = request["id"]
-        key = (type(rid), rid)
-        if key in self._pending:
-            raise TransportError(f"request id {rid!r} is already in flight")
-        meta = (request.get("params") or {}).get("_meta") or {}
-        token = meta.get("progressToken")
-        token_key = (type(token), token)
-        queue = _Inbox(running_loop())
-        self._pending[key] = queue
-        if token is not None:
-            self._tokens[token_key] = key
+        queue = self._router.open(request)
         finished = False
         try:
             await self._write(request)
@@ -386,9 +307,7 @@ class StdioTransport:
                     return
                 yield message
         finally:
-            self._pending.pop(key, None)
-            if token is not None:
-                self._tokens.pop(token_key, None)
+            self._router.close(request)
             quiet = rid in self.quiet_ids
             self.quiet_ids.discard(rid)
             if not finished and not quiet and self._lost is None and self.process is not None:
