@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from nimblemcp.server._server import Server
-    from nimblemcp.transports.http.app import McpHttpApp
+    from nimblemcp.transports.http.app import LegacyHandler, McpHttpApp
     from nimblemcp.transports.http.security import HttpSecurity, SecurityMiddleware
 
 __all__ = ["HttpServeOptions", "TlsFiles", "asgi_app", "bare_asgi_app", "configure", "run", "run_http",
@@ -81,10 +81,25 @@ def _startup_failed(exc: BaseException) -> NoReturn:
     raise SystemExit(1)
 
 
-def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **options: Any) -> SecurityMiddleware:
-    """`server` as a guarded ASGI app: the options of
-    `nimblemcp.transports.http.security.secure_app` (allowed origins and hosts,
-    body and header limits, CORS, auth, keepalive, legacy sessions).
+def asgi_app(
+    server: Server,
+    path: str = "/mcp",
+    *,
+    security: HttpSecurity | None = None,
+    auth: dict[str, Any] | None = None,
+    health: bool = True,
+    keepalive: float = 15.0,
+    legacy_sessions: bool = True,
+    legacy_sse: bool = False,
+    freeze_gc: bool = False,
+) -> SecurityMiddleware:
+    """`server` as a guarded ASGI app. `security` holds the guards (`HttpSecurity`:
+    allowed origins and hosts, body and header limits, CORS); `auth` makes the endpoint
+    an OAuth resource server (the keyword arguments of
+    `nimblemcp.transports.auth.bearer.BearerAuth`); `keepalive`: seconds between SSE
+    keep-alive comments; `legacy_sessions=False` turns the 2025-11-25 session leg off,
+    `legacy_sse=True` adds the 2024-11-05 HTTP+SSE endpoints (not with `auth`);
+    `freeze_gc=True` tunes the process's GC for serving (what `run_http` does).
 
     Beside the endpoint it serves the server's `@server.route` routes and, unless
     `health=False`, `/healthz` (liveness) and `/readyz` (readiness: 503 until the
@@ -94,8 +109,6 @@ def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **optio
     from nimblemcp.transports.http.security import secure_app
 
     configure(server)
-    auth = options.get("auth")
-    legacy_sse = options.pop("legacy_sse", False)
     if legacy_sse and auth is not None:
         raise ValueError("legacy_sse cannot be combined with auth: the 2024-11-05 endpoints are not guarded")
     if auth is not None:
@@ -103,12 +116,12 @@ def asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **optio
         auth.setdefault("scopes_for", server.scopes_needed)  # per-target scopes: 403 before running
         # Every path needs a token but the health probes and routes declared public.
         auth.setdefault("public_paths", _public_paths(server, health))
-        options["auth"] = auth
-    _shared_legacy(server, options)
     routes = _routes(server, health)
     if legacy_sse:
-        routes.update(_legacy_sse_routes(server, options.get("keepalive", 15.0)))
-    return secure_app(server, path=path, routes=routes, **options)
+        routes.update(_legacy_sse_routes(server, keepalive))
+    return secure_app(server, path=path, security=security, keepalive=keepalive,
+                      legacy=_shared_legacy(server, legacy_sessions, keepalive), legacy_sessions=legacy_sessions,
+                      freeze_gc=freeze_gc, auth=auth, routes=routes)
 
 
 def bare_asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **options: Any) -> McpHttpApp:
@@ -118,22 +131,25 @@ def bare_asgi_app(server: Server, path: str = "/mcp", *, health: bool = True, **
     from nimblemcp.transports.http.app import asgi_app as bare
 
     configure(server)
-    _shared_legacy(server, options)
+    if options.get("legacy") is None:
+        options["legacy"] = _shared_legacy(server, options.get("legacy_sessions", True), options.get("keepalive", 15.0))
     return bare(server, path=path, routes=_routes(server, health), **options)
 
 
-def _shared_legacy(server: Server, options: dict[str, Any]) -> None:
+def _shared_legacy(server: Server, legacy_sessions: bool, keepalive: float) -> LegacyHandler | None:
     """With a shared (Redis) store, the 2025-11-25 leg keeps its resumable SSE streams
-    there too, so a client reconnecting to another instance resumes (`_http_resume`)."""
-    if options.get("legacy") is not None or not options.get("legacy_sessions", True):
-        return
+    there too, so a client reconnecting to another instance resumes (`http/_resume`);
+    None: the endpoint's own in-process leg."""
+    if not legacy_sessions:
+        return None
     from nimblemcp.backends._select import shared_event_log
 
     shared = shared_event_log(server.store)
-    if shared is not None:
-        from nimblemcp.transports.http._legacy_leg import LegacyHttp
+    if shared is None:
+        return None
+    from nimblemcp.transports.http._legacy_leg import LegacyHttp
 
-        options["legacy"] = LegacyHttp(server, keepalive=options.get("keepalive", 15.0), shared_events=shared)
+    return LegacyHttp(server, keepalive=keepalive, shared_events=shared)
 
 
 def _legacy_sse_routes(server: Server, keepalive: float) -> dict[str, Any]:
