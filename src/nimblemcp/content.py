@@ -2,30 +2,18 @@
 
 Blocks are plain JSON-ready dicts (typed as TypedDicts), so returning them costs
 nothing. The helpers take care of base64 and of leaving out empty optional fields.
-The TypedDicts themselves are defined in `_content_types` and imported on first use.
 """
 
 from __future__ import annotations
 
 import base64
 import collections.abc
-import sys
 import types
 import typing
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 if TYPE_CHECKING:  # pathlib and mimetypes only when a file is read: off the start-up path
     from pathlib import Path
-
-    from nimblemcp._content_types import (
-        Annotations,
-        AudioContent,
-        ContentBlock,
-        EmbeddedResource,
-        ImageContent,
-        ResourceLink,
-        TextContent,
-    )
 
 __all__ = [
     "Annotations",
@@ -45,23 +33,70 @@ __all__ = [
 ]
 
 
-# The block types live in `_content_types`, imported when one is first asked for.
-_TYPES = frozenset({"Annotations", "AudioContent", "ContentBlock", "EmbeddedResource", "ImageContent",
-                    "ResourceLink", "TextContent"})
+class Annotations(TypedDict, total=False):
+    """Hints on a content block: who it is for, how much it matters, when it changed."""
+
+    audience: list[Literal["user", "assistant"]]
+    priority: float
+    lastModified: str
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _TYPES:
-        raise AttributeError(f"module 'nimblemcp.content' has no attribute {name!r}")
-    from nimblemcp import _content_types
+class TextContent(TypedDict):
+    """A text block: `{"type": "text", "text": "..."}` (build one with `text("...")`)."""
 
-    value = getattr(_content_types, name)
-    globals()[name] = value
-    return value
+    type: Literal["text"]
+    text: str
+    annotations: NotRequired[Annotations]
+    _meta: NotRequired[dict[str, Any]]
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+class ImageContent(TypedDict):
+    """An image, base64 in `data` (build one with `image(png_bytes, "image/png")`)."""
+
+    type: Literal["image"]
+    data: str
+    mimeType: str
+    annotations: NotRequired[Annotations]
+    _meta: NotRequired[dict[str, Any]]
+
+
+class AudioContent(TypedDict):
+    """Audio, base64 in `data` (build one with `audio(wav_bytes, "audio/wav")`)."""
+
+    type: Literal["audio"]
+    data: str
+    mimeType: str
+    annotations: NotRequired[Annotations]
+    _meta: NotRequired[dict[str, Any]]
+
+
+class ResourceLink(TypedDict):
+    """A link to a resource the client may read (build one with `resource_link(uri, name)`)."""
+
+    type: Literal["resource_link"]
+    uri: str
+    name: str
+    title: NotRequired[str]
+    description: NotRequired[str]
+    mimeType: NotRequired[str]
+    size: NotRequired[int]
+    annotations: NotRequired[Annotations]
+    _meta: NotRequired[dict[str, Any]]
+
+
+class EmbeddedResource(TypedDict):
+    """A resource's contents inside a result (build one with `embedded(text_resource(...))`)."""
+
+    type: Literal["resource"]
+    resource: dict[str, Any]
+    annotations: NotRequired[Annotations]
+    _meta: NotRequired[dict[str, Any]]
+
+
+ContentBlock = TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource
+
+# The classes `is_content_hint` recognises as content in a return annotation.
+BLOCK_CLASSES: tuple[Any, ...] = (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource)
 
 
 CONTENT_TYPES = frozenset({"text", "image", "audio", "resource_link", "resource"})
@@ -206,10 +241,7 @@ def block_from_model(value: Any) -> dict[str, Any] | None:
 
 def is_content_hint(tp: Any) -> bool:
     """True for return annotations that mean "content blocks", not structured output."""
-    # The block TypedDicts exist only once something imported them (`__getattr__`):
-    # until then no annotation can name one.
-    defined = sys.modules.get("nimblemcp._content_types")
-    if (defined is not None and tp in defined.BLOCK_CLASSES) or _is_block_model(tp):
+    if tp in BLOCK_CLASSES or _is_block_model(tp):
         return True
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
