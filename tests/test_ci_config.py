@@ -122,3 +122,35 @@ def test_nothing_names_one_machine_s_paths() -> None:
             if _MACHINE.search(line):
                 found.append(f"{name}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def _contract(name: str) -> str:
+    text = (ROOT / ".importlinter").read_text()
+    start = text.index(f"[importlinter:contract:{name}]")
+    end = text.find("\n[", start + 1)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def test_every_server_module_has_a_layer() -> None:
+    """Issue 32: no cycle inside server/, type-checking imports included: a module left
+    out of the contract would be free to import upwards."""
+    layers = re.findall(r"\b_[a-z_]+\b", _contract("server-layers").split("layers =", 1)[1])
+    modules = {p.stem for p in (ROOT / "src" / "nimblemcp" / "server").glob("_*.py")} - {"__init__"}
+    assert modules - set(layers) == set()
+
+
+def test_every_transport_module_has_a_side() -> None:
+    """Issue 32, point 4: each transport module is a client one, a server one, or shared
+    (imported by both and importing neither side)."""
+    root = ROOT / "src" / "nimblemcp" / "transports"
+    client = _contract("client-transports").split("forbidden_modules", 1)[0]
+    server = _contract("transport-roles").split("forbidden_modules", 1)[0]
+    shared = {"_sse.py", "_envelope.py", "_read_size.py", "_legacy.py", "stdio/_lines.py"}
+    for path in root.rglob("*.py"):
+        if path.name == "__init__.py":
+            continue
+        dotted = "nimblemcp." + ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        covered = [m for m in re.findall(r"nimblemcp\.transports[\w.]*", client + server)
+                   if dotted == m or dotted.startswith(m + ".")]
+        relative = path.relative_to(root).as_posix()
+        assert covered or relative in shared or relative.startswith("h1/"), dotted

@@ -109,7 +109,7 @@ async def test_calls_reads_prompts_completions_and_lifespans() -> None:
 async def test_changes_and_updates_propagate() -> None:
     host, notes = _host([])
     kinds: list[str] = []
-    host.change_listeners.append(kinds.append)
+    host._change_listeners.append(kinds.append)
     changes = host.changes()
     assert changes is not None
     async with changes as events:

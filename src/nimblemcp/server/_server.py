@@ -116,20 +116,20 @@ class Server:
         # are refused while serving with shared backends; "local": this instance's own.
         self.registrations = registrations
         # What of the registry is served: tags and run-time switches (`_visibility`).
-        self.visibility = Visibility(include_tags, exclude_tags)
+        self._visibility = Visibility(include_tags, exclude_tags)
         self._hosts: list[Server] = []  # servers this one is mounted in
         # Called with "tools" | "prompts" | "resources" whenever a list changes; the
         # subscription layer hooks in here.
-        self.change_listeners: list[Callable[[str], None]] = []
+        self._change_listeners: list[Callable[[str], None]] = []
         # Called with the URI on `notify_resource_updated` (a host that mounted us).
-        self.update_listeners: list[Callable[[str], None]] = []
+        self._update_listeners: list[Callable[[str], None]] = []
         # Each option in one place: its group (`_options`), or the environment's settings.
         state = state or StateOptions()
         backends = backends or Backends()
         listen = listen or ListenOptions()
         self.state_options, self.backends = state, backends
         self.tool_options = tool_options or ToolOptions()
-        self.task_options = task_options or TaskOptions()  # read by the TaskManager
+        self._task_options = task_options or TaskOptions()  # read by the TaskManager
         self.legacy_options = legacy or LegacyOptions()  # read by the transports' legacy adapter
         # What the request path reads of these settings, frozen (`_config`).
         self.config = ServerConfig(
@@ -637,7 +637,7 @@ class Server:
         tag_names = tag_set(tags)
         if not keys and not tag_names:
             raise TypeError("enable/disable needs tool=, prompt=, resource= or tags=")
-        switches = self.visibility.switches
+        switches = self._visibility.switches
         if keys:
             switches = switches.with_names(keys, on)
         if tag_names:
@@ -650,14 +650,14 @@ class Server:
         (`publish=False`: to this process only, the instance that made them told the bus)."""
         served = self.registry.served
         before = {table: list(getattr(served, table)) for table in KINDS}
-        self.visibility.switches = switches
-        self.registry.refresh(self.visibility)
+        self._visibility.switches = switches
+        self.registry.refresh(self._visibility)
         self.dispatcher.invalidate()
         served = self.registry.served
         kinds = sorted({"resources" if table == "templates" else table for table in KINDS
                         if list(getattr(served, table)) != before[table]})
         for kind in kinds:
-            for listener in self.change_listeners:
+            for listener in self._change_listeners:
                 listener(kind)
             if publish and self.subscriptions:
                 self.bus.publish(Event(kind))
@@ -679,9 +679,9 @@ class Server:
     def _changed(self, kind: str) -> None:
         if kind == "tools" and self._derivations:
             self._derive_again()
-        self.registry.refresh(self.visibility)
+        self.registry.refresh(self._visibility)
         self.dispatcher.invalidate()
-        for listener in self.change_listeners:
+        for listener in self._change_listeners:
             listener(kind)
         if self.subscriptions:
             self.bus.publish(Event(kind))
@@ -692,7 +692,7 @@ class Server:
         Safe to call from any thread."""
         if self.subscriptions:
             self.bus.publish(Event("updated", uri))
-        for listener in self.update_listeners:
+        for listener in self._update_listeners:
             listener(uri)
 
     def mount(self, other: Server, namespace: str | None = None) -> None:
@@ -723,8 +723,8 @@ class Server:
             link.sync(kind)
             self._changed(kind)
 
-        other.change_listeners.append(on_change)
-        other.update_listeners.append(lambda uri: self.notify_resource_updated(prefix_uri(uri, namespace)))
+        other._change_listeners.append(on_change)
+        other._update_listeners.append(lambda uri: self.notify_resource_updated(prefix_uri(uri, namespace)))
         for kind in ("tools", "prompts", "resources"):
             self._changed(kind)
         other._hosts.append(self)  # `other`'s later changes are this server's too
@@ -802,7 +802,7 @@ class Server:
         if self._tasks is None:
             from nimblemcp.server._tasks import TaskManager
 
-            self._tasks = TaskManager(self, self.task_options)
+            self._tasks = TaskManager(self, self._task_options)
         return self._tasks
 
     @property

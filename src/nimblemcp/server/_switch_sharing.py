@@ -22,16 +22,35 @@ import contextlib
 import logging
 import weakref
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from nimblemcp.backends.bus import GAP, Event, Match
 from nimblemcp.errors import SlowListener
-from nimblemcp.server._visibility import Switches
+from nimblemcp.server._visibility import Switches, Visibility
 
 if TYPE_CHECKING:
-    from nimblemcp.server._server import Server
+    from nimblemcp.backends._store import KeyValueStore
+    from nimblemcp.backends.bus import NotificationBus
+    from nimblemcp.server._lifespan import Lifespan
 
-__all__ = ["SWITCHES", "following", "share"]
+__all__ = ["SWITCHES", "Sharing", "following", "share"]
+
+
+class Sharing(Protocol):
+    """What this module reads of a server: the `Server` facade, which imports this
+    module (never the other way round)."""
+
+    name: str
+    served: bool
+    store: KeyValueStore
+    bus: NotificationBus
+    _lifespan: Lifespan
+    _visibility: Visibility
+
+    def _shares_backends(self) -> bool: ...
+
+    def _adopt_switches(self, switches: Switches, *, publish: bool = True) -> None: ...
+
 
 logger = logging.getLogger("nimblemcp.server")
 
@@ -41,14 +60,14 @@ _START_S = 10.0  # at most this long for the first read at start-up
 _writes: set[asyncio.Task[None]] = set()  # referenced until done
 # The loop each following server serves on: a switch made in a worker thread (a sync
 # tool) is written to the store from there.
-_loops: weakref.WeakKeyDictionary[Server, asyncio.AbstractEventLoop] = weakref.WeakKeyDictionary()
+_loops: weakref.WeakKeyDictionary[Sharing, asyncio.AbstractEventLoop] = weakref.WeakKeyDictionary()
 
 
-def _key(server: Server) -> str:
+def _key(server: Sharing) -> str:
     return f"switches:{server.name}"
 
 
-def share(server: Server, switches: Switches) -> None:
+def share(server: Sharing, switches: Switches) -> None:
     """Tell the other instances, when serving with shared backends (see above)."""
     if not (server._lifespan.started or server.served) or not server._shares_backends():
         return
@@ -64,13 +83,13 @@ def share(server: Server, switches: Switches) -> None:
         _write(server, text)
 
 
-def _write(server: Server, text: str) -> None:
+def _write(server: Sharing, text: str) -> None:
     task = asyncio.get_running_loop().create_task(_save(server, text))
     _writes.add(task)
     task.add_done_callback(_writes.discard)
 
 
-async def _save(server: Server, text: str) -> None:
+async def _save(server: Sharing, text: str) -> None:
     try:
         await server.store.set(_key(server), text.encode(), _KEEP_S)
     except Exception as exc:
@@ -78,7 +97,7 @@ async def _save(server: Server, text: str) -> None:
                        "later will not see them", server.name, type(exc).__name__)
 
 
-async def _load(server: Server) -> None:
+async def _load(server: Sharing) -> None:
     try:
         stored = await server.store.get(_key(server))
     except Exception as exc:
@@ -90,10 +109,10 @@ async def _load(server: Server) -> None:
         adopt(server, found, over_own=True)
 
 
-def adopt(server: Server, switches: Switches, *, over_own: bool = False) -> None:
+def adopt(server: Sharing, switches: Switches, *, over_own: bool = False) -> None:
     """Apply switches another instance made, when newer than those in force. `over_own`
     (start-up): laid over this instance's own, code-made ones."""
-    current = server.visibility.switches
+    current = server._visibility.switches
     if over_own:
         switches = Switches({**current.names, **switches.names}, {**current.tags, **switches.tags},
                             max(current.version, switches.version))
@@ -102,7 +121,7 @@ def adopt(server: Server, switches: Switches, *, over_own: bool = False) -> None
     server._adopt_switches(switches, publish=False)
 
 
-async def _follow(server: Server, ready: asyncio.Event) -> None:
+async def _follow(server: Sharing, ready: asyncio.Event) -> None:
     while True:
         try:
             async with server.bus.subscribe(64, match=Match(kinds=(SWITCHES, GAP))) as events:
@@ -121,7 +140,7 @@ async def _follow(server: Server, ready: asyncio.Event) -> None:
 
 
 @contextlib.asynccontextmanager
-async def following(server: Server) -> AsyncIterator[None]:
+async def following(server: Sharing) -> AsyncIterator[None]:
     """While the server's lifespan runs: apply the other instances' switches."""
     if not server._shares_backends():
         yield

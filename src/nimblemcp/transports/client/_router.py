@@ -14,14 +14,15 @@ goes to `on_notification`. A queue gets None when the connection is lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nimblemcp.errors import TransportError
 from nimblemcp.types._meta import SUBSCRIPTION_ID
 
-__all__ = ["Inbox", "Router"]
+__all__ = ["Inbox", "Router", "answer"]
 
 logger = logging.getLogger("nimblemcp.client.transport")
 
@@ -103,6 +104,19 @@ class Router:
         if target is None and self.lone_logs and method == "notifications/message" and len(self.pending) == 1:
             target = next(iter(self.pending))
         return self.pending.get(target) if target is not None else None
+
+
+def answer(message: dict[str, Any], handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+           reply: Callable[[dict[str, Any]], Awaitable[None]]) -> asyncio.Task[None]:
+    """Answer a server's request in a task of its own: `handler` makes the response,
+    `reply` sends it back (nothing is sent on a connection already gone)."""
+
+    async def run() -> None:
+        response = await handler(message)
+        with contextlib.suppress(TransportError):
+            await reply(response)
+
+    return asyncio.create_task(run())
 
 
 def _progress_token(params: Any) -> Any:

@@ -31,7 +31,7 @@ import httpx
 from nimblemcp.errors import TransportError
 from nimblemcp.jsonrpc import decode, encode
 from nimblemcp.transports._sse import ServerSentEvent, iter_sse
-from nimblemcp.transports.client._router import Router
+from nimblemcp.transports.client._router import Router, answer
 from nimblemcp.types._http import JSON_TYPE, SSE_TYPE
 from nimblemcp.types._urls import origin
 
@@ -130,14 +130,7 @@ class SseTransport:
 
     def _serve(self, message: dict[str, Any]) -> None:
         assert self.on_request is not None
-        handler = self.on_request
-
-        async def run() -> None:
-            response = await handler(message)
-            with contextlib.suppress(TransportError):
-                await self.notify(response)
-
-        task = asyncio.create_task(run())
+        task = answer(message, self.on_request, self.notify)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -34,7 +34,7 @@ from nimblemcp.errors import TransportError
 from nimblemcp.jsonrpc import decode, encode, notification
 from nimblemcp.transports._limits import MAX_MESSAGE_BYTES
 from nimblemcp.transports._read_size import small_reads
-from nimblemcp.transports.client._router import Router
+from nimblemcp.transports.client._router import Router, answer
 from nimblemcp.transports.stdio._lines import LineSplitter
 
 # What `shlex.quote` leaves as it is (its `[^\w@%+=:,./-]` with `re.ASCII`).
@@ -258,14 +258,7 @@ class StdioTransport:
 
     def _serve(self, message: dict[str, Any]) -> None:
         assert self.on_request is not None
-        handler = self.on_request
-
-        async def run() -> None:
-            response = await handler(message)
-            with contextlib.suppress(TransportError):
-                await self._write(response)
-
-        task = asyncio.create_task(run())
+        task = answer(message, self.on_request, self._write)
         self._tasks.append(task)
         task.add_done_callback(self._forget)
 
