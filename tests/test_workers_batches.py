@@ -233,3 +233,32 @@ async def test_a_served_sync_tool_keeps_answering_while_other_calls_block(tmp_pa
                 assert (await asyncio.wait_for(h, 10)).json()["result"]["content"][0]["text"] == "held"
     finally:
         assert stop(proc) == 0
+
+
+async def test_the_pool_answers_what_asyncio_to_thread_answers() -> None:
+    """The policy's survivor (issue 32, point 3): for the same calls, the worker pool gives
+    what `asyncio.to_thread` gives: results, exceptions (their type and message), keyword
+    calls, context variables, and calls from many tasks at once in their own order."""
+    pool = Workers(max_workers=4)
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+
+    def job(i: int, fail: bool = False) -> tuple[int, str, str]:
+        if fail:
+            raise ValueError(f"job {i} failed")
+        where = "main" if threading.current_thread() is threading.main_thread() else "worker"
+        return i * i, var.get(), where
+
+    async def both(i: int, fail: bool) -> tuple[object, object]:
+        var.set(f"task {i}")
+        answers: list[object] = []
+        for run in (lambda: pool.run(job, i=i, fail=fail), lambda: asyncio.to_thread(job, i=i, fail=fail)):
+            try:
+                answers.append(await run())
+            except ValueError as exc:
+                answers.append((type(exc).__name__, str(exc)))
+        return answers[0], answers[1]
+
+    pairs = await asyncio.gather(*(both(i, i % 5 == 0) for i in range(40)))
+    for mine, reference in pairs:
+        assert mine == reference
+    assert sum(isinstance(m, tuple) and m[0] == "ValueError" for m, _ in pairs) == 8
