@@ -73,3 +73,13 @@ def test_a_server_request_without_a_server_is_ignored_with_a_warning(caplog: pyt
     Router().route({"jsonrpc": "2.0", "id": 3, "method": "sampling/createMessage"}, serve=None,
                    on_notification=None)
     assert any("BASE-06" in r.getMessage() for r in caplog.records)
+
+
+def test_a_log_for_a_listen_that_is_over_goes_to_the_one_request_in_flight() -> None:
+    """A subscription id no request holds any more routes nothing: the lone-log rule
+    still applies, as before the two routers were merged."""
+    router, loose = Router(lone_logs=True), []
+    inbox = router.open(request(2))
+    router.route(note("notifications/message", level="info", data="x", _meta={SUBSCRIPTION_ID: 1}),
+                 serve=None, on_notification=loose.append)
+    assert len(drained(inbox)) == 1 and loose == []

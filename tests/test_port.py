@@ -320,3 +320,11 @@ def test_one_accept_parser() -> None:
     assert accepts_json_and_sse(b"application/json, text/event-stream")
     assert accepts_json_and_sse(b"application/*, text/*")
     assert not accepts_json_and_sse(b"application/json") and not accepts_json_and_sse(None)
+
+
+def test_http_security_refuses_one_string_for_a_list() -> None:
+    """`allowed_origins="https://a"` would allow each of its letters: refused, with the fix."""
+    for name in ("allowed_origins", "allowed_hosts"):
+        with pytest.raises(TypeError, match=r"list of strings"):
+            HttpSecurity(**{name: "https://app.example"})
+    assert HttpSecurity(allowed_hosts=["a.example"]).allowed_hosts == ("a.example",)

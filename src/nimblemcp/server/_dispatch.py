@@ -156,18 +156,18 @@ class Dispatcher:
         self._routes: dict[str, tuple[MethodSpec, Handler]] | None = None
         self._server_meta = {SERVER_INFO: config.info}
 
+    def reconfigure(self, config: ServerConfig) -> None:
+        """Serve with `config` from now on (a setting of the server changed)."""
+        self.config = config
+        self._server_meta = {SERVER_INFO: config.info}
+        self.invalidate()
+
     def use(self, middleware: list[Middleware]) -> None:
         """Rebuild the handler table inside `middleware` (at registration, not per request)."""
         from nimblemcp.server._middleware import chain
 
         self.handlers = {m: chain(h, middleware) if middleware else h for m, h in self.bare.items()}
         self._routes = None
-
-    def reconfigure(self, config: ServerConfig) -> None:
-        """Serve with `config` from now on (a setting of the server changed)."""
-        self.config = config
-        self._server_meta = {SERVER_INFO: config.info}
-        self.invalidate()
 
     def invalidate(self) -> None:
         """Forget precomputed payloads; called on every registry change."""

@@ -9,8 +9,9 @@ Reading: `SSEDecoder` applies the WHATWG event-stream rules one line at a time:
 `data:` lines join with newlines, one leading space after the colon is dropped,
 comment lines (starting with `:`, our keep-alives, HTTP-08) are counted and otherwise
 ignored, a blank line dispatches the event (one without data is dropped), `id` sticks
-until changed (never with a NUL), `retry:` must be all digits. `iter_sse` runs it over an async iterator of text lines (the HTTP client); the tests
-run it over raw byte chunks (`tests/_sse_parser.py`).
+until changed (never with a NUL), `retry:` must be all digits. `iter_sse` runs it over
+an async iterator of text lines (the HTTP client); the tests run it over raw byte
+chunks (`tests/_sse_parser.py`).
 Pure: imports only `types`; must not import asyncio, httpx, the server, the client or
 any transport.
 """

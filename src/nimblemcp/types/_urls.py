@@ -16,10 +16,16 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port) of `url`, lower-cased, the default port filled in."""
+    """(scheme, host, port) of `url`, lower-cased, the default port filled in. Never
+    raises: a URL from a peer with a port that is not one (`h:99999`, `h:x`) keeps its
+    whole host-and-port text as the host, so it is the same origin as no valid URL."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS.get(scheme)
+    try:
+        port = parts.port
+    except ValueError:
+        return scheme, parts.netloc.lower(), None
+    return scheme, (parts.hostname or "").lower(), port or DEFAULT_PORTS.get(scheme)
 
 
 def origin_and_path(url: str) -> tuple[str, str]:

@@ -100,7 +100,8 @@ class Router:
                 sid = meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
                 if sid is None and method == "notifications/cancelled":
                     sid = params.get("requestId")
-                target = _key(sid) if sid is not None else None
+                key = _key(sid) if sid is not None else None
+                target = key if key in self.pending else None
         if target is None and self.lone_logs and method == "notifications/message" and len(self.pending) == 1:
             target = next(iter(self.pending))
         return self.pending.get(target) if target is not None else None

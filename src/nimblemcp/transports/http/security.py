@@ -91,6 +91,10 @@ class HttpSecurity:
 
     def __post_init__(self) -> None:
         # Lists are welcome; kept as tuples, so the options stay hashable and unshared.
+        # One string is refused: its letters would each become an allowed value.
+        for name in ("allowed_origins", "allowed_hosts"):
+            if isinstance(getattr(self, name), str):
+                raise TypeError(f"{name} takes a list of strings, e.g. [{getattr(self, name)!r}], not one string")
         object.__setattr__(self, "allowed_origins", tuple(self.allowed_origins))
         if self.allowed_hosts is not None:
             object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
